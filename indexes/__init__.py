@@ -1,0 +1,1 @@
+"""Loading and segmenting documents, and building per-domain index versions."""

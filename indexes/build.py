@@ -1,0 +1,140 @@
+"""Build index versions: embed passages into one collection per domain, then switch atomically.
+
+Every build writes a *new* index version (a copy of the active one plus the changes), marks it
+complete and only then makes it active, so a running service keeps answering from the old
+version, and a crashed or interrupted build leaves the old version active.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from tqdm.auto import tqdm
+
+from service.artifacts import Registry
+from service.retrieval.encoder import Encoder
+from service.retrieval.passage import Passage
+from service.retrieval.store import StoreBackend
+
+log = logging.getLogger("fedqa.indexes")
+EMBED_BATCH = 128
+
+
+@dataclass
+class BuildReport:
+    """What a build did."""
+
+    version: str | None
+    previous: str | None
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    domains: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    duplicates: int = 0
+
+    @property
+    def changed(self) -> bool:
+        """Whether a new version was made."""
+        return self.version is not None and self.version != self.previous
+
+
+def dedupe(passages: Iterable[Passage]) -> tuple[list[Passage], int]:
+    """Keep the last passage of each doc_id; returns the passages and how many were dropped."""
+    seen: dict[str, Passage] = {}
+    total = 0
+    for p in passages:
+        seen[p.doc_id] = p
+        total += 1
+    return list(seen.values()), total - len(seen)
+
+
+def build_index(
+    passages: Iterable[Passage],
+    *,
+    registry: Registry,
+    backend: StoreBackend,
+    encoder: Encoder,
+    base: str | None,
+    activate: bool = True,
+    progress: bool = True,
+    meta: dict | None = None,
+) -> BuildReport:
+    """Write a new index version = ``base`` (or nothing) + ``passages`` embedded by ``encoder``.
+
+    Passages whose doc_id already exists in ``base`` with the same content are not re-embedded;
+    if nothing changed no version is made. ``base`` must have been embedded by ``encoder``.
+    """
+    t_start = time.perf_counter()
+    items, dropped = dedupe(passages)
+    report = BuildReport(version=None, previous=base, duplicates=dropped)
+    version = registry.new_version("index")
+    try:
+        if base:
+            backend.clone(base, version)
+        store = backend.open(version, create=True)
+        try:
+            existing = {d: {p.doc_id: p for p in store.iter_passages(d)} for d in store.domains()}
+            todo: dict[str, list[Passage]] = defaultdict(list)
+            for p in items:
+                old = existing.get(p.domain, {}).get(p.doc_id)
+                if old == p:
+                    report.unchanged += 1
+                    continue
+                if old is None:
+                    report.added += 1
+                else:
+                    report.updated += 1
+                todo[p.domain].append(p)
+            if not todo and base:
+                store.close()
+                backend.drop(version)
+                shutil.rmtree(registry.path("index", version), ignore_errors=True)
+                report.version = base
+                report.domains = {d: len(v) for d, v in existing.items()}
+                report.seconds = time.perf_counter() - t_start
+                return report
+            total = sum(len(v) for v in todo.values())
+            with tqdm(total=total, desc="embedding passages", unit="passage", disable=not progress) as bar:
+                for domain in sorted(todo):
+                    batch = todo[domain]
+                    store.create_domain(domain, encoder.dim)
+                    for i in range(0, len(batch), EMBED_BATCH):
+                        part = batch[i : i + EMBED_BATCH]
+                        store.upsert(domain, part, encoder.embed_passages([p.text for p in part]))
+                        bar.update(len(part))
+            store.finish()
+            report.domains = {d: store.count(d) for d in store.domains()}
+        finally:
+            store.close()
+        registry.complete(
+            "index",
+            version,
+            {
+                "retriever": encoder.version,
+                "encoder_path": str(encoder.path),
+                "dim": encoder.dim,
+                "backend": backend.name,
+                "base": base,
+                "domains": report.domains,
+                "passages": sum(report.domains.values()),
+                **(meta or {}),
+            },
+        )
+    except BaseException:
+        # Leave nothing half-built behind; the active version is untouched.
+        try:
+            backend.drop(version)
+        finally:
+            shutil.rmtree(registry.path("index", version), ignore_errors=True)
+        raise
+    if activate:
+        registry.activate("index", version)
+    report.version = version
+    report.seconds = time.perf_counter() - t_start
+    return report

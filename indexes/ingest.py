@@ -1,0 +1,46 @@
+"""``fedqa ingest``: load and segment documents, embed them, and activate a new index version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from indexes.build import BuildReport, build_index
+from indexes.loaders import load_paths
+from indexes.segment import token_counter
+from service.artifacts import Registry
+from service.config import Settings
+from service.pipeline import load_encoder
+from service.retrieval.encoder import Encoder
+from service.retrieval.store import StoreBackend, open_backend
+
+
+def ingest(
+    paths: list[Path],
+    settings: Settings,
+    *,
+    domain: str | None = None,
+    backend: StoreBackend | None = None,
+    encoder: Encoder | None = None,
+    progress: bool = True,
+) -> BuildReport:
+    """Add or update passages from ``paths`` in a new index version based on the active one.
+
+    Re-ingesting the same input changes nothing (same doc_ids, same content, no new version).
+    The new version is embedded with the retriever of the active index (or the active
+    retriever when there is no index yet).
+    """
+    registry = Registry(settings.home_dir)
+    base = registry.active()["index"]
+    retriever = registry.manifest("index", base).get("retriever") if base else registry.active()["retriever"]
+    encoder = encoder or load_encoder(settings, registry, retriever)
+    backend = backend or open_backend(settings)
+    passages = load_paths(
+        [Path(p) for p in paths],
+        domain=domain,
+        count_tokens=token_counter(encoder.tokenizer),
+        max_tokens=settings.max_passage_tokens,
+    )
+    return build_index(
+        passages, registry=registry, backend=backend, encoder=encoder, base=base, progress=progress,
+        meta={"sources": [str(p) for p in paths]},
+    )

@@ -1,0 +1,92 @@
+"""The FastAPI application: lifespan, error handling, routers."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from service import __version__
+from service.api import ask, health
+from service.api.state import ServiceState
+from service.config import Settings, get_settings
+from service.pipeline import RequestError
+from service.retrieval.store import StoreUnavailable
+
+log = logging.getLogger("fedqa.api")
+
+
+def _clean_errors(errors: list[dict]) -> list[dict]:
+    """Validation errors without the offending input (it may be huge or binary)."""
+    return [
+        {"loc": [str(x) for x in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+        for e in errors
+    ]
+
+
+def _summary(errors: list[dict]) -> str:
+    parts = []
+    for e in errors:
+        loc = ".".join(x for x in e["loc"] if x != "body") or "body"
+        parts.append(f"{loc}: {e['msg']}")
+    return "; ".join(parts)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Clear 4xx messages, 503 for the store, never a stack trace to the client."""
+
+    @app.exception_handler(RequestValidationError)
+    async def validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = _clean_errors(list(exc.errors()))
+        if any(e["type"] == "json_invalid" for e in errors):
+            return JSONResponse(
+                {"detail": "request body is not valid JSON (it must be UTF-8 encoded JSON)", "errors": errors}, 400
+            )
+        return JSONResponse({"detail": _summary(errors), "errors": errors}, 422)
+
+    @app.exception_handler(RequestError)
+    async def request_error(_: Request, exc: RequestError) -> JSONResponse:
+        return JSONResponse(
+            {"detail": f"{exc.field}: {exc}", "errors": [{"loc": ["body", exc.field], "msg": str(exc), "type": "value_error"}]},
+            422,
+        )
+
+    @app.exception_handler(StoreUnavailable)
+    async def store_unavailable(_: Request, exc: StoreUnavailable) -> JSONResponse:
+        return JSONResponse({"detail": f"search store unavailable: {exc}"}, 503)
+
+    @app.exception_handler(Exception)
+    async def internal(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return JSONResponse({"detail": "internal error; see the service log"}, 500)
+
+
+def create_app(settings: Settings | None = None, state: ServiceState | None = None) -> FastAPI:
+    """Build the app; the pipeline is loaded once at start-up (lifespan)."""
+    settings = settings or get_settings()
+    state = state or ServiceState(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if state.pipeline is None:
+            await run_in_threadpool(state.load)
+        yield
+        state.close()
+
+    app = FastAPI(
+        title="fedqa",
+        version=__version__,
+        description="Federated multi-product question answering (MKP-QA): routed, gated, per-domain retrieval "
+        "with grounded, cited answers.",
+        lifespan=lifespan,
+    )
+    app.state.fedqa = state
+    install_error_handlers(app)
+    app.include_router(health.router)
+    app.include_router(ask.router)
+    return app

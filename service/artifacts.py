@@ -1,0 +1,158 @@
+"""Versioned artifacts (indexes, routers, retrievers) in the data home, and the active set.
+
+Layout::
+
+    $FEDQA_HOME/active.json             {"index": v, "router": v, "retriever": v, "history": {...}}
+    $FEDQA_HOME/{indexes,routers,retrievers}/<version>/   the artifact; manifest.json is written last
+
+A version is usable only once its ``manifest.json`` exists (written atomically after the
+artifact is complete), so a crashed or interrupted build is never activated. Switching
+versions is one atomic ``os.replace`` of ``active.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+Kind = Literal["index", "router", "retriever"]
+KINDS: tuple[Kind, ...] = ("index", "router", "retriever")
+_FOLDERS: dict[str, str] = {"index": "indexes", "router": "routers", "retriever": "retrievers"}
+MANIFEST = "manifest.json"
+
+
+class ArtifactError(RuntimeError):
+    """A version is missing, incomplete or of the wrong kind."""
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so that readers see the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    """One stored version and its manifest."""
+
+    kind: Kind
+    version: str
+    path: Path
+    manifest: dict[str, Any]
+    active: bool
+
+
+class Registry:
+    """Reads and switches the versions stored under one data home."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = Path(home).expanduser()
+
+    # paths -----------------------------------------------------------------
+    def kind_dir(self, kind: Kind) -> Path:
+        """Folder holding every version of ``kind``."""
+        return self.home / _FOLDERS[kind]
+
+    def path(self, kind: Kind, version: str) -> Path:
+        """Folder of one version."""
+        return self.kind_dir(kind) / version
+
+    # versions --------------------------------------------------------------
+    def new_version(self, kind: Kind) -> str:
+        """A fresh, sortable version name; its folder is created empty."""
+        name = f"{kind}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
+        self.path(kind, name).mkdir(parents=True, exist_ok=False)
+        return name
+
+    def complete(self, kind: Kind, version: str, manifest: dict[str, Any]) -> None:
+        """Mark a version complete by writing its manifest (last step of any build)."""
+        data = {"kind": kind, "version": version, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **manifest}
+        write_json_atomic(self.path(kind, version) / MANIFEST, data)
+
+    def manifest(self, kind: Kind, version: str) -> dict[str, Any]:
+        """The manifest of a complete version; ArtifactError if it is incomplete or absent."""
+        f = self.path(kind, version) / MANIFEST
+        if not f.is_file():
+            raise ArtifactError(f"{kind} version {version!r} does not exist or is incomplete")
+        return json.loads(f.read_text(encoding="utf-8"))
+
+    def list(self, kind: Kind) -> list[VersionInfo]:
+        """Complete versions of ``kind``, oldest first."""
+        d = self.kind_dir(kind)
+        if not d.is_dir():
+            return []
+        active = self.active().get(kind)
+        out = []
+        for p in sorted(d.iterdir()):
+            if (p / MANIFEST).is_file():
+                out.append(VersionInfo(kind, p.name, p, json.loads((p / MANIFEST).read_text("utf-8")), p.name == active))
+        return out
+
+    # active set ------------------------------------------------------------
+    def _state(self) -> dict[str, Any]:
+        f = self.home / "active.json"
+        if not f.is_file():
+            return {"history": {}}
+        return json.loads(f.read_text(encoding="utf-8"))
+
+    def active(self) -> dict[str, str | None]:
+        """The active version of every kind (None where there is none)."""
+        state = self._state()
+        return {k: state.get(k) for k in KINDS}
+
+    def active_manifest(self, kind: Kind) -> dict[str, Any] | None:
+        """Manifest of the active version of ``kind``, or None."""
+        v = self.active()[kind]
+        return self.manifest(kind, v) if v else None
+
+    def activate(self, kind: Kind, version: str) -> None:
+        """Make a complete version the active one, atomically; the previous one goes to history."""
+        self.manifest(kind, version)  # raises unless complete
+        state = self._state()
+        previous = state.get(kind)
+        if previous == version:
+            return
+        history = state.setdefault("history", {}).setdefault(kind, [])
+        if previous:
+            history.append(previous)
+        state[kind] = version
+        write_json_atomic(self.home / "active.json", state)
+
+    def rollback(self, kind: Kind) -> str:
+        """Re-activate the previously active version of ``kind`` and return it."""
+        state = self._state()
+        history: list[str] = state.get("history", {}).get(kind, [])
+        while history:
+            candidate = history.pop()
+            if (self.path(kind, candidate) / MANIFEST).is_file():
+                state[kind] = candidate
+                write_json_atomic(self.home / "active.json", state)
+                return candidate
+        raise ArtifactError(f"no earlier {kind} version to roll back to")
+
+    def remove_incomplete(self, kind: Kind) -> list[str]:
+        """Delete folders of builds that never completed (crashed or interrupted)."""
+        d = self.kind_dir(kind)
+        removed = []
+        if d.is_dir():
+            for p in d.iterdir():
+                if p.is_dir() and not (p / MANIFEST).is_file():
+                    shutil.rmtree(p, ignore_errors=True)
+                    removed.append(p.name)
+        return removed

@@ -1,0 +1,76 @@
+"""Settings for every part of fedqa, read once from ``FEDQA_*`` environment variables."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# Nothing in fedqa may reach a model hub at run time.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+class Settings(BaseSettings):
+    """All configuration; defaults work with nothing set."""
+
+    model_config = SettingsConfigDict(env_prefix="FEDQA_", env_file=None, extra="ignore")
+
+    home: Path = Field(default=Path("~/.fedqa"), description="Data home: indexes, models, caches.")
+
+    # Store
+    qdrant_url: str | None = Field(
+        default=None, description="Qdrant server/cluster URL; ':memory:' for qdrant-client local mode. Unset: embedded qdrant-edge."
+    )
+    qdrant_api_key: SecretStr | None = None
+    qdrant_prefer_grpc: bool = True
+    qdrant_timeout_s: float = 5.0
+    collection_prefix: str = "fedqa_"
+
+    # Models
+    encoder_model: str | None = Field(default=None, description="Path of a sentence-transformers model; default: shipped MiniLM.")
+    router_base_model: str | None = Field(default=None, description="Path of the router's BERT encoder; default: shipped MiniLM.")
+    max_passage_tokens: int = Field(default=512, ge=32, le=4096)
+    torch_threads: int | None = Field(default=None, ge=1)
+
+    # Routing and retrieval
+    tau0: float = Field(default=0.5, gt=0.0, le=1.0)
+    gate_mode: Literal["stochastic", "deterministic"] = "stochastic"
+    default_top_k: int = Field(default=5, ge=1)
+    max_top_k: int = Field(default=50, ge=1)
+    max_query_chars: int = Field(default=2000, ge=1)
+
+    # Generation
+    llm_backend: Literal["auto", "llamacpp", "transformers", "openai", "none"] = "auto"
+    llm_base_url: str | None = None
+    llm_model: str = "SmolLM2-135M-Instruct"
+    llm_api_key: SecretStr | None = None
+    llm_api: Literal["chat", "completions"] = "chat"
+    llm_max_tokens: int = Field(default=128, ge=1)
+    llm_timeout_s: float = Field(default=30.0, gt=0)
+    llm_threads: int = Field(default=1, ge=1)
+    llm_context_passages: int = Field(default=3, ge=1)
+    llm_passage_words: int = Field(default=120, ge=10)
+    answer_fallback: Literal["extractive", "none"] = Field(
+        default="extractive", description="What answers when the LLM fails or times out: quoted sentences, or null."
+    )
+
+    # HTTP
+    host: str = "127.0.0.1"
+    port: int = 8000
+
+    @property
+    def home_dir(self) -> Path:
+        """The expanded data home."""
+        return self.home.expanduser()
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Settings from the environment, read once per process."""
+    return Settings()

@@ -1,0 +1,1 @@
+"""LLM backends, answer prompts and the extractive fallback."""

@@ -1,0 +1,311 @@
+"""The answering pipeline: route -> gate -> embed -> federated search -> generate.
+
+Plain objects and functions, used alike by the HTTP API, the CLI, evaluation and tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from service.artifacts import ArtifactError, Registry
+from service.config import Settings
+from service.generation.extractive import extractive_answer
+from service.generation.llm import LLM, LLMError, open_llm
+from service.generation.prompt import STOP, attribute, build_prompt, citations, drop_bad_citations
+from service.retrieval.encoder import Encoder
+from service.retrieval.federated import federated_search
+from service.retrieval.passage import RankedHit
+from service.retrieval.store import Store, StoreBackend, StoreUnavailable, open_backend
+from service.routing.gate import GateMode, gate
+from service.routing.router import BertRouter, Router, UniformRouter
+from service.schemas import AskRequest, AskResponse, Routing, Source
+
+log = logging.getLogger("fedqa.pipeline")
+
+
+class RequestError(ValueError):
+    """A request that is well-formed JSON but asks for something out of range (HTTP 422)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass
+class Retrieval:
+    """The retrieval half of an answer."""
+
+    query: str
+    routing: Routing
+    hits: list[RankedHit]
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+def _ms(t0: float) -> float:
+    return round((time.perf_counter() - t0) * 1000.0, 3)
+
+
+class Pipeline:
+    """Everything needed to answer: router, encoder, one index version's store, an LLM (optional)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        router: Router,
+        encoder: Encoder,
+        store: Store,
+        llm: LLM | None = None,
+        llm_error: str | None = None,
+        warnings: list[str] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.encoder = encoder
+        self.store = store
+        self.llm = llm
+        self.llm_error = llm_error
+        self.warnings = list(warnings or [])
+        self.domains = store.domains()
+        if not self.domains:
+            raise StoreUnavailable(f"index {store.version} has no domains")
+        if set(router.domains) != set(self.domains):
+            self.warnings.append(
+                f"router domains {sorted(router.domains)} differ from the index's {self.domains}; "
+                "searching every domain until the router is retrained (fedqa train router)"
+            )
+            router = UniformRouter(self.domains)
+        self.router = router
+        self._router_index = [router.domains.index(d) for d in self.domains]
+        self._pool = ThreadPoolExecutor(max_workers=min(8, max(1, len(self.domains))), thread_name_prefix="fedqa-search")
+
+    # ------------------------------------------------------------------ info
+    @property
+    def versions(self) -> dict[str, str | None]:
+        """Versions of everything that produced an answer."""
+        return {
+            "index": self.store.version,
+            "router": self.router.version or "uniform",
+            "retriever": self.encoder.version,
+            "llm": self.llm.name if self.llm else None,
+            "store": self.store.backend,
+        }
+
+    def close(self) -> None:
+        """Release the store and the search threads."""
+        self._pool.shutdown(wait=False)
+        self.store.close()
+
+    # ------------------------------------------------------------- retrieval
+    def validate(self, req: AskRequest) -> int:
+        """Check limits that depend on settings; returns the effective top_k."""
+        if len(req.query) > self.settings.max_query_chars:
+            raise RequestError("query", f"query is {len(req.query)} characters; the limit is {self.settings.max_query_chars}")
+        top_k = self.settings.default_top_k if req.top_k is None else req.top_k
+        if not 1 <= top_k <= self.settings.max_top_k:
+            raise RequestError("top_k", f"top_k must be between 1 and {self.settings.max_top_k}, got {top_k}")
+        return top_k
+
+    def probabilities(self, query: str) -> dict[str, float]:
+        """Router probabilities p_j for the index's domains."""
+        p = self.router.predict([query])[0]
+        return {d: float(p[i]) for d, i in zip(self.domains, self._router_index)}
+
+    def retrieve(self, query: str, *, top_k: int, seed: int | None = None, gate_mode: GateMode | None = None) -> Retrieval:
+        """Route, gate, embed the query once, search the active domains, merge by U = p_j * s."""
+        timings: dict[str, float] = {}
+        t_all = time.perf_counter()
+        t0 = time.perf_counter()
+        probs = self.probabilities(query)
+        timings["router"] = _ms(t0)
+
+        t0 = time.perf_counter()
+        mode: GateMode = gate_mode or self.settings.gate_mode
+        p = np.array([probs[d] for d in self.domains])
+        decision = gate(p, self.settings.tau0, mode=mode, rng=np.random.default_rng(seed))
+        active = [d for d, a in zip(self.domains, decision.active) if a]
+        timings["gate"] = _ms(t0)
+
+        t0 = time.perf_counter()
+        vector = self.encoder.embed_query(query)
+        timings["embed"] = _ms(t0)
+
+        t0 = time.perf_counter()
+        hits, per_domain = federated_search(self.store, vector, probs, active, top_k, self._pool)
+        timings["search"] = _ms(t0)
+        timings.update({f"search.{d}": round(ms, 3) for d, ms in per_domain.items()})
+        timings["retrieval"] = _ms(t_all)
+
+        routing = Routing(
+            probabilities={d: round(v, 6) for d, v in probs.items()},
+            threshold=round(decision.threshold, 6),
+            active_domains=active,
+            activation={d: round(float(a), 6) for d, a in zip(self.domains, decision.activation)},
+            fallback=decision.fallback,
+            mode=mode,
+            router=self.router.version or "uniform",
+        )
+        return Retrieval(query=query, routing=routing, hits=hits, timings_ms=timings)
+
+    # ------------------------------------------------------------ generation
+    def _prompt(self, ret: Retrieval) -> tuple[str, list[RankedHit]]:
+        context = ret.hits[: self.settings.llm_context_passages]
+        return build_prompt(ret.query, context, passage_words=self.settings.llm_passage_words), context
+
+    def _finish_generated(self, text: str, context: list[RankedHit]) -> str:
+        answer = drop_bad_citations(text, len(context))
+        if answer and not citations(answer, len(context)):
+            answer = attribute(answer, context)
+        return answer
+
+    def _fallback(self, ret: Retrieval, error: str | None) -> tuple[str | None, str, str | None]:
+        if self.settings.answer_fallback == "extractive":
+            return extractive_answer(ret.query, ret.hits), "extractive", error
+        return None, "none", error
+
+    def generate(self, ret: Retrieval) -> tuple[str | None, str, str | None]:
+        """(answer, answer_mode, error) for a retrieval; never raises for LLM faults."""
+        if not ret.hits:
+            return None, "none", "no passage matched the query"
+        if self.llm is None:
+            if self.llm_error:
+                return self._fallback(ret, self.llm_error)
+            return extractive_answer(ret.query, ret.hits), "extractive", None
+        prompt, context = self._prompt(ret)
+        try:
+            text = self.llm.complete(
+                prompt, max_tokens=self.settings.llm_max_tokens, stop=STOP, timeout_s=self.settings.llm_timeout_s
+            )
+        except LLMError as exc:
+            log.warning("LLM failed: %s", exc)
+            return self._fallback(ret, f"generation failed: {exc}")
+        answer = self._finish_generated(text, context)
+        if not answer:
+            return self._fallback(ret, "the LLM returned an empty answer")
+        return answer, "generative", None
+
+    # ---------------------------------------------------------------- answer
+    def _response(self, ret: Retrieval, answer: str | None, mode: str, error: str | None, strategy: str) -> AskResponse:
+        return AskResponse(
+            query=ret.query,
+            answer=answer,
+            answer_mode=mode,  # type: ignore[arg-type]
+            citations=citations(answer, len(ret.hits)) if answer else [],
+            sources=[
+                Source(
+                    **h.passage.payload(),
+                    score=round(h.score, 6),
+                    domain_prob=round(h.domain_prob, 6),
+                    unified_score=round(h.unified_score, 6),
+                )
+                for h in ret.hits
+            ],
+            routing=ret.routing,
+            strategy=strategy,  # type: ignore[arg-type]
+            timings_ms=ret.timings_ms,
+            versions=self.versions,
+            error=error,
+        )
+
+    def answer(self, req: AskRequest) -> AskResponse:
+        """Answer one request (non-streaming)."""
+        t_all = time.perf_counter()
+        top_k = self.validate(req)
+        ret = self.retrieve(req.query, top_k=top_k, seed=req.seed, gate_mode=req.gate)
+        if req.generate:
+            t0 = time.perf_counter()
+            answer, mode, error = self.generate(ret)
+            ret.timings_ms["generate"] = _ms(t0)
+        else:
+            answer, mode, error = None, "retrieval", None
+        ret.timings_ms["total"] = _ms(t_all)
+        return self._response(ret, answer, mode, error, req.strategy)
+
+    def answer_stream(self, req: AskRequest) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Answer as events: ``retrieval`` (routing and sources), ``token`` pieces, then ``done`` (the full response)."""
+        t_all = time.perf_counter()
+        top_k = self.validate(req)
+        ret = self.retrieve(req.query, top_k=top_k, seed=req.seed, gate_mode=req.gate)
+        head = self._response(ret, None, "retrieval", None, req.strategy)
+        yield "retrieval", {"routing": head.routing.model_dump(), "sources": [s.model_dump() for s in head.sources]}
+        answer: str | None
+        error: str | None = None
+        t0 = time.perf_counter()
+        if not req.generate:
+            answer, mode = None, "retrieval"
+        elif self.llm is None or not ret.hits:
+            answer, mode, error = self.generate(ret)
+            if answer:
+                yield "token", {"text": answer}
+        else:
+            prompt, context = self._prompt(ret)
+            pieces: list[str] = []
+            try:
+                for piece in self.llm.stream(
+                    prompt, max_tokens=self.settings.llm_max_tokens, stop=STOP, timeout_s=self.settings.llm_timeout_s
+                ):
+                    pieces.append(piece)
+                    yield "token", {"text": piece}
+                answer = self._finish_generated("".join(pieces), context) or None
+                mode = "generative" if answer else "none"
+                if not answer:
+                    answer, mode, error = self._fallback(ret, "the LLM returned an empty answer")
+            except LLMError as exc:
+                answer, mode, error = self._fallback(ret, f"generation failed: {exc}")
+        ret.timings_ms["generate"] = _ms(t0)
+        ret.timings_ms["total"] = _ms(t_all)
+        yield "done", self._response(ret, answer, mode, error, req.strategy).model_dump()
+
+
+def load_pipeline(settings: Settings, backend: StoreBackend | None = None, *, with_llm: bool = True) -> Pipeline:
+    """Build the pipeline from the active versions in the data home.
+
+    The encoder is the retriever the active index was embedded with, so queries and passages
+    always share one vector space. Raises StoreUnavailable when there is no index yet.
+    """
+    from service.compute import configure_threads
+
+    configure_threads(settings.torch_threads)
+    registry = Registry(settings.home_dir)
+    index_version = registry.active()["index"]
+    if not index_version:
+        raise StoreUnavailable(f"no index in {settings.home_dir}: run 'fedqa ingest PATH' (or 'fedqa demo') first")
+    try:
+        manifest = registry.manifest("index", index_version)
+    except ArtifactError as exc:
+        raise StoreUnavailable(str(exc)) from exc
+    encoder = load_encoder(settings, registry, manifest.get("retriever"))
+    backend = backend or open_backend(settings)
+    store = backend.open(index_version)
+
+    warnings: list[str] = []
+    router_version = registry.active()["router"]
+    router: Router
+    if router_version:
+        router = BertRouter.load(registry.path("router", router_version), version=router_version)
+    else:
+        warnings.append("no trained router: every domain is searched (fedqa train router --queries FILE)")
+        router = UniformRouter(store.domains())
+
+    llm, llm_error = None, None
+    if with_llm:
+        try:
+            llm = open_llm(settings)
+        except Exception as exc:  # a missing model must not stop retrieval from serving
+            llm_error = f"LLM backend could not start: {exc}"
+            log.error(llm_error)
+            warnings.append(llm_error)
+    return Pipeline(settings, router=router, encoder=encoder, store=store, llm=llm, llm_error=llm_error, warnings=warnings)
+
+
+def load_encoder(settings: Settings, registry: Registry, retriever_version: str | None) -> Encoder:
+    """The bi-encoder of a retriever version (None: the configured or shipped base model)."""
+    if retriever_version and retriever_version != "base":
+        return Encoder(registry.path("retriever", retriever_version), version=retriever_version)
+    return Encoder(settings.encoder_model, version="base")

@@ -1,0 +1,48 @@
+"""Labelled questions in the exchange format (``queries.jsonl``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class LabelledQuery:
+    """A question with the domains it belongs to and the passages that answer it."""
+
+    qid: str
+    query: str
+    domains: list[str]
+    gold_doc_ids: list[str] = field(default_factory=list)
+    answer: str | None = None
+    kind: str | None = None
+
+    @property
+    def is_cross(self) -> bool:
+        """A question spanning more than one domain."""
+        return len(self.domains) > 1
+
+
+def load_queries(path: str | Path) -> list[LabelledQuery]:
+    """Read ``queries.jsonl``; a ValueError names the first bad line."""
+    out: list[LabelledQuery] = []
+    path = Path(path)
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                q = LabelledQuery(
+                    qid=str(rec.get("qid") or f"{path.stem}-{n}"),
+                    query=str(rec["query"]),
+                    domains=[str(d) for d in rec.get("domains") or []],
+                    gold_doc_ids=[str(d) for d in rec.get("gold_doc_ids") or []],
+                    answer=rec.get("answer"),
+                    kind=rec.get("kind"),
+                )
+            except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+                raise ValueError(f"{path}:{n}: not a labelled query ({exc})") from None
+            out.append(q)
+    return out

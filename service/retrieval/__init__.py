@@ -1,0 +1,1 @@
+"""Bi-encoder, per-domain stores and federated search."""

@@ -1,0 +1,139 @@
+"""Embedded store: one qdrant-edge shard (the Qdrant engine in-process: HNSW, payload indexes, WAL) per domain."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+from qdrant_edge import (
+    CountRequest,
+    Distance,
+    EdgeConfig,
+    EdgeShard,
+    EdgeVectorParams,
+    PayloadSchemaType,
+    Point,
+    Query,
+    QueryRequest,
+    ScrollRequest,
+    UpdateOperation,
+)
+
+from service.artifacts import Registry
+from service.retrieval.passage import Hit, Passage
+from service.retrieval.store import StoreError, StoreUnavailable
+
+_BATCH = 256
+
+
+class EdgeStore:
+    """One index version as a folder of qdrant-edge shards, one per domain."""
+
+    backend = "qdrant-edge"
+
+    def __init__(self, root: Path, version: str) -> None:
+        self.root = root
+        self.version = version
+        self._shards: dict[str, EdgeShard] = {}
+        for d in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+            try:
+                self._shards[d.name] = EdgeShard.load(str(d))
+            except Exception as exc:  # the engine reports locks and corruption as plain exceptions
+                self.close()
+                if "WouldBlock" in str(exc):
+                    raise StoreUnavailable(
+                        f"index {version} is open in another process (a running 'fedqa serve'?); "
+                        "stop it, or query it over HTTP"
+                    ) from exc
+                raise StoreUnavailable(f"cannot open shard {d}: {exc}") from exc
+
+    def domains(self) -> list[str]:
+        return sorted(self._shards)
+
+    def _shard(self, domain: str) -> EdgeShard:
+        try:
+            return self._shards[domain]
+        except KeyError:
+            raise StoreError(f"unknown domain {domain!r} in index {self.version}") from None
+
+    def count(self, domain: str) -> int:
+        return int(self._shard(domain).count(CountRequest(exact=True)))
+
+    def create_domain(self, domain: str, dim: int) -> None:
+        if domain in self._shards:
+            return
+        config = EdgeConfig(vectors=EdgeVectorParams(size=dim, distance=Distance.Dot))
+        shard = EdgeShard.create(str(self.root / domain), config)
+        for field in ("doc_id", "source"):
+            shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Keyword))
+        self._shards[domain] = shard
+
+    def upsert(self, domain: str, passages: Sequence[Passage], vectors: np.ndarray) -> None:
+        shard = self._shard(domain)
+        for i in range(0, len(passages), _BATCH):
+            points = [
+                Point(id=p.point_id, vector=v.tolist(), payload=p.payload())
+                for p, v in zip(passages[i : i + _BATCH], vectors[i : i + _BATCH])
+            ]
+            shard.update(UpdateOperation.upsert_points(points))
+
+    def search(self, domain: str, vector: np.ndarray, limit: int) -> list[Hit]:
+        found = self._shard(domain).query(
+            QueryRequest(limit=limit, query=Query.Nearest(np.asarray(vector, dtype=np.float32).tolist()), with_payload=True)
+        )
+        return [Hit(Passage.from_payload(p.payload or {}), float(p.score)) for p in found]
+
+    def iter_passages(self, domain: str) -> Iterator[Passage]:
+        shard = self._shard(domain)
+        offset = None
+        while True:
+            records, offset = shard.scroll(ScrollRequest(offset=offset, limit=_BATCH, with_payload=True))
+            for r in records:
+                yield Passage.from_payload(r.payload or {})
+            if offset is None:
+                break
+
+    def finish(self) -> None:
+        for shard in self._shards.values():
+            shard.optimize()
+            shard.flush()
+
+    def close(self) -> None:
+        for shard in self._shards.values():
+            try:
+                shard.close()
+            except Exception:  # closing twice or after a failed load is harmless
+                pass
+        self._shards.clear()
+
+
+class EdgeBackend:
+    """Index versions as folders under ``$FEDQA_HOME/indexes/<version>/shards``."""
+
+    name = "qdrant-edge"
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+
+    def _root(self, version: str) -> Path:
+        return self.registry.path("index", version) / "shards"
+
+    def open(self, version: str, *, create: bool = False) -> EdgeStore:
+        root = self._root(version)
+        if create:
+            root.mkdir(parents=True, exist_ok=True)
+        elif not root.is_dir():
+            raise StoreUnavailable(f"index {version} has no shards at {root}")
+        return EdgeStore(root, version)
+
+    def clone(self, src: str, dst: str) -> None:
+        src_root = self._root(src)
+        if not src_root.is_dir():
+            raise StoreError(f"index {src} has no shards to copy")
+        # Shard files are consistent after the build's flush; a serving process only reads them.
+        shutil.copytree(src_root, self._root(dst), dirs_exist_ok=False)
+
+    def drop(self, version: str) -> None:
+        shutil.rmtree(self._root(version), ignore_errors=True)

@@ -1,0 +1,53 @@
+"""The unit of retrieval: a passage, and a passage found by a search."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+_NAMESPACE = uuid.UUID("6f1c3c9e-4f7a-4c55-9a51-0d1f3b1e8a11")
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A passage with the provenance every answer must cite."""
+
+    doc_id: str
+    domain: str
+    title: str
+    source: str
+    text: str
+
+    @property
+    def point_id(self) -> str:
+        """Stable store id derived from doc_id, so re-ingesting the same passage overwrites it."""
+        return str(uuid.uuid5(_NAMESPACE, self.doc_id))
+
+    def payload(self) -> dict[str, Any]:
+        """The payload stored beside the vector."""
+        return asdict(self)
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any]) -> "Passage":
+        """Rebuild a passage from a stored payload."""
+        return cls(**{k: str(payload.get(k, "")) for k in ("doc_id", "domain", "title", "source", "text")})
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A passage returned by one domain's search, with the store's similarity score s."""
+
+    passage: Passage
+    score: float
+
+
+@dataclass(frozen=True)
+class RankedHit:
+    """A hit placed in the federated ranking: unified score U = p_j * s."""
+
+    passage: Passage
+    score: float
+    domain_prob: float
+    unified_score: float
+    extra: dict[str, Any] = field(default_factory=dict)

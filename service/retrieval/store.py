@@ -1,0 +1,100 @@
+"""The store interface: one collection per domain, for one index version.
+
+Two backends implement it: :mod:`service.retrieval.edge_store` (embedded qdrant-edge, the
+default) and :mod:`service.retrieval.client_store` (a Qdrant server or cluster through
+qdrant-client, or its ``:memory:`` local mode).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Protocol
+
+import numpy as np
+
+from service.retrieval.passage import Hit, Passage
+
+
+class StoreError(RuntimeError):
+    """The store refused an operation (bad version, missing domain...)."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be reached or opened right now (HTTP 503)."""
+
+
+class Store(Protocol):
+    """One index version: a collection per domain."""
+
+    backend: str
+    version: str
+
+    def domains(self) -> list[str]:
+        """Domains (collections) in this version."""
+        ...
+
+    def count(self, domain: str) -> int:
+        """Number of passages of one domain."""
+        ...
+
+    def create_domain(self, domain: str, dim: int) -> None:
+        """Create the domain's collection if it does not exist."""
+        ...
+
+    def upsert(self, domain: str, passages: Sequence[Passage], vectors: np.ndarray) -> None:
+        """Insert or overwrite passages (point id derived from doc_id)."""
+        ...
+
+    def search(self, domain: str, vector: np.ndarray, limit: int) -> list[Hit]:
+        """Top ``limit`` passages of one domain by dot product with ``vector``."""
+        ...
+
+    def iter_passages(self, domain: str) -> Iterator[Passage]:
+        """Every passage of one domain (for re-embedding and evaluation)."""
+        ...
+
+    def finish(self) -> None:
+        """Flush writes and build the search index (end of a build)."""
+        ...
+
+    def close(self) -> None:
+        """Release files and connections."""
+        ...
+
+
+class StoreBackend(Protocol):
+    """Creates, opens, copies and drops index versions."""
+
+    name: str
+
+    def open(self, version: str, *, create: bool = False) -> Store:
+        """Open one index version (``create``: a new, empty one)."""
+        ...
+
+    def clone(self, src: str, dst: str) -> None:
+        """Copy every collection of version ``src`` into a new version ``dst``."""
+        ...
+
+    def drop(self, version: str) -> None:
+        """Delete a version's collections."""
+        ...
+
+
+def open_backend(settings: "Settings") -> StoreBackend:  # noqa: F821 - imported lazily
+    """The backend the settings choose: qdrant-client when FEDQA_QDRANT_URL is set, else qdrant-edge."""
+    from service.artifacts import Registry
+
+    registry = Registry(settings.home_dir)
+    if settings.qdrant_url:
+        from service.retrieval.client_store import ClientBackend
+
+        return ClientBackend.from_url(
+            settings.qdrant_url,
+            api_key=settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None,
+            prefer_grpc=settings.qdrant_prefer_grpc,
+            timeout_s=settings.qdrant_timeout_s,
+            prefix=settings.collection_prefix,
+        )
+    from service.retrieval.edge_store import EdgeBackend
+
+    return EdgeBackend(registry)

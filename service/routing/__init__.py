@@ -1,0 +1,1 @@
+"""Router (p_j = P(domain j | query)) and the stochastic gate."""

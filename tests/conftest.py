@@ -1,0 +1,67 @@
+"""Shared fixtures: one real encoder, one demo home (index + trained router) per test session."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from service.config import Settings  # noqa: E402
+from service.retrieval.encoder import Encoder  # noqa: E402
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "faq6"
+
+
+def make_settings(home: Path, **overrides) -> Settings:
+    """Settings for a test home; nothing read from the environment but these values."""
+    return Settings(home=home, llm_backend="none", **overrides)
+
+
+@pytest.fixture(scope="session")
+def encoder() -> Encoder:
+    return Encoder()
+
+
+@pytest.fixture(scope="session")
+def demo_home(tmp_path_factory: pytest.TempPathFactory, encoder: Encoder) -> Path:
+    """A home with the shipped demo knowledge base ingested and a router trained on its questions."""
+    from indexes.ingest import ingest
+    from service.demo import DOCS, QUERIES
+    from service.queries import load_queries
+    from training.router import train_and_activate
+
+    home = tmp_path_factory.mktemp("demo-home")
+    settings = make_settings(home)
+    ingest([DOCS], settings, encoder=encoder, progress=False)
+    train_and_activate(settings, load_queries(QUERIES), epochs=4, progress=False)
+    return home
+
+
+@pytest.fixture(scope="session")
+def demo_pipeline(demo_home: Path, encoder: Encoder):
+    """A retrieval pipeline on the demo home (LLM off: extractive answers)."""
+    from service.pipeline import load_pipeline
+
+    pipeline = load_pipeline(make_settings(demo_home), with_llm=False)
+    yield pipeline
+    pipeline.close()
+
+
+@pytest.fixture(scope="session")
+def faq6_sample() -> list[dict]:
+    """120 real passages of the faq6 set (20 per domain), when ../shared is present."""
+    path = SHARED / "docs.jsonl"
+    if not path.is_file():
+        pytest.skip("../shared/data/faq6 is not present")
+    per: dict[str, list[dict]] = {}
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            rec = json.loads(line)
+            bucket = per.setdefault(rec["domain"], [])
+            if len(bucket) < 20:
+                bucket.append(rec)
+    return [r for recs in per.values() for r in recs]

@@ -1,0 +1,223 @@
+"""The HTTP contract of /ask, /healthz, /readyz, /domains, including every bad input and fault path."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.api.app import create_app
+from service.api.state import ServiceState
+from service.demo import QUERIES
+from service.generation.openai_llm import OpenAILLM
+from service.pipeline import Pipeline
+from service.queries import load_queries
+from tests.conftest import make_settings
+
+
+def _client(pipeline, settings=None) -> TestClient:
+    settings = settings or pipeline.settings
+    state = ServiceState(settings)
+    state.pipeline = pipeline
+    return TestClient(create_app(settings, state))  # no lifespan: the shared pipeline stays open
+
+
+@pytest.fixture(scope="module")
+def client(demo_pipeline) -> TestClient:
+    return _client(demo_pipeline)
+
+
+def test_retrieval_path_returns_ranked_sources_and_routing(client, demo_pipeline):
+    r = client.post("/ask", json={"query": "How do I import contacts from a spreadsheet?", "generate": False})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["answer"] is None and body["answer_mode"] == "retrieval"
+    assert len(body["sources"]) == 5
+    routing = body["routing"]
+    assert set(routing["probabilities"]) == set(demo_pipeline.domains)
+    assert all(0.0 <= p <= 1.0 for p in routing["probabilities"].values())
+    assert set(routing["active_domains"]) <= set(demo_pipeline.domains) and routing["active_domains"]
+    assert routing["threshold"] >= 0
+    unified = [s["unified_score"] for s in body["sources"]]
+    assert unified == sorted(unified, reverse=True)
+    for s in body["sources"]:
+        assert s["domain"] in routing["active_domains"]
+        assert s["unified_score"] == pytest.approx(s["domain_prob"] * s["score"], abs=1e-5)
+        assert s["domain_prob"] == pytest.approx(routing["probabilities"][s["domain"]], abs=1e-5)
+        assert {"doc_id", "title", "source", "text"} <= set(s)
+    assert {"router", "gate", "embed", "search", "total"} <= set(body["timings_ms"])
+    assert body["versions"]["index"] and body["versions"]["router"].startswith("router-")
+
+
+def test_router_sends_demo_questions_to_their_product(demo_pipeline):
+    uni = [q for q in load_queries(QUERIES) if not q.is_cross]
+    top1 = [max(demo_pipeline.probabilities(q.query).items(), key=lambda kv: kv[1])[0] in q.domains for q in uni]
+    assert sum(top1) / len(top1) >= 0.7
+
+
+def test_answer_cites_sources(client):
+    r = client.post("/ask", json={"query": "How long do sessions last before users must sign in again?", "top_k": 3})
+    body = r.json()
+    assert r.status_code == 200
+    assert body["answer_mode"] == "extractive"  # LLM off in this pipeline
+    assert body["answer"] and body["citations"]
+    assert all(1 <= c <= len(body["sources"]) for c in body["citations"])
+    assert len(body["sources"]) == 3
+
+
+def test_same_seed_same_routing(client):
+    q = {"query": "Can I get a refund and will the help desk ticket be closed?", "generate": False, "seed": 42}
+    a, b = client.post("/ask", json=q).json(), client.post("/ask", json=q).json()
+    assert a["routing"]["active_domains"] == b["routing"]["active_domains"]
+    assert [s["doc_id"] for s in a["sources"]] == [s["doc_id"] for s in b["sources"]]
+
+
+def test_deterministic_gate_mode(client):
+    body = client.post("/ask", json={"query": "rotate api keys", "generate": False, "gate": "deterministic"}).json()
+    act = body["routing"]["activation"]
+    expected = sorted(d for d, a in act.items() if a >= 0.5) or [max(body["routing"]["probabilities"].items(), key=lambda kv: kv[1])[0]]
+    assert sorted(body["routing"]["active_domains"]) == expected
+    assert body["routing"]["mode"] == "deterministic"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"query": ""}, "query"),
+        ({"query": "   \n\t "}, "query"),
+        ({"query": "x" * 2001}, "query"),
+        ({"query": "ok", "top_k": 0}, "top_k"),
+        ({"query": "ok", "top_k": 51}, "top_k"),
+        ({"query": "ok", "top_k": "5"}, "top_k"),
+        ({"query": 5}, "query"),
+        ({"query": "ok", "strategy": "bogus"}, "strategy"),
+        ({"query": "ok", "stream": "yes"}, "stream"),
+        ({"query": "ok", "seed": 1.5}, "seed"),
+        ({"query": "ok", "surprise": 1}, "surprise"),
+        ({}, "query"),
+    ],
+)
+def test_bad_input_is_422_with_a_message_naming_the_field(client, body, field):
+    r = client.post("/ask", json=body)
+    assert r.status_code == 422, r.text
+    assert field in r.json()["detail"]
+    assert "Traceback" not in r.text
+
+
+def test_query_at_the_length_limit_is_accepted(client):
+    assert client.post("/ask", json={"query": "y" * 2000, "generate": False}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b'{"query": "caf\xe9"}', b"\xff\xfe\x00q", b'{"query": "unterminated', b"[1, 2]"],
+)
+def test_non_json_or_non_utf8_body_is_4xx(client, raw):
+    r = client.post("/ask", content=raw, headers={"content-type": "application/json"})
+    assert r.status_code in (400, 422)
+    assert r.json()["detail"]
+
+
+def test_health_ready_domains(client, demo_pipeline):
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["status"] == "ready"
+    domains = client.get("/domains").json()
+    assert [d["name"] for d in domains["domains"]] == demo_pipeline.domains
+    assert all(d["passages"] > 50 and d["routed"] for d in domains["domains"])
+
+
+def test_stream_sends_retrieval_tokens_and_done(client):
+    with client.stream("POST", "/ask", json={"query": "How do I set up SCIM provisioning?", "stream": True}) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        raw = "".join(r.iter_text())
+    events = [
+        (block.split("\n")[0].removeprefix("event: "), json.loads(block.split("\n")[1].removeprefix("data: ")))
+        for block in raw.strip().split("\n\n")
+    ]
+    names = [e for e, _ in events]
+    assert names[0] == "retrieval" and names[-1] == "done"
+    done = events[-1][1]
+    assert done["answer"] and done["sources"] == events[0][1]["sources"]
+    assert "".join(d["text"] for e, d in events if e == "token") == done["answer"]
+
+
+def test_stream_validates_before_streaming(client):
+    assert client.post("/ask", json={"query": "ok", "stream": True, "top_k": 99}).status_code == 422
+
+
+def test_store_unreachable_is_503(tmp_path):
+    settings = make_settings(tmp_path, qdrant_url="http://127.0.0.1:9", qdrant_prefer_grpc=False, qdrant_timeout_s=1)
+    with TestClient(create_app(settings)) as c:  # lifespan runs and fails to load
+        r = c.post("/ask", json={"query": "anything"})
+        assert r.status_code == 503 and "unavailable" in r.json()["detail"]
+        assert c.get("/readyz").status_code == 503
+        assert c.get("/healthz").status_code == 200
+
+
+def _pipeline_with_llm(demo_pipeline, llm, **settings) -> Pipeline:
+    return Pipeline(
+        make_settings(demo_pipeline.settings.home_dir, llm_timeout_s=2, **settings),
+        router=demo_pipeline.router,
+        encoder=demo_pipeline.encoder,
+        store=demo_pipeline.store,
+        llm=llm,
+    )
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_llm_down_gives_sources_null_answer_and_error(demo_pipeline):
+    llm = OpenAILLM(f"http://127.0.0.1:{_closed_port()}/v1", "any")
+    c = _client(_pipeline_with_llm(demo_pipeline, llm, answer_fallback="none"))
+    r = c.post("/ask", json={"query": "How do refunds work?"})
+    body = r.json()
+    assert r.status_code == 200
+    assert body["answer"] is None and body["answer_mode"] == "none"
+    assert "unreachable" in body["error"]
+    assert len(body["sources"]) == 5
+
+
+def test_llm_down_falls_back_to_extractive_by_default(demo_pipeline):
+    llm = OpenAILLM(f"http://127.0.0.1:{_closed_port()}/v1", "any")
+    body = _client(_pipeline_with_llm(demo_pipeline, llm)).post("/ask", json={"query": "How do refunds work?"}).json()
+    assert body["answer_mode"] == "extractive" and body["answer"] and body["error"]
+
+
+def test_llm_timeout_gives_error(demo_pipeline):
+    # A listener that accepts connections and never answers.
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    conns = []
+    stop = threading.Event()
+
+    def accept():
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conns.append(srv.accept()[0])
+            except OSError:
+                pass
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    try:
+        llm = OpenAILLM(f"http://127.0.0.1:{srv.getsockname()[1]}/v1", "any")
+        c = _client(_pipeline_with_llm(demo_pipeline, llm, answer_fallback="none"))
+        body = c.post("/ask", json={"query": "How do refunds work?"}).json()
+        assert body["answer"] is None and "timed out" in body["error"]
+    finally:
+        stop.set()
+        t.join()
+        srv.close()
+        for conn in conns:
+            conn.close()

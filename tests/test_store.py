@@ -1,0 +1,113 @@
+"""Both store backends on real passages and real embeddings: qdrant-edge and qdrant-client ``:memory:``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from service.artifacts import Registry
+from service.retrieval.client_store import ClientBackend
+from service.retrieval.edge_store import EdgeBackend
+from service.retrieval.passage import Passage
+from service.retrieval.store import StoreError, StoreUnavailable
+
+
+@pytest.fixture(params=["qdrant-edge", "qdrant-client"])
+def backend(request, tmp_path):
+    if request.param == "qdrant-edge":
+        return EdgeBackend(Registry(tmp_path))
+    return ClientBackend.from_url(":memory:")
+
+
+@pytest.fixture(scope="module")
+def embedded(faq6_sample, encoder):
+    passages = [Passage(**{k: r[k] for k in ("doc_id", "domain", "title", "source", "text")}) for r in faq6_sample]
+    return passages, encoder.embed_passages([p.text for p in passages])
+
+
+def _fill(store, passages, vectors):
+    by_domain: dict[str, list[int]] = {}
+    for i, p in enumerate(passages):
+        by_domain.setdefault(p.domain, []).append(i)
+    for domain, idx in by_domain.items():
+        store.create_domain(domain, vectors.shape[1])
+        store.upsert(domain, [passages[i] for i in idx], vectors[idx])
+    store.finish()
+
+
+def test_upsert_search_count_iterate(backend, embedded, encoder):
+    passages, vectors = embedded
+    store = backend.open("v1", create=True)
+    _fill(store, passages, vectors)
+    assert store.domains() == sorted({p.domain for p in passages})
+    assert sum(store.count(d) for d in store.domains()) == len(passages)
+
+    target = next(p for p in passages if p.domain == "sqlite")
+    hits = store.search("sqlite", encoder.embed_query(target.text), 3)
+    assert hits[0].passage == target
+    assert hits[0].score == pytest.approx(1.0, abs=1e-3)  # unit vectors: a passage is its own best match
+    assert hits[0].score >= hits[1].score >= hits[2].score
+    assert all(h.passage.domain == "sqlite" for h in hits)
+
+    assert {p.doc_id for p in store.iter_passages("git")} == {p.doc_id for p in passages if p.domain == "git"}
+    store.close()
+
+
+def test_upsert_same_doc_id_overwrites(backend, embedded):
+    passages, vectors = embedded
+    store = backend.open("v1", create=True)
+    _fill(store, passages[:5], vectors[:5])
+    changed = Passage(**{**passages[0].payload(), "text": "rewritten"})
+    store.upsert(changed.domain, [changed], vectors[:1])
+    assert store.count(changed.domain) == sum(1 for p in passages[:5] if p.domain == changed.domain)
+    assert changed in list(store.iter_passages(changed.domain))
+    store.close()
+
+
+def test_clone_copies_every_collection_and_drop_removes_it(backend, embedded):
+    passages, vectors = embedded
+    store = backend.open("v1", create=True)
+    _fill(store, passages, vectors)
+    counts = {d: store.count(d) for d in store.domains()}
+    store.close()
+    backend.clone("v1", "v2")
+    copy = backend.open("v2")
+    assert {d: copy.count(d) for d in copy.domains()} == counts
+    q = vectors[3]
+    assert copy.search(passages[3].domain, q, 1)[0].passage == passages[3]
+    copy.close()
+    backend.drop("v2")
+    with pytest.raises(StoreUnavailable):
+        backend.open("v2")
+
+
+def test_unknown_domain_is_an_error(backend, embedded):
+    passages, vectors = embedded
+    store = backend.open("v1", create=True)
+    _fill(store, passages[:3], vectors[:3])
+    with pytest.raises(StoreError):
+        store.search("no-such-domain", np.zeros(vectors.shape[1], dtype=np.float32), 3)
+    store.close()
+
+
+def test_edge_shard_is_locked_while_open(tmp_path, embedded):
+    passages, vectors = embedded
+    backend = EdgeBackend(Registry(tmp_path))
+    store = backend.open("v1", create=True)
+    _fill(store, passages[:3], vectors[:3])
+    import subprocess
+    import sys
+
+    code = (
+        "from service.artifacts import Registry; from service.retrieval.edge_store import EdgeBackend;"
+        f"EdgeBackend(Registry({str(tmp_path)!r})).open('v1')"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode != 0 and "open in another process" in r.stderr
+    store.close()
+
+
+def test_unreachable_qdrant_server_is_unavailable():
+    backend = ClientBackend.from_url("http://127.0.0.1:9", prefer_grpc=False, timeout_s=1)
+    with pytest.raises(StoreUnavailable):
+        backend.open("v1")

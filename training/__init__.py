@@ -1,0 +1,1 @@
+"""Training the router and the retriever from a company's documents."""
