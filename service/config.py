@@ -63,6 +63,15 @@ class Settings(BaseSettings):
     # HTTP
     host: str = "127.0.0.1"
     port: int = 8000
+    api_keys: SecretStr | None = Field(
+        default=None, description="Comma-separated API keys; when set, /ask and /evaluate need one of them."
+    )
+    admin_key: SecretStr | None = Field(default=None, description="Key for admin routes (never a normal API key).")
+
+    def api_key_set(self) -> frozenset[str]:
+        """The configured API keys (empty: the API is open)."""
+        raw = self.api_keys.get_secret_value() if self.api_keys else ""
+        return frozenset(k.strip() for k in raw.split(",") if k.strip())
 
     @property
     def home_dir(self) -> Path:

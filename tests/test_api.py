@@ -221,3 +221,14 @@ def test_llm_timeout_gives_error(demo_pipeline):
         srv.close()
         for conn in conns:
             conn.close()
+
+
+def test_api_key_required_when_configured(demo_pipeline):
+    settings = make_settings(demo_pipeline.settings.home_dir, api_keys="k1, k2")
+    c = _client(demo_pipeline, settings)
+    q = {"query": "refunds", "generate": False}
+    assert c.post("/ask", json=q).status_code == 401
+    assert c.post("/ask", json=q, headers={"Authorization": "Bearer nope"}).status_code == 401
+    assert c.post("/ask", json=q, headers={"Authorization": "Bearer k2"}).status_code == 200
+    assert c.post("/ask", json=q, headers={"X-API-Key": "k1"}).status_code == 200
+    assert c.get("/healthz").status_code == 200  # probes stay open

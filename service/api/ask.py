@@ -9,12 +9,14 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import StreamingResponse
 
 from service.api.deps import get_pipeline
+from service.api.security import require_api_key
 from service.pipeline import Pipeline
 from service.schemas import AskRequest, AskResponse, ErrorBody
 
-router = APIRouter(tags=["ask"])
+router = APIRouter(tags=["ask"], dependencies=[Depends(require_api_key)])
 
 _ERRORS = {
+    401: {"model": ErrorBody, "description": "Missing or invalid API key"},
     400: {"model": ErrorBody, "description": "Body is not valid JSON"},
     422: {"model": ErrorBody, "description": "Invalid request"},
     503: {"model": ErrorBody, "description": "Store or index unavailable"},

@@ -1,0 +1,118 @@
+"""Generation with the real embedded LLM (SmolLM2 through transformers), and the OpenAI-compatible client
+talking to that same model over HTTP."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from service.generation.extractive import extractive_answer
+from service.generation.local_llm import TransformersLLM
+from service.generation.openai_llm import OpenAILLM
+from service.generation.prompt import STOP, attribute, build_prompt, citations, drop_bad_citations
+from service.pipeline import Pipeline
+from service.retrieval.passage import Passage, RankedHit
+from service.schemas import AskRequest
+from tests.conftest import make_settings
+
+
+@pytest.fixture(scope="module")
+def llm(tmp_path_factory) -> TransformersLLM:
+    return TransformersLLM(cache_dir=tmp_path_factory.mktemp("llm-cache"))
+
+
+def _hit(i: int, text: str, title: str = "Guide > Section") -> RankedHit:
+    return RankedHit(Passage(f"d/p#{i:03d}", "d", title, "d/p.md", text), 0.5, 0.9, 0.45)
+
+
+def test_prompt_numbers_sources_and_ends_with_the_question():
+    hits = [_hit(0, "Alpha text."), _hit(1, "Beta text.")]
+    prompt = build_prompt("What is beta?", hits)
+    assert "[1] (Guide > Section) Alpha text." in prompt and "[2] (Guide > Section) Beta text." in prompt
+    assert prompt.endswith("Question: What is beta?\nAnswer:")
+
+
+def test_citation_parsing_and_cleanup():
+    assert citations("A [2]. B [1][2]. C [7].", 3) == [2, 1]
+    assert drop_bad_citations("A [1]. B [9].", 2) == "A [1]. B ."
+    cited = attribute("Refunds go back to the card. Unrelated words here.", [_hit(0, "Refunds go back to the original card.")])
+    assert cited.startswith("Refunds go back to the card. [1]") and cited.endswith("Unrelated words here.")
+
+
+def test_extractive_answer_quotes_relevant_sentences_with_citations():
+    hits = [
+        _hit(0, "Invoices are emailed monthly. Refunds take five business days to reach the card."),
+        _hit(1, "Webhooks retry for 24 hours."),
+    ]
+    answer = extractive_answer("How many days do refunds take?", hits, max_sentences=1)
+    assert answer == "Refunds take five business days to reach the card. [1]"
+
+
+def test_embedded_llm_answers_from_the_demo_with_citations(demo_pipeline, llm):
+    pipeline = Pipeline(
+        make_settings(demo_pipeline.settings.home_dir, llm_max_tokens=48),
+        router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=demo_pipeline.store, llm=llm,
+    )
+    resp = pipeline.answer(AskRequest(query="How do I import contacts from a spreadsheet?", top_k=3))
+    assert resp.answer_mode == "generative", resp.error
+    assert resp.answer and len(resp.answer.split()) >= 3
+    assert all(1 <= c <= 3 for c in resp.citations)
+    assert resp.versions["llm"].startswith("transformers:")
+
+    events = list(pipeline.answer_stream(AskRequest(query="How do I import contacts from a spreadsheet?", top_k=3)))
+    done = events[-1][1]
+    streamed = "".join(d["text"] for e, d in events if e == "token")
+    assert events[0][0] == "retrieval" and events[-1][0] == "done"
+    assert done["answer_mode"] == "generative"
+    assert streamed.strip()
+    # The final answer is the streamed completion plus citation clean-up: same opening words.
+    assert done["answer"].split()[:3] == streamed.split()[:3]
+
+
+class _OpenAIHandler(BaseHTTPRequestHandler):
+    """The OpenAI chat-completions wire format, answered by the real embedded model."""
+
+    llm: TransformersLLM
+
+    def log_message(self, *args) -> None:  # keep test output clean
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        prompt = body["messages"][0]["content"]
+        stop = body.get("stop") or []
+        if body.get("stream"):
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.end_headers()
+            for piece in self.llm.stream(prompt, max_tokens=body["max_tokens"], stop=stop, timeout_s=60):
+                chunk = {"choices": [{"delta": {"content": piece}}]}
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.write(b"data: [DONE]\n\n")
+            return
+        text = self.llm.complete(prompt, max_tokens=body["max_tokens"], stop=stop, timeout_s=60)
+        out = json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}]}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+
+def test_openai_compatible_client_against_a_real_model_server(llm):
+    handler = type("H", (_OpenAIHandler,), {"llm": llm})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        client = OpenAILLM(f"http://127.0.0.1:{server.server_address[1]}/v1", "smollm2")
+        prompt = build_prompt("What does Beacon log?", [_hit(0, "Beacon records every sign-in in the audit log.")])
+        direct = llm.complete(prompt, max_tokens=24, stop=STOP, timeout_s=60)
+        assert client.complete(prompt, max_tokens=24, stop=STOP, timeout_s=60) == direct
+        assert "".join(client.stream(prompt, max_tokens=24, stop=STOP, timeout_s=60)) == direct
+    finally:
+        server.shutdown()
+        server.server_close()
