@@ -53,7 +53,7 @@ def test_extractive_answer_quotes_relevant_sentences_with_citations():
 
 def test_embedded_llm_answers_from_the_demo_with_citations(demo_pipeline, llm):
     pipeline = Pipeline(
-        make_settings(demo_pipeline.settings.home_dir, llm_max_tokens=48),
+        make_settings(demo_pipeline.settings.home_dir, llm_max_tokens=48, llm_timeout_s=600),
         router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=demo_pipeline.store, llm=llm,
     )
     resp = pipeline.answer(AskRequest(query="How do I import contacts from a spreadsheet?", top_k=3))

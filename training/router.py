@@ -76,7 +76,7 @@ def train_router(
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
-                total += float(loss) * len(idx)
+                total += float(loss.detach()) * len(idx)
                 bar.update(1)
             bar.set_postfix(epoch=epoch + 1, loss=f"{total / len(order):.4f}")
     model.eval()
