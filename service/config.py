@@ -56,6 +56,10 @@ class Settings(BaseSettings):
     llm_threads: int = Field(default=1, ge=1)
     llm_context_passages: int = Field(default=3, ge=1)
     llm_passage_words: int = Field(default=120, ge=10)
+    min_grounding: float = Field(
+        default=0.5, ge=0.0, le=1.0,
+        description="A generated answer with fewer of its content words in the sources is replaced by the fallback (0: off).",
+    )
     answer_fallback: Literal["extractive", "none"] = Field(
         default="extractive", description="What answers when the LLM fails or times out: quoted sentences, or null."
     )

@@ -18,7 +18,7 @@ from service.artifacts import ArtifactError, Registry
 from service.config import Settings
 from service.generation.extractive import extractive_answer
 from service.generation.llm import LLM, LLMError, open_llm
-from service.generation.prompt import STOP, attribute, build_prompt, citations, drop_bad_citations
+from service.generation.prompt import STOP, attribute, build_prompt, citations, drop_bad_citations, grounding
 from service.retrieval.encoder import Encoder
 from service.retrieval.federated import federated_search
 from service.retrieval.passage import RankedHit
@@ -188,7 +188,20 @@ class Pipeline:
         answer = self._finish_generated(text, context)
         if not answer:
             return self._fallback(ret, "the LLM returned an empty answer")
+        problem = self._ungrounded(answer, context)
+        if problem:
+            return self._fallback(ret, problem)
         return answer, "generative", None
+
+    def _ungrounded(self, answer: str, context: list[RankedHit]) -> str | None:
+        """A message when too little of a generated answer is supported by its sources."""
+        g = grounding(answer, context)
+        if g < self.settings.min_grounding:
+            return (
+                f"the generated answer was not supported by the sources (grounding {g:.2f} < "
+                f"{self.settings.min_grounding:.2f}); it was replaced"
+            )
+        return None
 
     # ---------------------------------------------------------------- answer
     def _response(self, ret: Retrieval, answer: str | None, mode: str, error: str | None, strategy: str) -> AskResponse:
@@ -253,9 +266,10 @@ class Pipeline:
                     pieces.append(piece)
                     yield "token", {"text": piece}
                 answer = self._finish_generated("".join(pieces), context) or None
-                mode = "generative" if answer else "none"
-                if not answer:
-                    answer, mode, error = self._fallback(ret, "the LLM returned an empty answer")
+                mode = "generative"
+                problem = "the LLM returned an empty answer" if not answer else self._ungrounded(answer, context)
+                if problem:
+                    answer, mode, error = self._fallback(ret, problem)
             except LLMError as exc:
                 answer, mode, error = self._fallback(ret, f"generation failed: {exc}")
         ret.timings_ms["generate"] = _ms(t0)

@@ -12,7 +12,7 @@ import pytest
 from service.generation.extractive import extractive_answer
 from service.generation.local_llm import TransformersLLM
 from service.generation.openai_llm import OpenAILLM
-from service.generation.prompt import STOP, attribute, build_prompt, citations, drop_bad_citations
+from service.generation.prompt import STOP, attribute, build_prompt, citations, drop_bad_citations, grounding
 from service.pipeline import Pipeline
 from service.retrieval.passage import Passage, RankedHit
 from service.schemas import AskRequest
@@ -42,6 +42,14 @@ def test_citation_parsing_and_cleanup():
     assert cited.startswith("Refunds go back to the card. [1]") and cited.endswith("Unrelated words here.")
 
 
+def test_grounding_is_the_share_of_answer_words_found_in_the_sources():
+    hits = [_hit(0, "Refunds take five business days.", title="Billing > Refunds")]
+    assert grounding("Refunds take five business days [1].", hits) == 1.0
+    # content words: refunds, arrive, instantly, bitcoin -> 1 of 4 grounded
+    assert grounding("Refunds arrive instantly in bitcoin.", hits) == 0.25
+    assert grounding("", hits) == 0.0
+
+
 def test_extractive_answer_quotes_relevant_sentences_with_citations():
     hits = [
         _hit(0, "Invoices are emailed monthly. Refunds take five business days to reach the card."),
@@ -53,7 +61,7 @@ def test_extractive_answer_quotes_relevant_sentences_with_citations():
 
 def test_embedded_llm_answers_from_the_demo_with_citations(demo_pipeline, llm):
     pipeline = Pipeline(
-        make_settings(demo_pipeline.settings.home_dir, llm_max_tokens=48, llm_timeout_s=600),
+        make_settings(demo_pipeline.settings.home_dir, llm_max_tokens=48, llm_timeout_s=600, min_grounding=0.0),
         router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=demo_pipeline.store, llm=llm,
     )
     resp = pipeline.answer(AskRequest(query="How do I import contacts from a spreadsheet?", top_k=3))
@@ -70,6 +78,17 @@ def test_embedded_llm_answers_from_the_demo_with_citations(demo_pipeline, llm):
     assert streamed.strip()
     # The final answer is the streamed completion plus citation clean-up: same opening words.
     assert done["answer"].split()[:3] == streamed.split()[:3]
+
+
+def test_ungrounded_generation_is_replaced_by_quotes(demo_pipeline, llm):
+    pipeline = Pipeline(
+        make_settings(demo_pipeline.settings.home_dir, llm_max_tokens=32, llm_timeout_s=600, min_grounding=1.0),
+        router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=demo_pipeline.store, llm=llm,
+    )
+    resp = pipeline.answer(AskRequest(query="What happens to API tokens when SSO is enforced?", top_k=3))
+    assert resp.answer_mode == "extractive"
+    assert "not supported by the sources" in resp.error
+    assert resp.answer and resp.citations
 
 
 class _OpenAIHandler(BaseHTTPRequestHandler):

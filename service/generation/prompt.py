@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from service.retrieval.passage import RankedHit
 
-STOP = ["\nQuestion:", "\nSources:", "\n\n\n"]
+STOP = ["\nQuestion:", "\nSources:", "\nSource:", "\n\n"]
 
 _EXAMPLE = (
     "Sources:\n"
@@ -74,3 +74,16 @@ def attribute(answer: str, hits: Sequence[RankedHit], *, min_overlap: int = 2) -
                 best, best_k = overlap, k
         out.append(f"{sent} [{best_k}]" if best >= min_overlap else sent)
     return " ".join(out)
+
+
+def grounding(answer: str, hits: Sequence[RankedHit]) -> float:
+    """Share of the answer's content words that occur in the sources (1.0: every word is grounded)."""
+    from service.generation.extractive import terms
+
+    words = terms(_CITATION.sub(" ", answer))
+    if not words:
+        return 0.0
+    context: set[str] = set()
+    for h in hits:
+        context |= terms(h.passage.text) | terms(h.passage.title)
+    return len(words & context) / len(words)
