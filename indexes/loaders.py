@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from indexes.segment import Section, segment_html, segment_markdown, segment_text, split_section
+from service.jsonl import read_objects
 from service.retrieval.passage import Passage
 
 PAGE_SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".html": "html", ".htm": "html", ".txt": "text"}
@@ -27,27 +27,22 @@ def check_domain(name: str) -> str:
 
 def load_jsonl(path: Path, domain: str | None = None) -> Iterator[Passage]:
     """Passages from a ``docs.jsonl`` file (doc_id, domain, title, source, text); kept whole, as segmented."""
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise LoadError(f"{path}:{n}: not JSON ({exc.msg})") from None
-            if not isinstance(rec, dict):
-                raise LoadError(f"{path}:{n}: expected a JSON object")
-            missing = [k for k in ("doc_id", "text") if not isinstance(rec.get(k), str) or not rec.get(k)]
-            dom = domain or rec.get("domain")
-            if missing or not isinstance(dom, str):
-                raise LoadError(f"{path}:{n}: missing {', '.join(missing) or 'domain'}")
-            yield Passage(
-                doc_id=rec["doc_id"],
-                domain=check_domain(dom),
-                title=str(rec.get("title") or rec["doc_id"]),
-                source=str(rec.get("source") or path.name),
-                text=rec["text"],
-            )
+    try:
+        records = list(read_objects(path))
+    except ValueError as exc:
+        raise LoadError(str(exc)) from None
+    for n, rec in records:
+        missing = [k for k in ("doc_id", "text") if not isinstance(rec.get(k), str) or not rec.get(k)]
+        dom = domain or rec.get("domain")
+        if missing or not isinstance(dom, str):
+            raise LoadError(f"{path}:{n}: missing {', '.join(missing) or 'domain'}")
+        yield Passage(
+            doc_id=rec["doc_id"],
+            domain=check_domain(dom),
+            title=str(rec.get("title") or rec["doc_id"]),
+            source=str(rec.get("source") or path.name),
+            text=rec["text"],
+        )
 
 
 _SEGMENTERS: dict[str, Callable[[str, str], list[Section]]] = {

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from service.jsonl import read_objects
 
 
 @dataclass(frozen=True)
@@ -28,21 +29,17 @@ def load_queries(path: str | Path) -> list[LabelledQuery]:
     """Read ``queries.jsonl``; a ValueError names the first bad line."""
     out: list[LabelledQuery] = []
     path = Path(path)
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                q = LabelledQuery(
-                    qid=str(rec.get("qid") or f"{path.stem}-{n}"),
-                    query=str(rec["query"]),
-                    domains=[str(d) for d in rec.get("domains") or []],
-                    gold_doc_ids=[str(d) for d in rec.get("gold_doc_ids") or []],
-                    answer=rec.get("answer"),
-                    kind=rec.get("kind"),
-                )
-            except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
-                raise ValueError(f"{path}:{n}: not a labelled query ({exc})") from None
-            out.append(q)
+    for n, rec in read_objects(path):
+        try:
+            q = LabelledQuery(
+                qid=str(rec.get("qid") or f"{path.stem}-{n}"),
+                query=str(rec["query"]),
+                domains=[str(d) for d in rec.get("domains") or []],
+                gold_doc_ids=[str(d) for d in rec.get("gold_doc_ids") or []],
+                answer=rec.get("answer"),
+                kind=rec.get("kind"),
+            )
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{path}:{n}: not a labelled query ({exc})") from None
+        out.append(q)
     return out
