@@ -128,3 +128,32 @@ def test_store_lost_before_a_stream_starts_is_503_not_a_broken_stream(demo_pipel
     c = _failing_client(demo_pipeline, StoreUnavailable("Qdrant did not answer (search): ConnectError"))
     r = c.post("/ask", json={**Q, "stream": True})
     assert r.status_code == 503 and r.headers["content-type"].startswith("application/json")
+
+
+class _BrokenLLM:
+    name = "broken"
+
+    def complete(self, *args, **kwargs):
+        raise RuntimeError("kaboom")
+
+    def stream(self, *args, **kwargs):
+        yield "Partial"
+        raise RuntimeError("kaboom")
+
+
+def test_failure_after_a_stream_started_ends_it_with_an_error_event(demo_pipeline):
+    from service.api.state import ServiceState
+
+    settings = make_settings(demo_pipeline.settings.home_dir)
+    pipeline = Pipeline(
+        settings, router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=demo_pipeline.store, llm=_BrokenLLM()
+    )
+    state = ServiceState(settings)
+    state.pipeline = pipeline
+    c = TestClient(create_app(settings, state))
+    with c.stream("POST", "/ask", json={"query": "How do refunds work?", "stream": True}) as r:
+        assert r.status_code == 200
+        raw = "".join(r.iter_text())
+    names = [block.split("\n")[0].removeprefix("event: ") for block in raw.strip().split("\n\n")]
+    assert names[0] == "retrieval" and names[-1] == "error"
+    assert '"status": 500' in raw and "kaboom" not in raw
