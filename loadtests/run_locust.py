@@ -35,7 +35,7 @@ def read_stats(path: Path) -> list[dict]:
     rows = []
     with path.open(newline="", encoding="utf-8") as fh:
         for row in csv.DictReader(fh):
-            def num(key: str) -> float:
+            def num(key: str, row: dict = row) -> float:
                 value = row.get(key, "")
                 return float(value) if value not in ("", "N/A") else float("nan")
 

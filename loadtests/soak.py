@@ -1,12 +1,13 @@
 """Soak test: run ``fedqa serve`` as a subprocess, hit it for a bounded time, sample its memory (RSS).
 
-    python loadtests/soak.py --home ~/fedqa-faq6 --duration 180
+    python loadtests/soak.py --home ~/fedqa-faq6-copy --duration 300
 
 The traffic is a mix: retrieval-only /ask (most), invalid bodies (422), oversized top_k (422),
 /healthz, /readyz and /metrics. RSS is sampled every --sample-every seconds from /proc; the
-baseline is taken after --warmup requests (models and caches are loaded by then). Prints
+baseline (rss_start_mb) is the first sample after --warmup-s seconds of traffic (thread pools,
+allocator arenas and caches are filled by then; rss_idle_mb is before any traffic). Prints
 start/end/max RSS, the growth and the least-squares slope over the second half of the run
-(MB per minute) as JSON; exits 1 when the growth exceeds --max-growth-mb.
+(MB per minute) as JSON; exits 1 when the growth exceeds --max-growth-mb or a 5xx was seen.
 Only 127.0.0.1 is targeted; the run stops by itself after --duration seconds (at most 1800).
 """
 
@@ -63,17 +64,15 @@ def worker(base: str, queries: list[str], stop: threading.Event, counts: dict, l
 
 
 def soak(pid: int, base: str, queries: list[str], args: argparse.Namespace) -> dict:
-    with httpx.Client(base_url=base, timeout=120) as client:
-        for i in range(args.warmup):
-            client.post("/ask", json={"query": queries[i % len(queries)], "generate": False})
     counts: dict[str, int] = {}
     lock = threading.Lock()
     stop = threading.Event()
     threads = [
         threading.Thread(target=worker, args=(base, queries, stop, counts, lock, i), daemon=True) for i in range(args.concurrency)
     ]
+    rss_idle = rss_bytes(pid)
     t0 = time.monotonic()
-    samples = [(0.0, rss_bytes(pid))]
+    samples = [(0.0, rss_idle)]
     for t in threads:
         t.start()
     while time.monotonic() - t0 < args.duration:
@@ -83,19 +82,24 @@ def soak(pid: int, base: str, queries: list[str], args: argparse.Namespace) -> d
     for t in threads:
         t.join(timeout=130)
     elapsed = time.monotonic() - t0
-    rss = [r for _, r in samples]
-    half = [s for s in samples if s[0] >= elapsed / 2]
+    # Baseline: the first sample after the warm-up (thread pools, allocator arenas and caches filled by then).
+    settled = [s for s in samples if s[0] >= args.warmup_s] or samples[-1:]
+    base_t, base_rss = settled[0]
+    rss = [r for _, r in settled]
+    half = [s for s in settled if s[0] >= base_t + (elapsed - base_t) / 2]
     total = sum(counts.values())
     return {
         "duration_s": round(elapsed, 1),
+        "warmup_s": args.warmup_s,
         "concurrency": args.concurrency,
         "requests": total,
         "req_per_s": round(total / elapsed, 2),
         "responses": dict(sorted(counts.items())),
-        "rss_start_mb": round(rss[0] / MB, 1),
+        "rss_idle_mb": round(rss_idle / MB, 1),
+        "rss_start_mb": round(base_rss / MB, 1),
         "rss_end_mb": round(rss[-1] / MB, 1),
         "rss_max_mb": round(max(rss) / MB, 1),
-        "rss_growth_mb": round((rss[-1] - rss[0]) / MB, 1),
+        "rss_growth_mb": round((rss[-1] - base_rss) / MB, 1),
         "slope_second_half_mb_per_min": round(slope_mb_per_min(half), 3),
         "samples_mb": [[round(t, 1), round(r / MB, 1)] for t, r in samples],
     }
@@ -105,9 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--home", required=True, help="FEDQA_HOME of the service to start (a copy: the store locks a version per process)")
     ap.add_argument("--port", type=int, default=8056)
-    ap.add_argument("--duration", type=float, default=180, help="seconds of traffic (at most 1800)")
+    ap.add_argument("--duration", type=float, default=300, help="seconds of traffic, warm-up included (at most 1800)")
     ap.add_argument("--concurrency", type=int, default=4, help="client threads")
-    ap.add_argument("--warmup", type=int, default=30, help="requests before the RSS baseline")
+    ap.add_argument("--warmup-s", type=float, default=30.0, help="seconds of traffic before the RSS baseline")
     ap.add_argument("--sample-every", type=float, default=5.0, help="seconds between RSS samples")
     ap.add_argument("--queries", help="JSONL questions (default: the demo's)")
     ap.add_argument("--max-growth-mb", type=float, default=50.0, help="exit 1 above this RSS growth")
