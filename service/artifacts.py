@@ -156,3 +156,23 @@ class Registry:
                     shutil.rmtree(p, ignore_errors=True)
                     removed.append(p.name)
         return removed
+
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json")
+
+
+def require_model_files(path: Path, what: str, *, tokenizer: bool = True) -> None:
+    """FileNotFoundError naming the missing file when a model folder lacks its config, weights or tokenizer.
+
+    Checked before loading, so a broken deployment says which file is missing instead of a
+    library's generic error (and the service reports it on /readyz).
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"{what} model folder not found: {path}")
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"{what} model file missing: {path / 'config.json'}")
+    if not any((path / f).is_file() for f in WEIGHT_FILES):
+        raise FileNotFoundError(f"{what} model weights missing: {path / WEIGHT_FILES[0]} (or {WEIGHT_FILES[1]})")
+    if tokenizer and not any((path / f).is_file() for f in ("tokenizer.json", "vocab.txt", "tokenizer_config.json")):
+        raise FileNotFoundError(f"{what} tokenizer missing: {path / 'tokenizer.json'}")

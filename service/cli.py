@@ -21,14 +21,32 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from service.api.app import create_app
 
+    from service.logs import configure_logging
+
     settings = _settings()
+    configure_logging(settings.log_format, settings.log_level, secrets=_secrets(settings))
     if args.demo:
         from service.demo import setup_demo
 
         for line in setup_demo(settings):
             logging.getLogger("fedqa").info(line)
-    uvicorn.run(create_app(settings), host=args.host or settings.host, port=args.port or settings.port, log_level="info")
+    uvicorn.run(
+        create_app(settings),
+        host=args.host or settings.host,
+        port=args.port or settings.port,
+        log_config=None,  # logging is configured above (JSON lines); uvicorn's access log is replaced by fedqa.access
+        access_log=False,
+    )
     return 0
+
+
+def _secrets(settings: Settings) -> list[str]:
+    """Every configured secret, for the log's redaction filter."""
+    out = list(settings.api_key_set())
+    for secret in (settings.admin_key, settings.llm_api_key, settings.qdrant_api_key):
+        if secret is not None and secret.get_secret_value():
+            out.append(secret.get_secret_value())
+    return out
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

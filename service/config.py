@@ -71,11 +71,22 @@ class Settings(BaseSettings):
         default=None, description="Comma-separated API keys; when set, /ask and /evaluate need one of them."
     )
     admin_key: SecretStr | None = Field(default=None, description="Key for admin routes (never a normal API key).")
+    rate_limit_per_minute: int = Field(
+        default=600, ge=0, description="Requests per minute per API key (per client IP when keys are off) on keyed routes; 0: no limit."
+    )
+    max_body_bytes: int = Field(default=1_048_576, ge=1024, description="Largest accepted request body (413 above it).")
+    cors_origins: str = Field(default="", description="Comma-separated origins allowed by CORS; empty: CORS off.")
+    log_format: Literal["json", "text"] = Field(default="json", description="Log line format of 'fedqa serve'.")
+    log_level: str = "INFO"
 
     def api_key_set(self) -> frozenset[str]:
         """The configured API keys (empty: the API is open)."""
         raw = self.api_keys.get_secret_value() if self.api_keys else ""
         return frozenset(k.strip() for k in raw.split(",") if k.strip())
+
+    def cors_origin_list(self) -> list[str]:
+        """The configured CORS origins (empty: CORS off)."""
+        return [o.strip() for o in self.cors_origins.split(",") if o.strip()]
 
     @property
     def home_dir(self) -> Path:

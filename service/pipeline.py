@@ -301,11 +301,15 @@ def load_pipeline(settings: Settings, backend: StoreBackend | None = None, *, wi
     warnings: list[str] = []
     router_version = registry.active()["router"]
     router: Router
-    if router_version:
-        router = BertRouter.load(registry.path("router", router_version), version=router_version)
-    else:
-        warnings.append("no trained router: every domain is searched (fedqa train router --queries FILE)")
-        router = UniformRouter(store.domains())
+    try:
+        if router_version:
+            router = BertRouter.load(registry.path("router", router_version), version=router_version)
+        else:
+            warnings.append("no trained router: every domain is searched (fedqa train router --queries FILE)")
+            router = UniformRouter(store.domains())
+    except BaseException:
+        store.close()  # a missing router file must not leave the index version locked
+        raise
 
     llm, llm_error = None, None
     if with_llm:

@@ -20,7 +20,7 @@ class AskRequest(BaseModel):
     )
     top_k: int | None = Field(default=None, description="Passages in the final ranking (1..FEDQA_MAX_TOP_K).")
     strategy: Strategy = Field(default="mkpqa", description="Retrieval strategy.")
-    seed: int | None = Field(default=None, description="Seed for the stochastic gate (reproducible sampling).")
+    seed: int | None = Field(default=None, ge=0, description="Seed for the stochastic gate (reproducible sampling).")
     stream: bool = Field(default=False, description="Answer as Server-Sent Events.")
     generate: bool = Field(default=True, description="false: return the ranking only (retrieval path).")
     gate: Literal["stochastic", "deterministic"] | None = Field(

@@ -8,11 +8,15 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from service import __version__
-from service.api import ask, health
+from service.api import ask, health, metrics
+from service.api.metrics import Metrics
+from service.api.middleware import REQUEST_ID_HEADER, BodyLimitMiddleware, RequestContextMiddleware
+from service.api.security import RateLimiter
 from service.api.state import ServiceState
 from service.config import Settings, get_settings
 from service.pipeline import RequestError
@@ -62,8 +66,26 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def internal(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return JSONResponse({"detail": "internal error; see the service log"}, 500)
+        rid = getattr(request.state, "request_id", None)
+        log.exception("unhandled error on %s %s", request.method, request.url.path, extra={"request_id": rid})
+        headers = {REQUEST_ID_HEADER: rid} if rid else None
+        return JSONResponse({"detail": f"internal error; see the service log (request id {rid})"}, 500, headers=headers)
+
+
+def install_middleware(app: FastAPI, settings: Settings, metrics_: Metrics) -> None:
+    """Body limit (innermost), CORS when origins are configured, request id/access log/metrics (outermost)."""
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes, metrics=metrics_)
+    origins = settings.cors_origin_list()
+    if origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "X-API-Key", "Content-Type", REQUEST_ID_HEADER],
+            expose_headers=[REQUEST_ID_HEADER, "Retry-After"],
+            max_age=600,
+        )
+    app.add_middleware(RequestContextMiddleware, metrics=metrics_)
 
 
 def create_app(settings: Settings | None = None, state: ServiceState | None = None) -> FastAPI:
@@ -86,7 +108,11 @@ def create_app(settings: Settings | None = None, state: ServiceState | None = No
         lifespan=lifespan,
     )
     app.state.fedqa = state
+    app.state.metrics = Metrics(state)
+    app.state.rate_limiter = RateLimiter(settings.rate_limit_per_minute)
     install_error_handlers(app)
+    install_middleware(app, settings, app.state.metrics)
     app.include_router(health.router)
     app.include_router(ask.router)
+    app.include_router(metrics.router)
     return app

@@ -2,30 +2,51 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import logging
 from collections.abc import Iterator
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 
 from service.api.deps import get_pipeline
+from service.api.metrics import record_answer
 from service.api.security import require_api_key
 from service.pipeline import Pipeline
+from service.retrieval.store import StoreUnavailable
 from service.schemas import AskRequest, AskResponse, ErrorBody
+
+log = logging.getLogger("fedqa.api")
 
 router = APIRouter(tags=["ask"], dependencies=[Depends(require_api_key)])
 
 _ERRORS = {
     401: {"model": ErrorBody, "description": "Missing or invalid API key"},
     400: {"model": ErrorBody, "description": "Body is not valid JSON"},
+    413: {"model": ErrorBody, "description": "Body larger than FEDQA_MAX_BODY_BYTES"},
     422: {"model": ErrorBody, "description": "Invalid request"},
-    503: {"model": ErrorBody, "description": "Store or index unavailable"},
+    429: {"model": ErrorBody, "description": "Over the per-key rate limit (see Retry-After)"},
+    503: {"model": ErrorBody, "description": "Service not ready, or store unavailable"},
 }
 
 
-def _sse(events: Iterator[tuple[str, dict]]) -> Iterator[str]:
-    for name, data in events:
-        yield f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+def _event(name: str, data: dict) -> str:
+    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+def _sse(events: Iterator[tuple[str, dict]], request: Request) -> Iterator[str]:
+    """Events as SSE; a failure after the stream started (status already sent) ends it with an ``error`` event."""
+    try:
+        for name, data in events:
+            if name == "done":
+                record_answer(request, data)
+            yield _event(name, data)
+    except Exception as exc:  # noqa: BLE001 - the 200 is already sent: report in-band, log with the request id
+        log.exception("stream failed after it started")
+        status = 503 if isinstance(exc, StoreUnavailable) else 500
+        detail = f"search store unavailable: {exc}" if status == 503 else "internal error; see the service log"
+        yield _event("error", {"status": status, "detail": detail})
 
 
 @router.post(
@@ -34,8 +55,11 @@ def _sse(events: Iterator[tuple[str, dict]]) -> Iterator[str]:
     responses={**_ERRORS, 200: {"content": {"text/event-stream": {}}, "description": "JSON, or events when stream=true"}},
     summary="Answer a question from the product documentation",
 )
-def ask(req: AskRequest, pipeline: Pipeline = Depends(get_pipeline)):  # noqa: ANN201 - JSON or a stream
+def ask(req: AskRequest, request: Request, pipeline: Pipeline = Depends(get_pipeline)):  # noqa: ANN201 - JSON or a stream
     if req.stream:
-        pipeline.validate(req)  # fail with 422 before the stream starts
-        return StreamingResponse(_sse(pipeline.answer_stream(req)), media_type="text/event-stream")
-    return pipeline.answer(req)
+        events = pipeline.answer_stream(req)
+        first = next(events)  # validation, routing and search run now, so their errors get a real status (422/503)
+        return StreamingResponse(_sse(itertools.chain([first], events), request), media_type="text/event-stream")
+    answer = pipeline.answer(req)
+    record_answer(request, answer)
+    return answer

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import Request
+from fastapi import HTTPException, Request
 
 from service.api.state import ServiceState
 from service.config import Settings
 from service.pipeline import Pipeline
-from service.retrieval.store import StoreUnavailable
 
 
 def get_state(request: Request) -> ServiceState:
@@ -21,8 +20,10 @@ def get_app_settings(request: Request) -> Settings:
 
 
 def get_pipeline(request: Request) -> Pipeline:
-    """The current pipeline; 503 when none could be loaded."""
+    """The current pipeline; 503 (naming the cause, e.g. a missing model file) when none could be loaded."""
     state: ServiceState = request.app.state.fedqa
     if state.pipeline is None:
-        raise StoreUnavailable(state.error or "the service is still starting")
+        raise HTTPException(
+            503, f"service unavailable (not ready): {state.error or 'still starting'}", headers={"Retry-After": "10"}
+        )
     return state.pipeline

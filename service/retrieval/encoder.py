@@ -28,9 +28,12 @@ class Encoder:
     def __init__(self, model_path: str | Path | None = None, *, version: str = "base", device: str = "cpu") -> None:
         from sentence_transformers import SentenceTransformer
 
+        from service.artifacts import require_model_files
+
         path = Path(model_path) if model_path else packaged_minilm_path()
         if not path.exists():
             raise FileNotFoundError(f"encoder model not found: {path}")
+        require_model_files(path, "encoder")
         self.path = path
         self.version = version
         self.model = SentenceTransformer(str(path), device=device, local_files_only=True)

@@ -65,9 +65,12 @@ class BertRouter:
         """Load a trained router saved with :meth:`save`."""
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+        from service.artifacts import require_model_files
+
         path = Path(path)
         if not (path / DOMAINS_FILE).is_file():
             raise FileNotFoundError(f"no trained router at {path} (missing {DOMAINS_FILE})")
+        require_model_files(path, "router")
         domains = json.loads((path / DOMAINS_FILE).read_text(encoding="utf-8"))
         tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
         model = AutoModelForSequenceClassification.from_pretrained(str(path), local_files_only=True)

@@ -1,0 +1,95 @@
+"""Logging set-up: one JSON object a line (python-json-logger), the request id on every record, secrets scrubbed.
+
+The request id lives in a context variable set by the HTTP middleware, so every record logged
+while a request is handled (routes, pipeline, worker threads started through Starlette's
+thread pool, which copies the context) carries it without being passed around.
+
+Keys never reach the log in the first place (no header is ever logged); :class:`RedactFilter`
+is the second line of defence: it blanks configured keys and ``Bearer ...`` tokens in any record.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import re
+import sys
+from collections.abc import Iterable
+from typing import IO
+
+REQUEST_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("fedqa_request_id", default=None)
+
+_BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',;]+")
+_KEY_FIELDS = re.compile(r"(?i)((?:x-api-key|authorization|api[_-]?key|admin[_-]?key)[\"']?\s*[:=]\s*[\"']?)[^\s\"',;}]+")
+REDACTED = "[redacted]"
+
+
+class RequestIdFilter(logging.Filter):
+    """Adds ``request_id`` (the current request's, or None) to every record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, "request_id"):
+            record.request_id = REQUEST_ID.get()
+        return True
+
+
+class RedactFilter(logging.Filter):
+    """Blanks secrets in a record's message: the given keys, bearer tokens and ``api_key=...`` pairs."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        super().__init__()
+        self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+
+    def scrub(self, text: str) -> str:
+        for s in self.secrets:
+            text = text.replace(s, REDACTED)
+        text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+        return _KEY_FIELDS.sub(lambda m: m.group(1) + REDACTED, text)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = self.scrub(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
+
+
+def json_formatter() -> logging.Formatter:
+    """One JSON object a line: time, level, logger, message, request_id and any ``extra`` fields."""
+    from pythonjsonlogger.json import JsonFormatter
+
+    return JsonFormatter(
+        "{asctime}{levelname}{name}{message}{request_id}",
+        style="{",
+        rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+        datefmt="%Y-%m-%dT%H:%M:%S%z",
+    )
+
+
+def text_formatter() -> logging.Formatter:
+    """Plain lines for a terminal."""
+    return logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s")
+
+
+def configure_logging(
+    fmt: str = "json", level: str | int = "INFO", *, secrets: Iterable[str] = (), stream: IO[str] | None = None
+) -> logging.Handler:
+    """Replace the root logger's handlers with one that writes ``fmt`` ("json" or "text") lines to ``stream``."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(json_formatter() if fmt == "json" else text_formatter())
+    handler.addFilter(RequestIdFilter())
+    handler.addFilter(RedactFilter(secrets))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level if isinstance(level, int) else level.upper())
+    for noisy in ("httpx", "httpcore", "sentence_transformers", "transformers", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    # uvicorn's own loggers go through the root handler; its access log is replaced by fedqa.access.
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        lg = logging.getLogger(name)
+        lg.handlers.clear()
+        lg.propagate = True
+    logging.getLogger("uvicorn.access").disabled = True
+    return handler
