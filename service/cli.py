@@ -72,7 +72,9 @@ def cmd_train_router(args: argparse.Namespace) -> int:
         from training.data.dataset import TrainingData
 
         data = TrainingData.load(args.data)
-        train, val = router_queries_from_data(data, labelled_repeat=args.labelled_repeat), data.val
+        synthetic = args.synthetic_per_domain if args.synthetic_per_domain >= 0 else None
+        train = router_queries_from_data(data, labelled_repeat=args.labelled_repeat, synthetic_per_domain=synthetic, seed=args.seed)
+        val = data.val
         data_fp, data_path, domains = data.fingerprint, str(data.path), data.domains
     elif args.queries:
         train, val = stratified_split(load_queries(args.queries), args.val_fraction, seed=args.seed)
@@ -293,6 +295,21 @@ def cmd_domains(args: argparse.Namespace) -> int:
     return 0
 
 
+def _quiet_threads() -> None:
+    """Torch threads for long CPU jobs: FEDQA_TORCH_THREADS, and OpenMP threads that sleep when idle.
+
+    Spinning OpenMP threads slow training many times over on a small machine that other work
+    shares; passive waiting costs little when the machine is quiet. Takes effect only when torch
+    is not imported yet (it is imported lazily by these commands).
+    """
+    import os
+
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    from service.compute import configure_threads
+
+    configure_threads(_settings().torch_threads)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``fedqa``."""
     p = argparse.ArgumentParser(prog="fedqa", description="Federated multi-product question answering (MKP-QA).")
@@ -323,6 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--epochs", type=int, default=8)
     t.add_argument("--batch-size", type=int, default=16)
     t.add_argument("--labelled-repeat", type=int, default=2, help="with --data: times each expert question is seen per epoch")
+    t.add_argument("--synthetic-per-domain", type=int, default=150, help="with --data: synthetic queries per domain (-1: all)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--resume", help="continue from a checkpoint folder (printed on Ctrl-C)")
     t.add_argument("--no-activate", action="store_true", help="save the version without activating it")
@@ -337,7 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--temperature", type=float, default=0.05)
     t.add_argument("--max-seq-length", type=int, default=256)
     t.add_argument("--negatives", type=int, default=1, help="hard negatives per query in a batch")
-    t.add_argument("--max-examples", type=int, default=2400, help="labelled/cross examples plus synthetic ones up to this many (0: all)")
+    t.add_argument("--max-examples", type=int, default=1600, help="every labelled/cross example, then synthetic ones up to this many (0: all)")
     t.add_argument("--labelled-repeat", type=int, default=2)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints")
@@ -412,6 +430,8 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in ("httpx", "sentence_transformers", "transformers"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
+    if args.command in ("train", "data", "index", "models"):
+        _quiet_threads()
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

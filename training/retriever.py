@@ -55,10 +55,11 @@ class RetrieverConfig:
     max_seq_length: int = 256
     negatives_per_query: int = 1
     max_positives: int = 3
-    max_examples: int | None = 2400
+    max_examples: int | None = 1600
     labelled_repeat: int = 2
     seed: int = 0
     checkpoint_every: int = 50
+    freeze_embeddings: bool = True
 
 
 def select_examples(rows: Sequence[RetrieverExample], cfg: RetrieverConfig) -> list[RetrieverExample]:
@@ -134,10 +135,12 @@ def train_retriever(
         source = Path(resume) / "model"
     model = SentenceTransformer(str(source), device="cpu", local_files_only=True)
     model.max_seq_length = cfg.max_seq_length
+    if cfg.freeze_embeddings:  # half the weights; frozen, CPU steps are faster and few examples overfit less
+        model[0].auto_model.get_input_embeddings().weight.requires_grad_(False)
     loss_fn = SymmetricInfoNCELoss(model, temperature=cfg.temperature)
     per_epoch = (len(usable) + cfg.batch_size - 1) // cfg.batch_size
     total_steps = per_epoch * cfg.epochs
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=0.01)
     sched = get_linear_schedule_with_warmup(opt, int(cfg.warmup_ratio * total_steps), total_steps)
     if resume:
         for obj, name in ((opt, "optimizer"), (sched, "scheduler")):
@@ -168,7 +171,7 @@ def train_retriever(
                 loss = loss_fn(model.preprocess(queries), model.preprocess(texts), positive_mask(golds, doc_ids))
                 opt.zero_grad()
                 loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
                 opt.step()
                 sched.step()
                 value = loss.item()

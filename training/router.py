@@ -72,6 +72,7 @@ def train_router(
     checkpoint_dir: Path | None = None,
     checkpoint_every: int = 0,
     resume: Path | None = None,
+    freeze_embeddings: bool = True,
 ) -> BertRouter:
     """Fine-tune encoder and head on labelled queries; returns the trained router.
 
@@ -94,8 +95,10 @@ def train_router(
     else:
         router = BertRouter.new(base_model or packaged_minilm_path(), domains)
     model = router.model
-    head = [p for n, p in model.named_parameters() if n.startswith("classifier")]
-    body = [p for n, p in model.named_parameters() if not n.startswith("classifier")]
+    if freeze_embeddings:  # the word-embedding table is half the weights: frozen, steps are faster and small data overfits less
+        model.get_input_embeddings().weight.requires_grad_(False)
+    head = [p for n, p in model.named_parameters() if n.startswith("classifier") and p.requires_grad]
+    body = [p for n, p in model.named_parameters() if not n.startswith("classifier") and p.requires_grad]
     opt = torch.optim.AdamW([{"params": body, "lr": lr}, {"params": head, "lr": head_lr}], weight_decay=0.01)
     if resume and (saved := load_extra(Path(resume), "optimizer")) is not None:
         opt.load_state_dict(saved)
@@ -241,9 +244,25 @@ def train_and_activate(
     return version
 
 
-def router_queries_from_data(data: "TrainingData", *, labelled_repeat: int = 2) -> list[LabelledQuery]:  # noqa: F821
-    """Router training queries of a training-set folder; expert (labelled and cross) ones ``labelled_repeat`` times."""
+def router_queries_from_data(
+    data: "TrainingData", *, labelled_repeat: int = 2, synthetic_per_domain: int | None = 150, seed: int = 0  # noqa: F821
+) -> list[LabelledQuery]:
+    """Router training queries of a training-set folder.
+
+    Expert (labelled and cross-domain) queries ``labelled_repeat`` times each, plus a seeded sample
+    of at most ``synthetic_per_domain`` synthetic queries per domain (None: all): enough for the
+    router to know every product (a product without labelled questions is learnt from these alone).
+    """
     out: list[LabelledQuery] = []
+    synthetic: dict[str, list[LabelledQuery]] = {}
     for q, origin in zip(data.router_rows, data.router_origins):
-        out.extend([q] * (max(1, labelled_repeat) if origin != "synthetic" else 1))
+        if origin == "synthetic":
+            synthetic.setdefault(q.domains[0], []).append(q)
+        else:
+            out.extend([q] * max(1, labelled_repeat))
+    for domain in sorted(synthetic):
+        group = synthetic[domain]
+        if synthetic_per_domain is not None and len(group) > synthetic_per_domain:
+            group = random.Random(f"{seed}:router:{domain}").sample(group, synthetic_per_domain)
+        out.extend(group)
     return out
