@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-import shutil
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -38,9 +37,9 @@ from training.checkpoint import StopFlag, TrainingInterrupted, load_checkpoint_s
 from training.data.dataset import RetrieverExample, TrainingData
 from training.losses.symmetric_infonce import SymmetricInfoNCELoss, positive_mask
 from training.metrics import retrieval_metrics
+from training.versions import save_version
 
 log = logging.getLogger("fedqa.training.retriever")
-METRICS_FILE = "metrics.json"
 
 
 @dataclass
@@ -49,13 +48,13 @@ class RetrieverConfig:
 
     epochs: int = 1
     batch_size: int = 16
-    lr: float = 2e-5
+    lr: float = 3e-5
     warmup_ratio: float = 0.1
     temperature: float = 0.05
-    max_seq_length: int = 256
+    max_seq_length: int = 128
     negatives_per_query: int = 1
     max_positives: int = 3
-    max_examples: int | None = 1600
+    max_examples: int | None = 800
     labelled_repeat: int = 2
     seed: int = 0
     checkpoint_every: int = 50
@@ -260,28 +259,20 @@ def train_and_save(
         metrics["fine_tuned"] = evaluate_on_pool(model, val, pool, progress=progress)
         log.info("fine-tuned retriever on the validation pool: %s", metrics["fine_tuned"])
     metrics["total_seconds"] = round(time.perf_counter() - t0, 1)
-    version = registry.new_version("retriever")
-    path = registry.path("retriever", version)
-    try:
-        model.save(str(path))
-        (path / METRICS_FILE).write_text(json.dumps(metrics, indent=2, sort_keys=True), encoding="utf-8")
-        registry.complete(
-            "retriever",
-            version,
-            {
-                "base_model": base,
-                "loss": SymmetricInfoNCELoss(model, cfg.temperature).get_config_dict(),
-                "config": asdict(cfg),
-                "train_examples": len(examples),
-                "train_examples_by_origin": dict(Counter(e.origin for e in examples)),
-                "data_fingerprint": data.fingerprint,
-                "data": str(data.path),
-                "metrics": metrics,
-            },
-        )
-    except BaseException:
-        shutil.rmtree(path, ignore_errors=True)
-        raise
-    if activate:
-        registry.activate("retriever", version)
+    version = save_version(
+        registry,
+        "retriever",
+        lambda path: model.save(str(path)),
+        metrics,
+        {
+            "base_model": base,
+            "loss": SymmetricInfoNCELoss(model, cfg.temperature).get_config_dict(),
+            "config": asdict(cfg),
+            "train_examples": len(examples),
+            "train_examples_by_origin": dict(Counter(e.origin for e in examples)),
+            "data_fingerprint": data.fingerprint,
+            "data": str(data.path),
+        },
+        activate=activate,
+    )
     return version, metrics

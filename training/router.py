@@ -28,9 +28,9 @@ from service.retrieval.encoder import packaged_minilm_path
 from service.routing.router import BertRouter
 from training.checkpoint import StopFlag, TrainingInterrupted, load_checkpoint_state, load_extra, save_checkpoint
 from training.metrics import router_metrics
+from training.versions import save_version
 
 log = logging.getLogger("fedqa.training.router")
-METRICS_FILE = "metrics.json"
 
 
 def bce_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -209,39 +209,31 @@ def train_and_activate(
         "train": evaluate_router(router, queries),
         "train_seconds": round(time.perf_counter() - t0, 1),
     }
-    version = registry.new_version("router")
-    path = registry.path("router", version)
-    try:
+    def write(path: Path) -> None:
         router.save(path)
-        (path / METRICS_FILE).write_text(json.dumps(metrics, indent=2, sort_keys=True), encoding="utf-8")
-        router.version = version
-        registry.complete(
-            "router",
-            version,
-            {
-                "domains": domains,
-                "base_model": base,
-                "epochs": epochs,
-                "batch_size": batch_size,
-                "seed": seed,
-                "loss": "bce_with_logits summed over domains",
-                "train_queries": len(queries),
-                "val_queries": len(val),
-                "train_top1_accuracy": metrics["train"]["top1_accuracy"],
-                "val_top1_accuracy": metrics["validation"]["top1_accuracy"] if metrics["validation"] else None,
-                "metrics": metrics,
-                "data_fingerprint": data_fingerprint or queries_fingerprint(queries),
-                "data": data_path,
-            },
-        )
-    except BaseException:
-        import shutil
+        router.version = path.name
 
-        shutil.rmtree(path, ignore_errors=True)
-        raise
-    if activate:
-        registry.activate("router", version)
-    return version
+    return save_version(
+        registry,
+        "router",
+        write,
+        metrics,
+        {
+            "domains": domains,
+            "base_model": base,
+            "epochs": epochs,
+            "batch_size": batch_size,
+            "seed": seed,
+            "loss": "bce_with_logits summed over domains",
+            "train_queries": len(queries),
+            "val_queries": len(val),
+            "train_top1_accuracy": metrics["train"]["top1_accuracy"],
+            "val_top1_accuracy": metrics["validation"]["top1_accuracy"] if metrics["validation"] else None,
+            "data_fingerprint": data_fingerprint or queries_fingerprint(queries),
+            "data": data_path,
+        },
+        activate=activate,
+    )
 
 
 def router_queries_from_data(
