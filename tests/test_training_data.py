@@ -103,7 +103,8 @@ def test_llm_generator_uses_the_query_generation_prompt_and_tags_its_rows():
     assert gen.failures == 2
     assert "Write one question that a customer of orbit would ask" in llm.prompts[0]
     assert passages[0].text.split()[0] in llm.prompts[0]
-    assert clean_generated_question("1. What is SSO?") == "What is SSO?"
+    assert clean_generated_question("1. What is SSO for me?") == "What is SSO for me?"
+    assert clean_generated_question("What does the passage explain?\nHow does the above passage answer?") == ""
 
 
 def test_relevance_judge_parses_yes_and_no():

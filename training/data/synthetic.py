@@ -135,11 +135,19 @@ class HeuristicQueryGenerator:
                     yield SyntheticQuery(s, p.doc_id, p.domain, "heuristic:first-sentence")
 
 
+# Questions about the text instead of the product (small models write them despite the prompt).
+_META = re.compile(r"\b(?:the|this|above|given) (?:passage|text|document|documentation|excerpt)\b|\bthe above\b", re.I)
+
+
 def clean_generated_question(text: str) -> str:
-    """The first question-like line of an LLM completion ("" when there is none)."""
+    """The first usable question line of an LLM completion ("" when there is none).
+
+    Drops list markers and "Question:" prefixes, and lines that ask about "the passage" rather
+    than the product.
+    """
     for line in text.strip().splitlines():
         line = re.sub(r"^\s*(?:question\s*[:\-]|q\s*[:\-]|[0-9]+[.)]|[-*])\s*", "", line.strip(), flags=re.I).strip(" \"'")
-        if len(line.split()) >= 3 and not line.lower().startswith(("answer", "passage", "here is", "sure")):
+        if len(line.split()) >= 3 and not line.lower().startswith(("answer", "passage", "here is", "sure")) and not _META.search(line):
             return line[:300]
     return ""
 
