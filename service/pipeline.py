@@ -97,10 +97,11 @@ class Pipeline:
             "store": self.store.backend,
         }
 
-    def close(self) -> None:
-        """Release the store and the search threads."""
+    def close(self, *, close_store: bool = True) -> None:
+        """Release the search threads and (unless a newer pipeline shares it) the store."""
         self._pool.shutdown(wait=False)
-        self.store.close()
+        if close_store:
+            self.store.close()
 
     # ------------------------------------------------------------- retrieval
     def validate(self, req: AskRequest) -> int:
@@ -277,11 +278,15 @@ class Pipeline:
         yield "done", self._response(ret, answer, mode, error, req.strategy).model_dump()
 
 
-def load_pipeline(settings: Settings, backend: StoreBackend | None = None, *, with_llm: bool = True) -> Pipeline:
+def load_pipeline(
+    settings: Settings, backend: StoreBackend | None = None, *, with_llm: bool = True, store: Store | None = None
+) -> Pipeline:
     """Build the pipeline from the active versions in the data home.
 
     The encoder is the retriever the active index was embedded with, so queries and passages
     always share one vector space. Raises StoreUnavailable when there is no index yet.
+    ``store``: an already open store of the active index version, reused instead of opening it
+    again (a reload that changes only the router; the embedded store opens a version once per process).
     """
     from service.compute import configure_threads
 
@@ -295,8 +300,9 @@ def load_pipeline(settings: Settings, backend: StoreBackend | None = None, *, wi
     except ArtifactError as exc:
         raise StoreUnavailable(str(exc)) from exc
     encoder = load_encoder(settings, registry, manifest.get("retriever"))
-    backend = backend or open_backend(settings)
-    store = backend.open(index_version)
+    if store is None or store.version != index_version:
+        backend = backend or open_backend(settings)
+        store = backend.open(index_version)
 
     warnings: list[str] = []
     router_version = registry.active()["router"]

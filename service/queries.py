@@ -18,6 +18,7 @@ class LabelledQuery:
     gold_doc_ids: list[str] = field(default_factory=list)
     answer: str | None = None
     kind: str | None = None
+    parts: list[str] = field(default_factory=list)
 
     @property
     def is_cross(self) -> bool:
@@ -38,6 +39,7 @@ def load_queries(path: str | Path) -> list[LabelledQuery]:
                 gold_doc_ids=[str(d) for d in rec.get("gold_doc_ids") or []],
                 answer=rec.get("answer"),
                 kind=rec.get("kind"),
+                parts=[str(x) for x in rec.get("parts") or []],
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"{path}:{n}: not a labelled query ({exc})") from None

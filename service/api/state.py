@@ -27,10 +27,18 @@ class ServiceState:
         self.error: str | None = None
 
     def load(self) -> None:
-        """(Re)build the pipeline from the active versions; on failure the old one keeps serving."""
+        """(Re)build the pipeline from the active versions; on failure the old one keeps serving.
+
+        When the active index version is the one already open, its store is handed to the new
+        pipeline rather than opened a second time.
+        """
         with self._lock:
+            current = self.pipeline
             try:
-                fresh = self._loader(self.settings, self.backend)
+                if current is not None:
+                    fresh = self._loader(self.settings, self.backend, store=current.store)
+                else:
+                    fresh = self._loader(self.settings, self.backend)
             except Exception as exc:
                 self.error = str(exc)
                 log.error("pipeline not loaded: %s", exc)
@@ -39,7 +47,7 @@ class ServiceState:
                 raise
             old, self.pipeline, self.error = self.pipeline, fresh, None
         if old is not None:
-            old.close()
+            old.close(close_store=old.store is not fresh.store)
 
     def close(self) -> None:
         """Release the pipeline's resources."""

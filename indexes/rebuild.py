@@ -1,0 +1,91 @@
+"""``fedqa index build``: re-embed the corpus with a chosen retriever into a new index version.
+
+Every passage of the active index is read back from the store and embedded again with the
+retriever (default: the active retriever version) into fresh per-domain collections of a *new*
+index version, whose manifest records ``"retriever": <version>``. The new version is activated
+only once complete; until then, and for ever if the build fails or is interrupted, the service
+answers from the previous version (its half-built folder is removed).
+"""
+
+from __future__ import annotations
+
+import shutil
+
+from indexes.build import BuildReport, build_index
+from service.artifacts import ArtifactError, Registry
+from service.config import Settings
+from service.pipeline import load_encoder
+from service.retrieval.encoder import Encoder
+from service.retrieval.passage import Passage
+from service.retrieval.store import StoreBackend, StoreUnavailable, open_backend
+
+
+def _read(store) -> list[Passage]:  # noqa: ANN001 - a Store
+    try:
+        return [p for d in store.domains() for p in store.iter_passages(d)]
+    finally:
+        store.close()
+
+
+def read_index(backend: StoreBackend, registry: Registry, version: str) -> list[Passage]:
+    """Every passage of an index version, domain by domain.
+
+    The embedded store opens a version in one process at a time; when a running service holds
+    it, the passages are read from a temporary copy of its shards (never activated, then removed).
+    """
+    try:
+        store = backend.open(version)
+    except StoreUnavailable:
+        if backend.name != "qdrant-edge":
+            raise
+        tmp = registry.new_version("index")  # no manifest: never listed, never activated
+        try:
+            backend.clone(version, tmp)
+            return _read(backend.open(tmp))
+        finally:
+            backend.drop(tmp)
+            shutil.rmtree(registry.path("index", tmp), ignore_errors=True)
+    return _read(store)
+
+
+def rebuild_index(
+    settings: Settings,
+    *,
+    retriever: str | None = None,
+    source: str | None = None,
+    backend: StoreBackend | None = None,
+    encoder: Encoder | None = None,
+    activate: bool = True,
+    progress: bool = True,
+) -> BuildReport:
+    """Re-embed index ``source`` (default: the active one) with ``retriever`` into a new index version.
+
+    ``retriever`` is a retriever version, ``"base"`` (the configured or shipped base model) or
+    None (the active retriever version, else base).
+    """
+    registry = Registry(settings.home_dir)
+    source = source or registry.active()["index"]
+    if not source:
+        raise StoreUnavailable(f"no index in {settings.home_dir}: run 'fedqa ingest PATH' first")
+    src_manifest = registry.manifest("index", source)
+    retriever = retriever or registry.active()["retriever"] or "base"
+    if retriever != "base":
+        registry.manifest("retriever", retriever)  # raises unless complete
+    if encoder is None:
+        encoder = load_encoder(settings, registry, retriever)
+    elif encoder.version != retriever:
+        raise ArtifactError(f"the encoder given is {encoder.version!r}, not retriever {retriever!r}")
+    backend = backend or open_backend(settings)
+    passages = read_index(backend, registry, source)
+    if not passages:
+        raise StoreUnavailable(f"index {source} has no passages to re-embed")
+    return build_index(
+        passages,
+        registry=registry,
+        backend=backend,
+        encoder=encoder,
+        base=None,
+        activate=activate,
+        progress=progress,
+        meta={"rebuilt_from": source, "sources": src_manifest.get("sources", [])},
+    )

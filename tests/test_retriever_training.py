@@ -1,0 +1,76 @@
+"""Retriever fine-tuning on a tiny training set: a version with metrics, checkpoints and resume."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from service.artifacts import Registry
+from service.demo import DOCS, QUERIES
+from service.queries import load_queries
+from training.checkpoint import StopFlag, TrainingInterrupted, load_checkpoint_state
+from training.data.build import DataConfig, build_training_data
+from training.data.corpus import load_corpus
+from training.data.dataset import TrainingData
+from training.data.synthetic import HeuristicQueryGenerator
+from training.retriever import RetrieverConfig, select_examples, train_and_save, train_retriever
+from tests.conftest import make_settings
+
+TINY = RetrieverConfig(epochs=1, batch_size=4, max_seq_length=48, max_examples=12, labelled_repeat=1, checkpoint_every=0)
+
+
+@pytest.fixture(scope="module")
+def demo_data(tmp_path_factory) -> TrainingData:
+    """A training set from the demo corpus and a ninth of its questions (30% held out), a few synthetic queries."""
+    out = tmp_path_factory.mktemp("data") / "demo"
+    settings = make_settings(tmp_path_factory.mktemp("unused-home"))
+    build_training_data(
+        load_corpus([DOCS], settings), load_queries(QUERIES)[::9], out, generators=[HeuristicQueryGenerator()],
+        config=DataConfig(synthetic_per_domain=4, negatives=2, cross_examples=4, pool_random=20, pool_negatives=2), progress=False,
+    )
+    return TrainingData.load(out)
+
+
+def test_select_examples_puts_expert_questions_first_and_caps_the_synthetic_ones(demo_data):
+    expert = [r for r in demo_data.retriever_rows if r.origin != "synthetic"]
+    cfg = RetrieverConfig(max_examples=2 * len(expert) + 8, labelled_repeat=2)
+    picked = select_examples(demo_data.retriever_rows, cfg)
+    assert picked[: 2 * len(expert)] == [r for r in expert for _ in range(2)]
+    synthetic = picked[2 * len(expert) :]
+    assert len(synthetic) == 8 and all(r.origin == "synthetic" for r in synthetic)
+    assert len({r.domains[0] for r in synthetic}) == 4  # balanced over the demo's four products
+    assert len(select_examples(demo_data.retriever_rows, RetrieverConfig(max_examples=1, labelled_repeat=1))) == len(expert)
+
+
+def test_train_and_save_makes_a_retriever_version_with_base_and_fine_tuned_metrics(tmp_path, demo_data):
+    settings = make_settings(tmp_path / "home")
+    version, metrics = train_and_save(settings, demo_data, config=TINY, progress=False)
+    registry = Registry(settings.home_dir)
+    assert registry.active()["retriever"] == version
+    manifest = registry.manifest("retriever", version)
+    assert manifest["data_fingerprint"] == demo_data.fingerprint and manifest["base_model"]
+    assert manifest["loss"]["loss"] == "symmetric_infonce" and manifest["loss"]["temperature"] == 0.05
+    for which in ("base", "fine_tuned"):
+        assert {"acc@1", "recall@5", "recall@10", "mrr"} <= set(metrics[which])
+        assert metrics[which]["queries"] == len([q for q in demo_data.val if q.gold_doc_ids])
+    saved = json.loads((registry.path("retriever", version) / "metrics.json").read_text())
+    assert saved["fine_tuned"] == metrics["fine_tuned"]
+    # The version folder is a sentence-transformers model the service's encoder loads.
+    from service.retrieval.encoder import Encoder
+
+    enc = Encoder(registry.path("retriever", version), version=version)
+    assert enc.embed_query("refund").shape == (enc.dim,)
+
+
+def test_interrupted_retriever_training_keeps_a_checkpoint_and_resumes(tmp_path, demo_data):
+    examples = select_examples(demo_data.retriever_rows, TINY)
+    stop = StopFlag()
+    stop.request()  # Ctrl-C arrived during the first step
+    with pytest.raises(TrainingInterrupted) as info:
+        train_retriever(examples, demo_data.passages, config=TINY, progress=False, stop=stop, checkpoint_dir=tmp_path / "ckpt")
+    last = info.value.checkpoint
+    assert last == tmp_path / "ckpt" / "last" and load_checkpoint_state(last)["global_step"] == 1
+    assert (last / "model" / "modules.json").is_file() and (last / "optimizer.pt").is_file()
+    model = train_retriever(examples, demo_data.passages, config=TINY, progress=False, resume=last)
+    assert model.encode(["refund"]).shape[-1] == 384

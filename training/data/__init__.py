@@ -1,0 +1,1 @@
+"""Training data: synthetic queries, relevance labels, hard negatives, cross-domain examples, splits."""

@@ -1,0 +1,40 @@
+"""Saving a trained model as a new, complete version (and activating it)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from service.artifacts import Kind, Registry
+
+METRICS_FILE = "metrics.json"
+
+
+def save_version(
+    registry: Registry,
+    kind: Kind,
+    write_model: Callable[[Path], None],
+    metrics: dict[str, Any],
+    manifest: dict[str, Any],
+    *,
+    activate: bool,
+) -> str:
+    """Write a new ``kind`` version: the model, ``metrics.json`` beside it, then the manifest (with the metrics).
+
+    A failure on the way removes the half-written folder; only a complete version is activated.
+    """
+    version = registry.new_version(kind)
+    path = registry.path(kind, version)
+    try:
+        write_model(path)
+        (path / METRICS_FILE).write_text(json.dumps(metrics, indent=2, sort_keys=True), encoding="utf-8")
+        registry.complete(kind, version, {**manifest, "metrics": metrics})
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    if activate:
+        registry.activate(kind, version)
+    return version
