@@ -17,6 +17,7 @@ class LabelledQuery:
     gold_doc_ids: list[str] = field(default_factory=list)
     answer: str | None = None
     kind: str | None = None
+    grading_note: str | None = None
 
     @property
     def is_cross(self) -> bool:
@@ -41,6 +42,7 @@ def load_queries(path: str | Path) -> list[LabelledQuery]:
                     gold_doc_ids=[str(d) for d in rec.get("gold_doc_ids") or []],
                     answer=rec.get("answer"),
                     kind=rec.get("kind"),
+                    grading_note=rec.get("grading_note"),
                 )
             except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
                 raise ValueError(f"{path}:{n}: not a labelled query ({exc})") from None
