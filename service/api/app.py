@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from service import __version__
-from service.api import ask, health
+from service.api import ask, evaluate, health
 from service.api.state import ServiceState
 from service.config import Settings, get_settings
 from service.pipeline import RequestError
@@ -89,4 +89,5 @@ def create_app(settings: Settings | None = None, state: ServiceState | None = No
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(ask.router)
+    app.include_router(evaluate.router)
     return app
