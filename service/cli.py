@@ -153,7 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("evaluate", help="evaluate strategies on labelled questions (summary.json, results.jsonl, report.html)")
     src = s.add_mutually_exclusive_group(required=True)
-    src.add_argument("--queries", help="queries.jsonl (qid, query, domains, gold_doc_ids, answer)")
+    src.add_argument("--queries", nargs="+", metavar="FILE",
+                     help="queries.jsonl files (qid, query, domains, gold_doc_ids, answer), e.g. a uni and a cross set")
     src.add_argument("--dataset", help="a dataset name: demo, or NAME in $FEDQA_HOME/eval/datasets/NAME.jsonl")
     src.add_argument("--resume", metavar="JOB", help="finish an interrupted job of this home")
     s.add_argument("--strategies", default="mkpqa,uis,rfs", help="comma-separated: mkpqa,uis,rfs,lfs")

@@ -188,3 +188,24 @@ def test_dry_run_counts_llm_calls():
     assert p["total_llm_calls"] == 45 and p["judge_calls"] == 27
     assert p["max_llm_calls_with_retries"] == 18 + 27 * 3
     assert plan({"strategies": ["uis"], "metrics": ["retrieval"]}, 10, 6, 2)["total_llm_calls"] == 0
+
+
+def test_report_is_self_contained_html_with_charts_and_failures():
+    from service.evaluation.report import render
+
+    spec = {"strategies": ["mkpqa", "uis"], "metrics": ["retrieval", "answer"], "top_k": 5, "gate": "deterministic", "seed": None}
+    queries = [{"qid": "a", "domains": ["git"]}, {"qid": "c", "domains": ["git", "perl"]}]
+    records = [
+        {**_rec("a", s, ["git"], acc, None, "parse"), "ranking": [{"doc_id": "x"}], "answer": "<b>raw</b> answer",
+         "answer_mode": "generative"}
+        for s, acc in (("mkpqa", 1.0), ("uis", 0.0))
+    ] + [
+        {**_rec("c", s, ["git", "perl"], 0.0, None, "parse"), "ranking": [{"doc_id": "y"}]} for s in ("mkpqa", "uis")
+    ]
+    page = render(summarize(spec, queries, records, dataset="hand"), records)
+    assert page.startswith("<!DOCTYPE html>") and "<script" not in page and "http" not in page.split("</style>")[0]
+    assert page.count("<svg") == 7  # acc, recall, mrr, routing x2, relevancy, faithfulness; domains_searched not charted
+    assert "uni (n=1)" in page and "cross (n=1)" in page
+    assert "no value: every question failed" in page  # relevancy: all parse failures, shown not hidden
+    assert "&lt;b&gt;raw&lt;/b&gt;" in page  # answers are escaped
+    assert "judged by <b>judge-x</b>" in page

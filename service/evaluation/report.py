@@ -50,7 +50,7 @@ def bar_chart(metric: str, summary: dict[str, Any], groups: Sequence[str], width
     """An inline SVG grouped bar chart of one metric: x = groups, one bar per strategy, CI whiskers."""
     strategies = list(summary["results"])
     top = 10.0 if metric in SCALE_10 else 1.0
-    left, right, top_pad, bottom = 40, 10, 28, 46
+    left, right, top_pad, bottom = 40, 10, 34, 46
     plot_w, plot_h = width - left - right, height - top_pad - bottom
     gw = plot_w / max(1, len(groups))
     bw = min(28.0, (gw - 16) / max(1, len(strategies)))
@@ -78,12 +78,17 @@ def bar_chart(metric: str, summary: dict[str, Any], groups: Sequence[str], width
                 f'fill="{COLORS.get(s, "#888")}"><title>{_e(s)} {_e(g)}: {_fmt(v, metric)}</title></rect>'
             )
             lo, hi = (summary.get("ci95", {}).get(s, {}).get(g, {}).get(metric) or [None, None])
+            label_y = y(v)
             if lo is not None and hi is not None and hi > lo:
                 cx = x + bw / 2
                 parts.append(f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y(lo):.1f}" y2="{y(hi):.1f}" stroke="#333"/>')
                 for yy in (y(lo), y(hi)):
                     parts.append(f'<line x1="{cx - 3:.1f}" x2="{cx + 3:.1f}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#333"/>')
-            parts.append(f'<text x="{x + bw / 2:.1f}" y="{y(v) - 3:.1f}" text-anchor="middle" font-size="9">{_fmt(v, metric)}</text>')
+                label_y = y(hi)
+            parts.append(f'<text x="{x + bw / 2:.1f}" y="{label_y - 3:.1f}" text-anchor="middle" font-size="9">{_fmt(v, metric)}</text>')
+    if all(summary["results"][s].get(g, {}).get(metric) is None for s in strategies for g in groups):
+        parts.append(f'<text x="{left + plot_w / 2:.1f}" y="{top_pad + plot_h / 2:.1f}" text-anchor="middle" font-size="12" '
+                     f'fill="#b00">no value: every question failed or was skipped (see Failures)</text>')
     lx = left
     for s in strategies:
         parts.append(f'<rect x="{lx}" y="{height - 18}" width="10" height="10" fill="{COLORS.get(s, "#888")}"/>')

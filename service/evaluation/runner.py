@@ -497,7 +497,9 @@ def evaluate_cli(args, settings) -> int:  # noqa: ANN001 - argparse.Namespace, S
 
             from service.queries import load_queries
 
-            queries, dataset = [query_record(q) for q in load_queries(args.queries)], Path(args.queries).name
+            files = [args.queries] if isinstance(args.queries, str) else list(args.queries)
+            queries = [query_record(q) for f in files for q in load_queries(f)]
+            dataset = "+".join(Path(f).name for f in files)
         else:
             queries, dataset = load_dataset(args.dataset, settings.home_dir), args.dataset
         if args.limit:
