@@ -286,6 +286,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
         body["top_k"] = args.top_k
     if args.seed is not None:
         body["seed"] = args.seed
+    if args.strategy:
+        body["strategy"] = args.strategy
     if args.url:
         import httpx
 
@@ -301,6 +303,12 @@ def cmd_ask(args: argparse.Namespace) -> int:
         pipeline.close()
     print(json.dumps(resp.model_dump(), indent=2, ensure_ascii=False))
     return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from service.evaluation.runner import evaluate_cli
+
+    return evaluate_cli(args, _settings())
 
 
 def cmd_domains(args: argparse.Namespace) -> int:
@@ -434,8 +442,26 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--top-k", type=int)
     s.add_argument("--seed", type=int)
     s.add_argument("--no-generate", action="store_true", help="ranking only")
+    s.add_argument("--strategy", choices=["mkpqa", "uis", "rfs", "lfs"], help="retrieval strategy (default mkpqa)")
     s.add_argument("--url", help="ask a running service, e.g. http://127.0.0.1:8000")
     s.set_defaults(func=cmd_ask)
+
+    s = sub.add_parser("evaluate", help="evaluate strategies on labelled questions (summary.json, results.jsonl, report.html)")
+    src = s.add_mutually_exclusive_group(required=True)
+    src.add_argument("--queries", nargs="+", metavar="FILE",
+                     help="queries.jsonl files (qid, query, domains, gold_doc_ids, answer), e.g. a uni and a cross set")
+    src.add_argument("--dataset", help="a dataset name: demo, or NAME in $FEDQA_HOME/eval/datasets/NAME.jsonl")
+    src.add_argument("--resume", metavar="JOB", help="finish an interrupted job of this home")
+    s.add_argument("--strategies", default="mkpqa,uis,rfs", help="comma-separated: mkpqa,uis,rfs,lfs")
+    s.add_argument("--metrics", default="retrieval", help="comma-separated: retrieval,answer,wixqa,rageval,ragxplain")
+    s.add_argument("--top-k", type=int, default=5)
+    s.add_argument("--gate", choices=["deterministic", "stochastic"], default="deterministic")
+    s.add_argument("--seed", type=int, help="stochastic gate: question i uses seed + i")
+    s.add_argument("--limit", type=int, help="only the first N questions")
+    s.add_argument("--out", help="folder for summary.json, results.jsonl and report.html")
+    s.add_argument("--dry-run", action="store_true", help="only count the LLM calls the job would make")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_evaluate)
 
     s = sub.add_parser("domains", help="show the active versions and domains of this home")
     s.set_defaults(func=cmd_domains)

@@ -44,6 +44,11 @@ class Settings(BaseSettings):
     default_top_k: int = Field(default=5, ge=1)
     max_top_k: int = Field(default=50, ge=1)
     max_query_chars: int = Field(default=2000, ge=1)
+    domain_descriptions: dict[str, str] = Field(
+        default_factory=dict,
+        description='JSON {"domain": "description"} for the lfs resource-selection prompt; '
+        "domains not listed get a description derived from their passage titles.",
+    )
 
     # Generation
     llm_backend: Literal["auto", "llamacpp", "transformers", "openai", "none"] = "auto"
@@ -63,6 +68,16 @@ class Settings(BaseSettings):
     answer_fallback: Literal["extractive", "none"] = Field(
         default="extractive", description="What answers when the LLM fails or times out: quoted sentences, or null."
     )
+
+    # Evaluation judges: any OpenAI-compatible endpoint; unset base URL = the configured LLM above.
+    judge_base_url: str | None = None
+    judge_model: str | None = Field(default=None, description="Judge model name; default FEDQA_LLM_MODEL.")
+    judge_api_key: SecretStr | None = None
+    judge_api: Literal["chat", "completions"] = "chat"
+    judge_timeout_s: float = Field(default=60.0, gt=0, description="Limit of one judge call.")
+    judge_retries: int = Field(default=2, ge=0, description="Extra tries when a judge reply cannot be parsed or fails.")
+    judge_concurrency: int = Field(default=2, ge=1, description="Judge calls in flight at once.")
+    judge_max_tokens: int = Field(default=384, ge=16)
 
     # HTTP
     host: str = "127.0.0.1"

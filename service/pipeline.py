@@ -6,6 +6,7 @@ Plain objects and functions, used alike by the HTTP API, the CLI, evaluation and
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -20,10 +21,11 @@ from service.generation.extractive import extractive_answer
 from service.generation.llm import LLM, LLMError, open_llm
 from service.generation.prompt import STOP, attribute, build_prompt, citations, drop_bad_citations, grounding
 from service.retrieval.encoder import Encoder
-from service.retrieval.federated import federated_search
+from service.retrieval.federated import merge, search_domains
 from service.retrieval.passage import RankedHit
 from service.retrieval.store import Store, StoreBackend, StoreUnavailable, open_backend
-from service.routing.gate import GateMode, gate
+from service.retrieval.strategies import LLMDomainSelector, StrategyName, describe_domains, select
+from service.routing.gate import GateMode
 from service.routing.router import BertRouter, Router, UniformRouter
 from service.schemas import AskRequest, AskResponse, Routing, Source
 
@@ -36,6 +38,15 @@ class RequestError(ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
+
+
+@dataclass
+class Prepared:
+    """What every strategy shares for one query: router probabilities and the query vector."""
+
+    probs: dict[str, float]
+    vector: np.ndarray
+    timings_ms: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -84,6 +95,8 @@ class Pipeline:
         self.router = router
         self._router_index = [router.domains.index(d) for d in self.domains]
         self._pool = ThreadPoolExecutor(max_workers=min(8, max(1, len(self.domains))), thread_name_prefix="fedqa-search")
+        self._descriptions: dict[str, str] | None = None
+        self._descriptions_lock = threading.Lock()
 
     # ------------------------------------------------------------------ info
     @property
@@ -118,45 +131,106 @@ class Pipeline:
         p = self.router.predict([query])[0]
         return {d: float(p[i]) for d, i in zip(self.domains, self._router_index)}
 
-    def retrieve(self, query: str, *, top_k: int, seed: int | None = None, gate_mode: GateMode | None = None) -> Retrieval:
-        """Route, gate, embed the query once, search the active domains, merge by U = p_j * s."""
-        timings: dict[str, float] = {}
-        t_all = time.perf_counter()
+    def domain_descriptions(self) -> dict[str, str]:
+        """A short description per domain for the lfs prompt: configured (FEDQA_DOMAIN_DESCRIPTIONS) or derived
+        once from the domain's passage titles."""
+        with self._descriptions_lock:
+            if self._descriptions is None:
+                configured = self.settings.domain_descriptions
+                missing = [d for d in self.domains if d not in configured]
+                derived = describe_domains({d: [p.title for p in self.store.iter_passages(d)] for d in missing})
+                self._descriptions = {d: configured.get(d) or derived[d] for d in self.domains}
+            return dict(self._descriptions)
+
+    def lfs_selector(self) -> LLMDomainSelector:
+        """The LLM resource selector of the lfs strategy (its calls fail and are counted when no LLM is configured)."""
+        return LLMDomainSelector(self.llm, self.domain_descriptions(), timeout_s=self.settings.llm_timeout_s)
+
+    def prepare(self, query: str) -> Prepared:
+        """Router probabilities and the query vector (computed once, shared by every strategy)."""
         t0 = time.perf_counter()
         probs = self.probabilities(query)
-        timings["router"] = _ms(t0)
+        t_router = _ms(t0)
+        t0 = time.perf_counter()
+        vector = self.encoder.embed_query(query)
+        return Prepared(probs=probs, vector=vector, timings_ms={"router": t_router, "embed": _ms(t0)})
+
+    def prepare_many(self, queries: list[str]) -> list[Prepared]:
+        """:meth:`prepare` for a batch of queries: one router pass and one encoder pass (evaluation)."""
+        if not queries:
+            return []
+        t0 = time.perf_counter()
+        p = self.router.predict(queries)
+        t_router = _ms(t0) / len(queries)
+        t0 = time.perf_counter()
+        vectors = self.encoder.embed_queries(queries)
+        t_embed = _ms(t0) / len(queries)
+        return [
+            Prepared(
+                probs={d: float(p[k, i]) for d, i in zip(self.domains, self._router_index)},
+                vector=vectors[k],
+                timings_ms={"router": round(t_router, 3), "embed": round(t_embed, 3)},
+            )
+            for k in range(len(queries))
+        ]
+
+    def retrieve(
+        self,
+        query: str,
+        *,
+        top_k: int,
+        seed: int | None = None,
+        gate_mode: GateMode | None = None,
+        strategy: StrategyName = "mkpqa",
+        prepared: Prepared | None = None,
+    ) -> Retrieval:
+        """Route, choose the domains by ``strategy``, search them (top-k each) and merge.
+
+        mkpqa: the gate picks the domains and hits rank by U = p_j * s; see
+        :mod:`service.retrieval.strategies` for uis, rfs and lfs.
+        """
+        t_all = time.perf_counter()
+        prepared = prepared or self.prepare(query)
+        timings: dict[str, float] = dict(prepared.timings_ms)
+        probs = prepared.probs
 
         t0 = time.perf_counter()
         mode: GateMode = gate_mode or self.settings.gate_mode
-        p = np.array([probs[d] for d in self.domains])
-        decision = gate(p, self.settings.tau0, mode=mode, rng=np.random.default_rng(seed))
-        active = [d for d, a in zip(self.domains, decision.active) if a]
-        timings["gate"] = _ms(t0)
+        selection = select(
+            strategy,
+            probs,
+            self.domains,
+            tau0=self.settings.tau0,
+            gate_mode=mode,
+            rng=np.random.default_rng(seed),
+            query=query,
+            selector=self.lfs_selector() if strategy == "lfs" else None,
+        )
+        timings["gate" if strategy == "mkpqa" else "select"] = _ms(t0)
 
         t0 = time.perf_counter()
-        vector = self.encoder.embed_query(query)
-        timings["embed"] = _ms(t0)
-
-        t0 = time.perf_counter()
-        hits, per_domain = federated_search(self.store, vector, probs, active, top_k, self._pool)
+        per_domain, per_ms = search_domains(self.store, prepared.vector, selection.active, top_k, self._pool)
+        hits = merge(per_domain, selection.weights, top_k)
         timings["search"] = _ms(t0)
-        timings.update({f"search.{d}": round(ms, 3) for d, ms in per_domain.items()})
+        timings.update({f"search.{d}": round(ms, 3) for d, ms in per_ms.items()})
         timings["retrieval"] = _ms(t_all)
 
         routing = Routing(
             probabilities={d: round(v, 6) for d, v in probs.items()},
-            threshold=round(decision.threshold, 6),
-            active_domains=active,
-            activation={d: round(float(a), 6) for d, a in zip(self.domains, decision.activation)},
-            fallback=decision.fallback,
+            threshold=round(selection.threshold, 6),
+            active_domains=selection.active,
+            activation={d: round(a, 6) for d, a in selection.activation.items()},
+            fallback=selection.fallback,
             mode=mode,
             router=self.router.version or "uniform",
+            strategy=strategy,
+            selector=selection.detail or None,
         )
         return Retrieval(query=query, routing=routing, hits=hits, timings_ms=timings)
 
     # ------------------------------------------------------------ generation
-    def _prompt(self, ret: Retrieval) -> tuple[str, list[RankedHit]]:
-        context = ret.hits[: self.settings.llm_context_passages]
+    def _prompt(self, ret: Retrieval, context_passages: int | None = None) -> tuple[str, list[RankedHit]]:
+        context = ret.hits[: context_passages or self.settings.llm_context_passages]
         return build_prompt(ret.query, context, passage_words=self.settings.llm_passage_words), context
 
     def _finish_generated(self, text: str, context: list[RankedHit]) -> str:
@@ -170,15 +244,17 @@ class Pipeline:
             return extractive_answer(ret.query, ret.hits), "extractive", error
         return None, "none", error
 
-    def generate(self, ret: Retrieval) -> tuple[str | None, str, str | None]:
-        """(answer, answer_mode, error) for a retrieval; never raises for LLM faults."""
+    def generate(self, ret: Retrieval, *, context_passages: int | None = None) -> tuple[str | None, str, str | None]:
+        """(answer, answer_mode, error) for a retrieval; never raises for LLM faults.
+
+        ``context_passages``: passages in the prompt (default FEDQA_LLM_CONTEXT_PASSAGES; evaluation uses top-k)."""
         if not ret.hits:
             return None, "none", "no passage matched the query"
         if self.llm is None:
             if self.llm_error:
                 return self._fallback(ret, self.llm_error)
             return extractive_answer(ret.query, ret.hits), "extractive", None
-        prompt, context = self._prompt(ret)
+        prompt, context = self._prompt(ret, context_passages)
         try:
             text = self.llm.complete(
                 prompt, max_tokens=self.settings.llm_max_tokens, stop=STOP, timeout_s=self.settings.llm_timeout_s
@@ -231,7 +307,7 @@ class Pipeline:
         """Answer one request (non-streaming)."""
         t_all = time.perf_counter()
         top_k = self.validate(req)
-        ret = self.retrieve(req.query, top_k=top_k, seed=req.seed, gate_mode=req.gate)
+        ret = self.retrieve(req.query, top_k=top_k, seed=req.seed, gate_mode=req.gate, strategy=req.strategy)
         if req.generate:
             t0 = time.perf_counter()
             answer, mode, error = self.generate(ret)
@@ -245,7 +321,7 @@ class Pipeline:
         """Answer as events: ``retrieval`` (routing and sources), ``token`` pieces, then ``done`` (the full response)."""
         t_all = time.perf_counter()
         top_k = self.validate(req)
-        ret = self.retrieve(req.query, top_k=top_k, seed=req.seed, gate_mode=req.gate)
+        ret = self.retrieve(req.query, top_k=top_k, seed=req.seed, gate_mode=req.gate, strategy=req.strategy)
         head = self._response(ret, None, "retrieval", None, req.strategy)
         yield "retrieval", {"routing": head.routing.model_dump(), "sources": [s.model_dump() for s in head.sources]}
         answer: str | None

@@ -19,6 +19,7 @@ class LabelledQuery:
     answer: str | None = None
     kind: str | None = None
     parts: list[str] = field(default_factory=list)
+    grading_note: str | None = None
 
     @property
     def is_cross(self) -> bool:
@@ -40,6 +41,7 @@ def load_queries(path: str | Path) -> list[LabelledQuery]:
                 answer=rec.get("answer"),
                 kind=rec.get("kind"),
                 parts=[str(x) for x in rec.get("parts") or []],
+                grading_note=rec.get("grading_note"),
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"{path}:{n}: not a labelled query ({exc})") from None

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-Strategy = Literal["mkpqa"]
+Strategy = Literal["mkpqa", "uis", "rfs", "lfs"]
 AnswerMode = Literal["generative", "extractive", "retrieval", "none"]
 
 
@@ -19,7 +19,11 @@ class AskRequest(BaseModel):
         description="The question; at most FEDQA_MAX_QUERY_CHARS characters."
     )
     top_k: int | None = Field(default=None, description="Passages in the final ranking (1..FEDQA_MAX_TOP_K).")
-    strategy: Strategy = Field(default="mkpqa", description="Retrieval strategy.")
+    strategy: Strategy = Field(
+        default="mkpqa",
+        description="Retrieval strategy: mkpqa (router + gate, U = p*s), uis (every domain, raw s), "
+        "rfs (router's top-1 domain), lfs (an LLM picks the domains).",
+    )
     seed: int | None = Field(default=None, ge=0, description="Seed for the stochastic gate (reproducible sampling).")
     stream: bool = Field(default=False, description="Answer as Server-Sent Events.")
     generate: bool = Field(default=True, description="false: return the ranking only (retrieval path).")
@@ -37,8 +41,10 @@ class Source(BaseModel):
     source: str
     text: str
     score: float = Field(description="Similarity s from the domain's collection.")
-    domain_prob: float = Field(description="Router probability p_j of the passage's domain.")
-    unified_score: float = Field(description="U = p_j * s.")
+    domain_prob: float = Field(
+        description="Weight of the passage's domain in the merge: router probability p_j (mkpqa, rfs), 1 (uis, lfs)."
+    )
+    unified_score: float = Field(description="U = domain_prob * s, the ranking score.")
 
 
 class Routing(BaseModel):
@@ -48,9 +54,15 @@ class Routing(BaseModel):
     threshold: float
     active_domains: list[str]
     activation: dict[str, float] = Field(description="min(1, p_j / tau) per domain.")
-    fallback: bool = Field(description="No domain was drawn, so the argmax domain was used.")
+    fallback: bool = Field(
+        description="No domain was chosen (gate drew none, or the lfs LLM said no to all), so the argmax domain was used."
+    )
     mode: Literal["stochastic", "deterministic"]
     router: str = Field(description="Router version, or 'uniform' when none is trained.")
+    strategy: Strategy = Field(default="mkpqa", description="The strategy that chose the active domains.")
+    selector: dict | None = Field(
+        default=None, description="lfs only: the LLM's vote per domain, failed calls and their errors."
+    )
 
 
 class AskResponse(BaseModel):
@@ -89,3 +101,64 @@ class DomainsResponse(BaseModel):
     domains: list[DomainInfo]
     versions: dict[str, str | None]
     warnings: list[str] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- evaluation
+MetricGroup = Literal["retrieval", "answer", "wixqa", "rageval", "ragxplain"]
+
+
+class EvalSpec(BaseModel):
+    """What an evaluation runs: strategies, metric groups and retrieval settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    strategies: list[Strategy] = Field(default_factory=lambda: ["mkpqa", "uis", "rfs"], min_length=1)
+    metrics: list[MetricGroup] = Field(
+        default_factory=lambda: ["retrieval"], min_length=1,
+        description="retrieval (no LLM); answer (relevancy, faithfulness), wixqa, rageval, ragxplain need a judge.",
+    )
+    top_k: int = Field(default=5, ge=1, le=50, description="Passages in the ranking and in the answer's context.")
+    gate: Literal["deterministic", "stochastic"] = Field(
+        default="deterministic", description="Gate mode of mkpqa; evaluation is deterministic unless asked otherwise."
+    )
+    seed: int | None = Field(default=None, description="Stochastic gate: question i uses seed + i.")
+
+
+class EvalQuery(BaseModel):
+    """A labelled question given inline (the queries.jsonl fields)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    qid: str | None = None
+    query: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+    domains: list[str] = Field(default_factory=list)
+    gold_doc_ids: list[str] = Field(default_factory=list)
+    answer: str | None = None
+    kind: str | None = None
+    grading_note: str | None = None
+
+
+class EvaluateRequest(EvalSpec):
+    """Body of ``POST /evaluate``: questions inline or a dataset name, plus the spec."""
+
+    queries: list[EvalQuery] | None = Field(default=None, description="Questions inline (exclusive with dataset).")
+    dataset: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+        description="A dataset name: 'demo', or NAME for $FEDQA_HOME/eval/datasets/NAME.jsonl.",
+    )
+    limit: int | None = Field(default=None, ge=1, description="Evaluate only the first N questions.")
+    dry_run: bool = Field(default=False, description="Only report how many LLM calls the job would make.")
+
+
+class EvaluateJob(BaseModel):
+    """Body of ``GET /evaluate/{id}`` (and of the answer to POST)."""
+
+    id: str | None
+    status: Literal["queued", "running", "done", "failed", "cancelled", "dry_run"]
+    progress: dict[str, int]
+    dataset: str
+    spec: dict
+    plan: dict | None = Field(default=None, description="LLM calls the job makes (upper bound).")
+    error: str | None = None
+    results: dict | None = Field(default=None, description="The summary, once the job is done.")
+    report: str | None = Field(default=None, description="URL of the HTML report, once the job is done.")

@@ -65,3 +65,11 @@ def faq6_sample() -> list[dict]:
             if len(bucket) < 20:
                 bucket.append(rec)
     return [r for recs in per.values() for r in recs]
+
+
+@pytest.fixture(scope="session")
+def embedded_llm(tmp_path_factory: pytest.TempPathFactory):
+    """The real embedded LLM (SmolLM2-135M through transformers), dequantised once per test session."""
+    from service.generation.local_llm import TransformersLLM
+
+    return TransformersLLM(cache_dir=tmp_path_factory.mktemp("llm-cache"))

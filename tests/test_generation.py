@@ -20,8 +20,8 @@ from tests.conftest import make_settings
 
 
 @pytest.fixture(scope="module")
-def llm(tmp_path_factory) -> TransformersLLM:
-    return TransformersLLM(cache_dir=tmp_path_factory.mktemp("llm-cache"))
+def llm(embedded_llm) -> TransformersLLM:
+    return embedded_llm  # one model per test session (conftest)
 
 
 def _hit(i: int, text: str, title: str = "Guide > Section") -> RankedHit:

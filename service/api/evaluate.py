@@ -1,0 +1,152 @@
+"""``/evaluate``: evaluation jobs (create, follow, cancel, report), run by a background worker.
+
+Jobs live in ``$FEDQA_HOME/eval/jobs.sqlite``; every finished question is committed at once, so a
+restart loses no finished result and unfinished jobs resume when the service starts again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
+from fastapi.responses import HTMLResponse, JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from service.api.security import require_api_key
+from service.evaluation.jobs import EvalWorker, JobStore
+from service.evaluation.judges import open_judge
+from service.evaluation.report import render
+from service.evaluation.runner import EvaluationError, create_job, load_dataset, needs_judge, plan, run_job
+from service.schemas import EvaluateJob, EvaluateRequest, ErrorBody
+
+
+def _worker(app: FastAPI) -> EvalWorker:
+    """The app's evaluation worker (created on first use)."""
+    worker = getattr(app.state, "eval_worker", None)
+    if worker is None:
+        state = app.state.fedqa
+        store = JobStore.for_home(state.settings.home_dir)
+
+        def run(job_id: str, should_stop) -> None:  # noqa: ANN001
+            pipeline = state.pipeline
+            judge = open_judge(state.settings, pipeline.llm) if needs_judge(store.get(job_id)["spec"]) else None
+            run_job(pipeline, judge, store, job_id, should_stop=should_stop)
+
+        worker = EvalWorker(store, run, ready=lambda: state.pipeline is not None)
+        app.state.eval_worker = worker
+    return worker
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """Start the worker with the service (it resumes unfinished jobs); stop it after the question in flight."""
+    worker = _worker(app)
+    worker.start()
+    yield
+    await run_in_threadpool(worker.stop)
+
+
+router = APIRouter(tags=["evaluate"], dependencies=[Depends(require_api_key)], lifespan=lifespan)
+
+_ERRORS = {
+    401: {"model": ErrorBody, "description": "Missing or invalid API key"},
+    404: {"model": ErrorBody, "description": "No such job"},
+    422: {"model": ErrorBody, "description": "Invalid request"},
+    503: {"model": ErrorBody, "description": "Store or index unavailable"},
+}
+
+
+def _view(job: dict, request: Request) -> EvaluateJob:
+    spec = dict(job["spec"])
+    dataset = spec.pop("dataset", "inline")
+    done = job["status"] == "done"
+    return EvaluateJob(
+        id=job["id"], status=job["status"], progress=job["progress"], dataset=dataset, spec=spec, error=job["error"],
+        results=job["summary"] if done else None,
+        report=str(request.url_for("evaluation_report", job_id=job["id"])) if done else None,
+    )
+
+
+@router.post("/evaluate", status_code=202, response_model=EvaluateJob, responses=_ERRORS,
+             summary="Start an evaluation job (or a dry run counting its LLM calls)")
+def start(req: EvaluateRequest, request: Request) -> EvaluateJob | JSONResponse:
+    state = request.app.state.fedqa
+    if (req.queries is None) == (req.dataset is None):
+        raise HTTPException(422, "give either queries (inline) or dataset (a name), not both or neither")
+    try:
+        queries = ([q.model_dump() for q in req.queries] if req.queries is not None
+                   else load_dataset(req.dataset, state.settings.home_dir))
+    except EvaluationError as exc:
+        raise HTTPException(422, f"dataset: {exc}") from None
+    if req.limit:
+        queries = queries[: req.limit]
+    spec = req.model_dump(include={"strategies", "metrics", "top_k", "gate", "seed"})
+    spec["strategies"] = list(dict.fromkeys(spec["strategies"]))
+    spec["metrics"] = list(dict.fromkeys(spec["metrics"]))
+    pipeline = state.pipeline
+    if pipeline is None:
+        from service.retrieval.store import StoreUnavailable
+
+        raise StoreUnavailable(state.error or "the service is still starting")
+    if needs_judge(spec) and open_judge(state.settings, pipeline.llm) is None:
+        raise HTTPException(422, "metrics: answer, wixqa, rageval and ragxplain need a judge; set FEDQA_JUDGE_BASE_URL "
+                                 "or an LLM, or ask for metrics ['retrieval']")
+    the_plan = plan(spec, len(queries), len(pipeline.domains), state.settings.judge_retries)
+    dataset = req.dataset or "inline"
+    if req.dry_run:
+        body = EvaluateJob(id=None, status="dry_run", progress={"done": 0, "total": len(queries) * len(spec["strategies"])},
+                           dataset=dataset, spec=spec, plan=the_plan)
+        return JSONResponse(body.model_dump(), status_code=200)
+    worker = _worker(request.app)
+    try:
+        job_id = create_job(worker.store, spec, queries, dataset)
+    except EvaluationError as exc:
+        raise HTTPException(422, str(exc)) from None
+    worker.start()
+    worker.wake()
+    view = _view(worker.store.get(job_id), request)
+    view.plan = the_plan
+    return view
+
+
+@router.get("/evaluate", summary="Latest evaluation jobs, newest first")
+def list_jobs(request: Request) -> dict:
+    return {"jobs": _worker(request.app).store.list()}
+
+
+def _job(request: Request, job_id: str) -> dict:
+    job = _worker(request.app).store.get(job_id)
+    if job is None:
+        raise HTTPException(404, f"no evaluation job {job_id!r}")
+    return job
+
+
+@router.get("/evaluate/{job_id}", response_model=EvaluateJob, responses=_ERRORS,
+            summary="Status, progress (done/total) and, when finished, the results")
+def get_job(job_id: str, request: Request) -> EvaluateJob:
+    return _view(_job(request, job_id), request)
+
+
+@router.get("/evaluate/{job_id}/questions", responses=_ERRORS, summary="Finished per-question results")
+def job_questions(job_id: str, request: Request) -> dict:
+    _job(request, job_id)
+    return {"id": job_id, "records": _worker(request.app).store.results(job_id)}
+
+
+@router.get("/evaluate/{job_id}/report", name="evaluation_report", response_class=HTMLResponse, responses=_ERRORS,
+            summary="The HTML report of a finished job")
+def job_report(job_id: str, request: Request) -> HTMLResponse:
+    job = _job(request, job_id)
+    if job["status"] != "done":
+        raise HTTPException(409, f"job {job_id} is {job['status']}; the report comes when it is done")
+    return HTMLResponse(render(job["summary"], _worker(request.app).store.results(job_id)))
+
+
+@router.delete("/evaluate/{job_id}", response_model=EvaluateJob, responses=_ERRORS, summary="Cancel a job")
+def cancel(job_id: str, request: Request) -> EvaluateJob:
+    job = _job(request, job_id)
+    if job["status"] in ("queued", "running"):
+        _worker(request.app).cancel(job_id)
+        job = _job(request, job_id)
+    return _view(job, request)

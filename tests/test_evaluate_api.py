@@ -1,0 +1,250 @@
+"""/evaluate jobs over HTTP: dry run, validation, the same numbers as an in-process run, a restart
+mid-job that loses no finished result, cancellation, the HTML report; and ``fedqa evaluate``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.api.app import create_app
+from service.api.state import ServiceState
+from service.cli import main
+from service.demo import QUERIES
+from service.evaluation.jobs import JobStore
+from service.evaluation.runner import create_job, load_dataset, run_job
+from service.pipeline import Pipeline
+from tests.conftest import make_settings
+
+LIMIT = 60
+SPEC = {"strategies": ["mkpqa", "uis", "rfs"], "metrics": ["retrieval"], "top_k": 5, "gate": "deterministic", "seed": None}
+
+
+def _mini() -> list[dict]:
+    """58 demo questions, uni and cross: enough to stop a job mid-way, few enough for a fast suite."""
+    qs = [json.loads(line) for line in QUERIES.read_text(encoding="utf-8").splitlines() if line.strip()]
+    uni = [q for q in qs if len(q["domains"]) == 1]
+    cross = [q for q in qs if len(q["domains"]) > 1]
+    return uni[::4] + cross[::3]
+
+
+def _put_mini(home) -> None:
+    """The mini set as the named dataset "mini" of a home."""
+    folder = home / "eval" / "datasets"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "mini.jsonl").write_text("".join(json.dumps(q) + "\n" for q in _mini()), encoding="utf-8")
+
+
+class _SharedPipeline(Pipeline):
+    """The session's demo pipeline objects in a new Pipeline whose close() leaves the shared store open."""
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
+
+
+def _state(demo_pipeline, home) -> ServiceState:
+    settings = make_settings(home)
+
+    def loader(s, backend=None):
+        return _SharedPipeline(s, router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=demo_pipeline.store)
+
+    return ServiceState(settings, loader=loader)
+
+
+def _wait(client, job_id, until, timeout=120.0, interval=0.02):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        body = client.get(f"/evaluate/{job_id}").json()
+        if until(body):
+            return body
+        time.sleep(interval)
+    raise AssertionError(f"job {job_id} did not get there in {timeout} s: {body}")
+
+
+@pytest.fixture(scope="module")
+def reference(demo_pipeline, tmp_path_factory):
+    """The demo questions evaluated in-process, without HTTP (the numbers the API must reproduce)."""
+    store = JobStore(tmp_path_factory.mktemp("ref") / "jobs.sqlite")
+    home = tmp_path_factory.mktemp("ref-home")
+    _put_mini(home)
+    job = create_job(store, SPEC, load_dataset("mini", home), "mini")
+    return run_job(demo_pipeline, None, store, job), store.results(job)
+
+
+def test_dry_run_and_validation(demo_pipeline, tmp_path):
+    with TestClient(create_app(make_settings(tmp_path), _state(demo_pipeline, tmp_path))) as c:
+        qs = [{"query": "refunds?", "domains": ["ledger"]}, {"query": "sso?"}, {"query": "import?"}]
+        r = c.post("/evaluate", json={"queries": qs, "strategies": ["mkpqa", "lfs"], "metrics": ["retrieval"], "dry_run": True})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["status"] == "dry_run" and body["progress"] == {"done": 0, "total": 6}
+        assert body["plan"]["llm_calls"] == {"lfs_selection": 3 * len(demo_pipeline.domains)}
+        assert c.get("/evaluate").json()["jobs"] == []  # a dry run creates no job
+
+        assert c.post("/evaluate", json={"strategies": ["mkpqa"]}).status_code == 422  # neither queries nor dataset
+        assert c.post("/evaluate", json={"dataset": "demo", "queries": qs}).status_code == 422
+        assert c.post("/evaluate", json={"dataset": "../etc/passwd"}).status_code == 422
+        assert "no dataset" in c.post("/evaluate", json={"dataset": "nope"}).json()["detail"]
+        assert c.post("/evaluate", json={"dataset": "demo", "strategies": ["bogus"]}).status_code == 422
+        r = c.post("/evaluate", json={"dataset": "demo", "metrics": ["answer"]})  # no LLM, no judge
+        assert r.status_code == 422 and "judge" in r.json()["detail"]
+        assert c.get("/evaluate/eval-missing").status_code == 404
+
+
+def test_job_survives_a_restart_and_matches_the_in_process_run(demo_pipeline, tmp_path, reference):
+    ref_summary, ref_records = reference
+    home = tmp_path / "home"
+    _put_mini(home)
+    app1 = create_app(make_settings(home), _state(demo_pipeline, home))
+    with TestClient(app1) as c:
+        r = c.post("/evaluate", json={"dataset": "mini", **{k: SPEC[k] for k in ("strategies", "metrics")}})
+        assert r.status_code == 202, r.text
+        job_id, total = r.json()["id"], r.json()["progress"]["total"]
+        assert r.json()["status"] in ("queued", "running") and total == len(ref_records)
+        _wait(c, job_id, lambda b: b["progress"]["done"] >= 20)
+    # The first service is gone (its worker stopped after the question in flight): the job is unfinished.
+    store = JobStore.for_home(home)
+    mid = store.get(job_id)
+    assert mid["status"] == "running" and 20 <= mid["progress"]["done"] < total
+    before = {(r["strategy"], r["qid"]): r for r in store.results(job_id)}
+
+    app2 = create_app(make_settings(home), _state(demo_pipeline, home))
+    with TestClient(app2) as c:  # start-up resumes the job
+        done = _wait(c, job_id, lambda b: b["status"] == "done", interval=0.1)
+        assert done["progress"] == {"done": total, "total": total}
+        report = c.get(done["report"])
+        assert report.status_code == 200 and report.text.count("<svg") >= 4 and "Acc@Top1" in report.text
+        questions = c.get(f"/evaluate/{job_id}/questions").json()["records"]
+    after = {(r["strategy"], r["qid"]): r for r in questions}
+    assert all(after[k] == v for k, v in before.items())  # finished results kept as they were, not recomputed
+    assert done["results"]["results"] == ref_summary["results"]  # the same numbers as the in-process run
+    assert done["results"]["ci95"] == ref_summary["ci95"]
+    assert done["dataset"] == "mini" and done["results"]["n"] == ref_summary["n"] == len(_mini())
+    assert {"all", "uni", "cross"} <= set(done["results"]["results"]["mkpqa"])
+
+
+def test_cancel(demo_pipeline, tmp_path):
+    with TestClient(create_app(make_settings(tmp_path), _state(demo_pipeline, tmp_path))) as c:
+        job_id = c.post("/evaluate", json={"dataset": "demo", "strategies": ["uis"]}).json()["id"]
+        r = c.delete(f"/evaluate/{job_id}")
+        assert r.status_code == 200 and r.json()["status"] == "cancelled"
+        time.sleep(0.3)
+        body = c.get(f"/evaluate/{job_id}").json()
+        assert body["status"] == "cancelled" and body["results"] is None and body["progress"]["done"] < body["progress"]["total"]
+        assert c.get(f"/evaluate/{job_id}/report").status_code == 409
+
+
+def test_evaluate_needs_the_api_key(demo_pipeline, tmp_path):
+    settings = make_settings(tmp_path, api_keys="k1")
+    state = _state(demo_pipeline, tmp_path)
+    state.settings = settings
+    with TestClient(create_app(settings, state)) as c:
+        body = {"queries": [{"query": "refunds?"}], "dry_run": True}
+        assert c.post("/evaluate", json=body).status_code == 401
+        assert c.get("/evaluate").status_code == 401
+        assert c.post("/evaluate", json=body, headers={"X-API-Key": "k1"}).status_code == 200
+
+
+def test_cli_evaluate_writes_summary_and_report(demo_home, reference, tmp_path, monkeypatch, capsys):
+    ref_summary, _ = reference
+    home = tmp_path / "home"
+    shutil.copytree(demo_home, home)  # its own copy: the session's pipeline holds the original open
+    (home / "eval").exists() and shutil.rmtree(home / "eval")
+    monkeypatch.setenv("FEDQA_HOME", str(home))
+    monkeypatch.setenv("FEDQA_LLM_BACKEND", "none")
+    from service.config import get_settings
+
+    get_settings.cache_clear()
+    try:
+        out = tmp_path / "out"
+        mini = tmp_path / "mini.jsonl"
+        mini.write_text("".join(json.dumps(q) + "\n" for q in _mini()), encoding="utf-8")
+        assert main(["evaluate", "--queries", str(mini), "--strategies", "mkpqa,uis,rfs", "--metrics", "retrieval",
+                     "--out", str(out), "--quiet"]) == 0
+        printed = json.loads(capsys.readouterr().out)
+        assert main(["evaluate", "--dataset", "demo", "--strategies", "mkpqa,lfs", "--metrics", "retrieval,answer", "--limit", str(LIMIT),
+                     "--dry-run"]) == 0
+        dry = json.loads(capsys.readouterr().out)
+    finally:
+        get_settings.cache_clear()
+    assert printed == json.loads((out / "summary.json").read_text())
+    assert set(printed) >= {"dataset", "n", "results"} and printed["dataset"] == "mini.jsonl"
+    for strategy in ("mkpqa", "uis", "rfs"):
+        assert {"all", "uni", "cross"} <= set(printed["results"][strategy])
+        assert {"acc_at_top1", "recall_at_5", "mrr", "routing_accuracy"} <= set(printed["results"][strategy]["uni"])
+    assert printed["results"] == ref_summary["results"]  # CLI and in-process (and so HTTP) agree
+    html = (out / "report.html").read_text()
+    assert html.startswith("<!DOCTYPE html>") and "<svg" in html and "Worst questions" in html
+    assert len((out / "results.jsonl").read_text().splitlines()) == 3 * printed["n"]
+    assert dry["plan"]["llm_calls"]["lfs_selection"] == 4 * LIMIT and dry["plan"]["questions"] == LIMIT
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_kill_9_mid_job_then_restart_resumes(demo_home, reference, tmp_path):
+    """``fedqa serve`` as a real process, killed with SIGKILL mid-job: the restarted service finishes the job."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import httpx
+
+    ref_summary, _ = reference
+    home = tmp_path / "home"
+    shutil.copytree(demo_home, home)
+    _put_mini(home)
+    port = _free_port()
+    env = {**os.environ, "FEDQA_HOME": str(home), "FEDQA_LLM_BACKEND": "none", "FEDQA_PORT": str(port), "HF_HUB_OFFLINE": "1"}
+    env.pop("FEDQA_API_KEYS", None)
+    url = f"http://127.0.0.1:{port}"
+
+    def serve() -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 120:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                    return proc
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None, "fedqa serve exited"
+            time.sleep(0.2)
+        proc.kill()
+        raise AssertionError("fedqa serve did not become ready")
+
+    proc = serve()
+    try:
+        r = httpx.post(f"{url}/evaluate", json={"dataset": "mini", "strategies": SPEC["strategies"]}, timeout=30)
+        assert r.status_code == 202, r.text
+        job_id, total = r.json()["id"], r.json()["progress"]["total"]
+        t0 = time.monotonic()
+        while httpx.get(f"{url}/evaluate/{job_id}", timeout=5).json()["progress"]["done"] < 20:
+            assert time.monotonic() - t0 < 60
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        mid = JobStore.for_home(home).get(job_id)
+        assert mid["status"] == "running" and 20 <= mid["progress"]["done"] < total
+
+        proc = serve()
+        t0 = time.monotonic()
+        while (body := httpx.get(f"{url}/evaluate/{job_id}", timeout=5).json())["status"] != "done":
+            assert time.monotonic() - t0 < 120 and body["status"] == "running", body
+            time.sleep(0.2)
+        assert body["progress"] == {"done": total, "total": total}
+        assert body["results"]["results"] == ref_summary["results"]
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(30)
