@@ -114,3 +114,23 @@ def test_strategies_on_the_demo_index(demo_pipeline, selector_llm):
     assert lfs.routing.active_domains == [other] and lfs.routing.strategy == "lfs"
     assert lfs.routing.selector["votes"][other] is True
     assert {h.passage.domain for h in lfs.hits} == {other}
+
+
+def test_ask_accepts_every_strategy(demo_pipeline):
+    from fastapi.testclient import TestClient
+
+    from service.api.app import create_app
+    from service.api.state import ServiceState
+
+    state = ServiceState(demo_pipeline.settings)
+    state.pipeline = demo_pipeline
+    client = TestClient(create_app(demo_pipeline.settings, state))  # no lifespan: the shared pipeline stays open
+    for strategy in ("mkpqa", "uis", "rfs", "lfs"):
+        body = client.post("/ask", json={"query": "How do refunds work?", "generate": False, "strategy": strategy}).json()
+        assert body["strategy"] == body["routing"]["strategy"] == strategy and body["sources"]
+        if strategy == "uis":
+            assert body["routing"]["active_domains"] == demo_pipeline.domains
+        if strategy in ("rfs", "lfs"):  # lfs without an LLM: the router's argmax, failures counted
+            assert len(body["routing"]["active_domains"]) == 1
+        if strategy == "lfs":
+            assert body["routing"]["fallback"] and body["routing"]["selector"]["failures"] == len(demo_pipeline.domains)
