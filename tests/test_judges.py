@@ -88,8 +88,10 @@ def test_job_counts_judge_failures_in_its_summary(demo_pipeline, scripted, tmp_p
         return "Answer from the sources [1]."  # generation
 
     server = scripted(reply)
-    llm_before = demo_pipeline.llm
+    llm_before, settings_before = demo_pipeline.llm, demo_pipeline.settings
     demo_pipeline.llm = server.llm("gen")
+    # The scripted answer is not grounded in the sources; keep it generative for this plumbing test.
+    demo_pipeline.settings = settings_before.model_copy(update={"min_grounding": 0.0})
     try:
         store = JobStore(tmp_path / "jobs.sqlite")
         queries = [
@@ -100,7 +102,7 @@ def test_job_counts_judge_failures_in_its_summary(demo_pipeline, scripted, tmp_p
         job = create_job(store, spec, queries, "hand")
         summary = run_job(demo_pipeline, Judge(server.llm("judge-model"), retries=1, concurrency=1), store, job)
     finally:
-        demo_pipeline.llm = llm_before
+        demo_pipeline.llm, demo_pipeline.settings = llm_before, settings_before
     assert summary["results"]["mkpqa"]["all"]["relevancy"] == 9.0
     assert summary["failures"]["mkpqa"] == {"relevancy": {"parse": 1}}
     assert summary["results"]["mkpqa"]["all"]["faithfulness"] == 1.0
