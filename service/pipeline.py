@@ -262,23 +262,22 @@ class Pipeline:
         except LLMError as exc:
             log.warning("LLM failed: %s", exc)
             return self._fallback(ret, f"generation failed: {exc}")
+        return self._accept(ret, text, context)
+
+    def _accept(self, ret: Retrieval, text: str, context: list[RankedHit]) -> tuple[str | None, str, str | None]:
+        """(answer, answer_mode, error) for a completion: cleaned and cited, or the fallback when it is
+        empty or too little of it is supported by its sources."""
         answer = self._finish_generated(text, context)
         if not answer:
             return self._fallback(ret, "the LLM returned an empty answer")
-        problem = self._ungrounded(answer, context)
-        if problem:
-            return self._fallback(ret, problem)
-        return answer, "generative", None
-
-    def _ungrounded(self, answer: str, context: list[RankedHit]) -> str | None:
-        """A message when too little of a generated answer is supported by its sources."""
         g = grounding(answer, context)
         if g < self.settings.min_grounding:
-            return (
+            return self._fallback(
+                ret,
                 f"the generated answer was not supported by the sources (grounding {g:.2f} < "
-                f"{self.settings.min_grounding:.2f}); it was replaced"
+                f"{self.settings.min_grounding:.2f}); it was replaced",
             )
-        return None
+        return answer, "generative", None
 
     # ---------------------------------------------------------------- answer
     def _response(self, ret: Retrieval, answer: str | None, mode: str, error: str | None, strategy: str) -> AskResponse:
@@ -342,11 +341,7 @@ class Pipeline:
                 ):
                     pieces.append(piece)
                     yield "token", {"text": piece}
-                answer = self._finish_generated("".join(pieces), context) or None
-                mode = "generative"
-                problem = "the LLM returned an empty answer" if not answer else self._ungrounded(answer, context)
-                if problem:
-                    answer, mode, error = self._fallback(ret, problem)
+                answer, mode, error = self._accept(ret, "".join(pieces), context)
             except LLMError as exc:
                 answer, mode, error = self._fallback(ret, f"generation failed: {exc}")
         ret.timings_ms["generate"] = _ms(t0)
