@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from service import __version__
-from service.api import admin, ask, evaluate, health, metrics
+from service.api import admin, ask, evaluate, health, metrics, page
 from service.api.metrics import Metrics
 from service.api.middleware import REQUEST_ID_HEADER, BodyLimitMiddleware, RequestContextMiddleware
 from service.api.security import RateLimiter
@@ -117,4 +117,5 @@ def create_app(settings: Settings | None = None, state: ServiceState | None = No
     app.include_router(metrics.router)
     app.include_router(admin.router)
     app.include_router(evaluate.router)
+    page.install(app)
     return app
