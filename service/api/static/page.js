@@ -242,9 +242,12 @@ function renderRouting(routing) {
       mark.style.left = `${tau * 100}%`;
       bar.append(mark);
     }
+    const chance = (routing.activation || {})[domain];
+    const flag = (active.has(domain) ? "searched" : "not searched")
+      + (typeof chance === "number" && chance < 1 ? ` · gate chance ${fmt(chance)}` : "");
     list.append(el("li", { class: active.has(domain) ? "route active" : "route", "data-domain": domain },
       el("span", { class: "name", text: domain }), bar, el("span", { class: "value", text: fmt(p) }),
-      el("span", { class: "flag", text: active.has(domain) ? "searched" : "not searched" })));
+      el("span", { class: "flag", text: flag })));
   }
   const parts = [`strategy ${routing.strategy || "?"}`, `τ(q) = ${fmt(tau)}`,
     `searched: ${(routing.active_domains || []).join(", ") || "none"}`, `gate ${routing.mode}`, `router ${routing.router}`];
