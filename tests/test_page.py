@@ -194,13 +194,15 @@ def test_page_streams_an_answer_with_cited_sources_and_routing(server, page):
 
     # The address asks on load (a link to a question can be shared); same tab, so no second key prompt.
     other = next((s for s in strategies if s != default), default)
-    page.goto(f"{server.url}/?{urlencode({'q': 'How long do sessions last?', 'strategy': other, 'seed': SEED})}")
+    shared_q = {"q": "How long do sessions last?", "strategy": other, "seed": SEED, "generate": "0"}
+    page.goto(f"{server.url}/?{urlencode(shared_q)}")
     _wait_answer(page)
     assert not page.is_visible("#key-dialog")
-    assert page.input_value("#strategy") == other
-    shared = _ask(server, query="How long do sessions last?", seed=SEED, strategy=other)
+    assert page.input_value("#strategy") == other and not page.is_checked("#generate")
+    shared = _ask(server, query=shared_q["q"], seed=SEED, strategy=other, generate=False)
     assert _doc_ids(page, "#sources .card") == [s["doc_id"] for s in shared["sources"]]
-    assert page.text_content("#answer") == shared["answer"]
+    assert shared["answer_mode"] == page.get_attribute("#answer-mode", "data-mode") == "retrieval"
+    assert "Retrieval only" in page.text_content("#answer-mode") and page.text_content("#answer") == ""
 
 
 def test_compare_view_and_keyboard_use(server, keyed_page):

@@ -58,7 +58,11 @@ function askForKey(reason) {
     };
     const onClose = () => {
       const key = $("key-input").value.trim();
-      if (dialog.returnValue === "save" && key) { sessionStorage.setItem(KEY_STORE, key); done(true); }
+      if (dialog.returnValue === "save" && key) {
+        sessionStorage.setItem(KEY_STORE, key);
+        done(true);
+        loadJobs(true);  // the list may have been refused without a key
+      }
       else done(false);
     };
     const onCancel = () => { dialog.returnValue = "cancel"; dialog.close(); };
@@ -297,6 +301,7 @@ function askBody(extra = {}) {
   if ($("strategy").value) body.strategy = $("strategy").value;
   if ($("seed").value !== "") body.seed = parseInt($("seed").value, 10);
   if ($("top-k").value !== "") body.top_k = parseInt($("top-k").value, 10);
+  if (!$("generate").checked) body.generate = false;
   if (schema.domainsFilter) {
     const boxes = [...document.querySelectorAll("#domain-boxes input")];
     const chosen = boxes.filter((b) => b.checked).map((b) => b.value);
@@ -311,6 +316,7 @@ function shareAddress(compare) {
   if ($("strategy").value) params.set("strategy", $("strategy").value);
   if ($("seed").value !== "") params.set("seed", $("seed").value);
   if ($("top-k").value !== "") params.set("top_k", $("top-k").value);
+  if (!$("generate").checked) params.set("generate", "0");
   if (compare) params.set("compare", `${$("compare-a").value},${$("compare-b").value}`);
   history.replaceState(null, "", `${location.pathname}?${params}`);
 }
@@ -375,7 +381,7 @@ function finish(data) {
   renderSources(data.sources);
   renderMode(data.answer_mode);
   if (data.answer) renderAnswerText(data.answer, data.sources.length);
-  else $("answer").replaceChildren(el("p", { class: "none", text: data.answer_mode === "retrieval" ? "" : "(no answer text)" }));
+  else $("answer").replaceChildren();
   markCited(data.citations);
   if (data.error) {
     $("answer-error").hidden = false;
@@ -491,6 +497,7 @@ function fromAddress() {
   else if (strategy) setStatus(`Unknown strategy "${strategy}"; using ${$("strategy").value || "the default"}.`);
   set("seed", "seed");
   set("top-k", "top_k");
+  if (params.get("generate") === "0") $("generate").checked = false;
   const pair = (params.get("compare") || "").split(",").filter(Boolean);
   if (pair.length) {
     $("compare-a").value = pair.length > 1 ? pair[0] : $("strategy").value;
