@@ -445,7 +445,8 @@ async function loadJobs(quiet) {
   try {
     const { jobs } = await (await api("/evaluate", {}, quiet)).json();
     $("eval-list").replaceChildren(...jobs.map(jobItem));
-    $("eval-status").textContent = jobs.length ? `${jobs.length} evaluation jobs.` : "No evaluation jobs yet.";
+    $("eval-status").textContent = jobs.length === 1 ? "1 evaluation job."
+      : jobs.length ? `${jobs.length} evaluation jobs.` : "No evaluation jobs yet.";
     $("eval-refresh").textContent = "Refresh the list";
   } catch (err) {
     $("eval-status").textContent = err.status === 401 ? "Set an API key to list the evaluation jobs."
