@@ -57,10 +57,10 @@ def test_resumed_job_equals_the_uninterrupted_one_for_the_same_seed(demo_pipelin
     assert _strip_timing(store.results(parted)) == _strip_timing(store.results(whole))
     assert resumed["results"] == reference["results"] and resumed["ci95"] == reference["ci95"]
     # The seed is used: the stochastic gate drew differently for some question than the deterministic one would.
-    searched = [r["metrics"]["domains_searched"] for r in store.results(whole) if r["strategy"] == "mkpqa"]
+    searched = [r["active_domains"] for r in store.results(whole) if r["strategy"] == "mkpqa"]
     other = create_job(store, {**SPEC, "seed": 12}, qs, "demo")
     run_job(demo_pipeline, None, store, other)
-    assert searched != [r["metrics"]["domains_searched"] for r in store.results(other) if r["strategy"] == "mkpqa"]
+    assert searched != [r["active_domains"] for r in store.results(other) if r["strategy"] == "mkpqa"]
 
 
 def test_a_resume_with_other_versions_is_refused_or_restarted(demo_pipeline, tmp_path):
