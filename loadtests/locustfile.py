@@ -2,9 +2,7 @@
 
 - ``RetrievalUser``: ``POST /ask`` with ``generate: false`` (routing + federated search only).
 - ``AskUser``: full ``POST /ask`` (retrieval, then the LLM or the extractive answer).
-- ``EvaluateUser``: ``POST /evaluate`` submissions; a 404 means the endpoint is not deployed
-  and is recorded as ``/evaluate [skipped: not deployed]`` (a success, not a failure), after
-  which that user sends no more evaluate requests.
+- ``EvaluateUser``: ``POST /evaluate`` submissions; anything but 202 (a 404 included) is a failure.
 
 Environment:
 - ``FEDQA_LOADTEST_QUERIES``: JSONL file with a ``query`` per line (``domains`` and
@@ -87,14 +85,10 @@ class AskUser(_FedqaUser):
 
 
 class EvaluateUser(_FedqaUser):
-    """/evaluate submissions of a few labelled questions; 404 (not deployed) is a skip, not a failure."""
-
-    deployed = True
+    """/evaluate submissions of a few labelled questions; only 202 (job accepted) is a success."""
 
     @task
     def evaluate(self) -> None:
-        if not self.deployed:
-            return
         picked = random.sample(EVAL_QUERIES, k=min(3, len(EVAL_QUERIES)))
         body = {
             "queries": [
@@ -105,10 +99,5 @@ class EvaluateUser(_FedqaUser):
             "metrics": ["retrieval"],
         }
         with self.client.post("/evaluate", json=body, name="/evaluate", timeout=REQUEST_TIMEOUT_S, catch_response=True) as r:
-            if r.status_code == 404:
-                r.request_meta["name"] = "/evaluate [skipped: not deployed]"
-                r.success()
-                self.deployed = False
-                log.warning("/evaluate answered 404: not deployed on this service; EvaluateUser stops submitting")
-            elif r.status_code not in (200, 201, 202):
+            if r.status_code != 202:
                 r.failure(f"HTTP {r.status_code}: {r.text[:200]}")

@@ -461,6 +461,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="folder for summary.json, results.jsonl and report.html")
     s.add_argument("--dry-run", action="store_true", help="only count the LLM calls the job would make")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.add_argument("--restart", action="store_true",
+                   help="with --resume: when the serving versions changed since the job started, start it again "
+                        "(default: refuse, so one result never mixes two systems)")
     s.set_defaults(func=cmd_evaluate)
 
     s = sub.add_parser("domains", help="show the active versions and domains of this home")

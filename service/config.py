@@ -78,6 +78,11 @@ class Settings(BaseSettings):
     judge_retries: int = Field(default=2, ge=0, description="Extra tries when a judge reply cannot be parsed or fails.")
     judge_concurrency: int = Field(default=2, ge=1, description="Judge calls in flight at once.")
     judge_max_tokens: int = Field(default=384, ge=16)
+    jobs_db: Path | None = Field(
+        default=None,
+        description="SQLite file of evaluation jobs; default $FEDQA_HOME/eval/jobs.sqlite. Must be on a local, "
+        "writable file system (per pod in k8s); when it cannot be written the service runs without the job worker.",
+    )
 
     # HTTP
     host: str = "127.0.0.1"
@@ -107,6 +112,11 @@ class Settings(BaseSettings):
     def home_dir(self) -> Path:
         """The expanded data home."""
         return self.home.expanduser()
+
+    @property
+    def jobs_path(self) -> Path:
+        """Where evaluation jobs are stored (FEDQA_JOBS_DB, else under the home)."""
+        return self.jobs_db.expanduser() if self.jobs_db else self.home_dir / "eval" / "jobs.sqlite"
 
 
 @lru_cache(maxsize=1)

@@ -121,7 +121,7 @@ class EvalSpec(BaseModel):
     gate: Literal["deterministic", "stochastic"] = Field(
         default="deterministic", description="Gate mode of mkpqa; evaluation is deterministic unless asked otherwise."
     )
-    seed: int | None = Field(default=None, description="Stochastic gate: question i uses seed + i.")
+    seed: int | None = Field(default=None, ge=0, description="Stochastic gate: question i uses seed + i (as /ask's, >= 0).")
 
 
 class EvalQuery(BaseModel):

@@ -41,7 +41,7 @@ def _put_mini(home) -> None:
 class _SharedPipeline(Pipeline):
     """The session's demo pipeline objects in a new Pipeline whose close() leaves the shared store open."""
 
-    def close(self) -> None:
+    def close(self, *, close_store: bool = True) -> None:
         self._pool.shutdown(wait=False)
 
 
@@ -89,6 +89,10 @@ def test_dry_run_and_validation(demo_pipeline, tmp_path):
         assert c.post("/evaluate", json={"dataset": "../etc/passwd"}).status_code == 422
         assert "no dataset" in c.post("/evaluate", json={"dataset": "nope"}).json()["detail"]
         assert c.post("/evaluate", json={"dataset": "demo", "strategies": ["bogus"]}).status_code == 422
+        # A negative seed is refused up front, as /ask refuses it (it would fail the job later).
+        r = c.post("/evaluate", json={"dataset": "demo", "gate": "stochastic", "seed": -1})
+        assert r.status_code == 422 and "seed" in r.json()["detail"]
+        assert c.post("/ask", json={"query": "refunds?", "seed": -1}).status_code == 422
         r = c.post("/evaluate", json={"dataset": "demo", "metrics": ["answer"]})  # no LLM, no judge
         assert r.status_code == 422 and "judge" in r.json()["detail"]
         assert c.get("/evaluate/eval-missing").status_code == 404
@@ -191,28 +195,55 @@ def _free_port() -> int:
 
 
 def test_kill_9_mid_job_then_restart_resumes(demo_home, reference, tmp_path):
-    """``fedqa serve`` as a real process, killed with SIGKILL mid-job: the restarted service finishes the job."""
+    """``fedqa serve`` as a real process, killed with SIGKILL mid-job: the restarted service finishes the job.
+
+    Deterministic: the LLM (a scripted OpenAI-protocol server, also the judge) holds its reply to every prompt
+    about question BLOCK_AT until released, so the job stands still with exactly the questions before it done."""
     import os
     import signal
     import subprocess
     import sys
+    import threading
 
     import httpx
 
+    from tests.scripted_llm import ScriptedServer
+
+    block_at = 7
     ref_summary, _ = reference
+    mini = _mini()
+    held, release = threading.Event(), threading.Event()
+
+    def reply(prompt: str) -> str:
+        if mini[block_at]["query"] in prompt and not release.is_set():
+            held.set()
+            release.wait(300)
+        if prompt.startswith("You are an impartial judge"):
+            return '{"score": 8, "reason": "ok"}'
+        if prompt.startswith("Break the answer"):
+            return '{"statements": ["One."]}'
+        if prompt.startswith("Your task is to judge the faithfulness"):
+            return '{"verdicts": [{"statement": 1, "verdict": 1}]}'
+        return "Answer from the sources [1]."
+
+    llm = ScriptedServer(reply)
     home = tmp_path / "home"
     shutil.copytree(demo_home, home)
     _put_mini(home)
     port = _free_port()
-    env = {**os.environ, "FEDQA_HOME": str(home), "FEDQA_LLM_BACKEND": "none", "FEDQA_PORT": str(port), "HF_HUB_OFFLINE": "1"}
-    env.pop("FEDQA_API_KEYS", None)
+    env = {**os.environ, "FEDQA_HOME": str(home), "FEDQA_LLM_BACKEND": "openai", "FEDQA_LLM_BASE_URL": llm.url,
+           "FEDQA_LLM_MODEL": "scripted", "FEDQA_LLM_TIMEOUT_S": "600", "FEDQA_JUDGE_TIMEOUT_S": "600",
+           "FEDQA_JUDGE_CONCURRENCY": "1", "FEDQA_PORT": str(port), "HF_HUB_OFFLINE": "1"}
+    for name in ("FEDQA_API_KEYS", "FEDQA_JOBS_DB", "FEDQA_JUDGE_BASE_URL"):
+        env.pop(name, None)
     url = f"http://127.0.0.1:{port}"
+    strategies = SPEC["strategies"]
 
     def serve() -> subprocess.Popen:
         proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve"], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         t0 = time.monotonic()
-        while time.monotonic() - t0 < 120:
+        while time.monotonic() - t0 < 180:
             try:
                 if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
                     return proc
@@ -225,26 +256,38 @@ def test_kill_9_mid_job_then_restart_resumes(demo_home, reference, tmp_path):
 
     proc = serve()
     try:
-        r = httpx.post(f"{url}/evaluate", json={"dataset": "mini", "strategies": SPEC["strategies"]}, timeout=30)
+        r = httpx.post(f"{url}/evaluate", json={"dataset": "mini", "strategies": strategies,
+                                                "metrics": ["retrieval", "answer"]}, timeout=30)
         assert r.status_code == 202, r.text
         job_id, total = r.json()["id"], r.json()["progress"]["total"]
+        assert held.wait(180), "the job never reached the held question"
+        # Held at question BLOCK_AT's first strategy: exactly the questions before it are committed.
         t0 = time.monotonic()
-        while httpx.get(f"{url}/evaluate/{job_id}", timeout=5).json()["progress"]["done"] < 20:
-            assert time.monotonic() - t0 < 60
-            time.sleep(0.02)
+        while (done := httpx.get(f"{url}/evaluate/{job_id}", timeout=5).json()["progress"]["done"]) < block_at * len(strategies):
+            assert time.monotonic() - t0 < 30
+            time.sleep(0.05)
+        assert done == block_at * len(strategies)
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
         mid = JobStore.for_home(home).get(job_id)
-        assert mid["status"] == "running" and 20 <= mid["progress"]["done"] < total
+        assert mid["status"] == "running" and mid["progress"]["done"] == block_at * len(strategies)
 
+        release.set()
         proc = serve()
         t0 = time.monotonic()
         while (body := httpx.get(f"{url}/evaluate/{job_id}", timeout=5).json())["status"] != "done":
-            assert time.monotonic() - t0 < 120 and body["status"] == "running", body
+            assert time.monotonic() - t0 < 300 and body["status"] in ("queued", "running"), body
             time.sleep(0.2)
         assert body["progress"] == {"done": total, "total": total}
-        assert body["results"]["results"] == ref_summary["results"]
+        for s in strategies:
+            got = body["results"]["results"][s]
+            for group, metrics in ref_summary["results"][s].items():
+                assert {m: got[group][m] for m in metrics} == metrics  # the retrieval numbers of an uninterrupted run
+            assert got["all"]["relevancy"] == 8.0 and got["all"]["faithfulness"] == 1.0
+        assert body["results"]["failures"] == {s: {} for s in strategies}
     finally:
+        release.set()
         if proc.poll() is None:
             proc.terminate()
             proc.wait(30)
+        llm.close()

@@ -35,3 +35,30 @@ def test_top_k_cut_and_ties_are_deterministic():
 
 def test_empty_domains_give_empty_ranking():
     assert merge({"a": []}, {"a": 0.9}, 5) == []
+
+
+def test_merge_keeps_the_top_k_by_unified_score_of_every_active_domains_hits():
+    """Whatever the scale of s, the result is the k best of all hits of all domains by their U, in order."""
+    import random
+
+    rng = random.Random(5)
+    probs = {"a": 0.95, "b": 0.6, "c": 0.2}
+    per = {d: sorted((_hit(f"{d}{i}", d, rng.uniform(0.05, 0.95)) for i in range(8)), key=lambda h: -h.score)
+           for d in probs}
+    everything = merge(per, probs, top_k=100)
+    assert sorted(r.passage.doc_id for r in everything) == sorted(h.passage.doc_id for hs in per.values() for h in hs)
+    for k in (1, 3, 5, 10, 24):
+        top = merge(per, probs, top_k=k)
+        assert [r.passage.doc_id for r in top] == [r.passage.doc_id for r in everything[:k]]
+        cut = min(r.unified_score for r in top)
+        left_out = [r for r in everything if r.passage.doc_id not in {t.passage.doc_id for t in top}]
+        assert all(r.unified_score <= cut for r in left_out)  # nothing left out ranks above what was kept
+    # U grows with the domain's p at equal s, and with s within a domain.
+    same_s = merge({d: [_hit(f"{d}-x", d, 0.5)] for d in probs}, probs, top_k=3)
+    assert [r.passage.domain for r in same_s] == ["a", "b", "c"]
+    for d in probs:
+        mine = [r for r in everything if r.passage.domain == d]
+        assert [r.score for r in mine] == sorted((r.score for r in mine), reverse=True)
+    # The top-k is not just the best domain's hits: a lower-p domain's strong hit beats a weak hit of a higher p.
+    mixed = merge({"a": [_hit("a-weak", "a", 0.1)], "c": [_hit("c-strong", "c", 0.9)]}, {"a": 0.6, "c": 0.5}, top_k=1)
+    assert [r.passage.doc_id for r in mixed] == ["c-strong"]

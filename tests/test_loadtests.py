@@ -62,11 +62,47 @@ def test_locust_headless_script_reports_per_endpoint(live_url, tmp_path):
     rows = {r["endpoint"]: r for r in summary["endpoints"]}
     ask = rows["POST /ask [retrieval]"]
     assert ask["requests"] > 3 and ask["failures"] == 0 and ask["p50_ms"] > 0 and ask["p99_ms"] >= ask["p50_ms"]
-    # /evaluate is someone else's route: before it is merged a 404 is a skip, never a failure.
-    assert "POST /evaluate [skipped: not deployed]" in rows or "POST /evaluate" in rows
+    assert rows["POST /evaluate"]["requests"] > 0  # accepted jobs (202) only count as successes
     assert all(r["failures"] == 0 for r in rows.values())
     assert (tmp_path / "smoke_stats.csv").is_file() and (tmp_path / "smoke_stats_history.csv").is_file()
     assert "req/s" in out.stdout and "p99" in out.stdout
+
+
+def test_locust_counts_404_on_evaluate_as_a_failure(tmp_path):
+    """A service without /evaluate (404) must show up as failures, never as successes."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class NotFound(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            body = b'{"detail": "Not Found"}'
+            self.send_response(404)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        out = subprocess.run(
+            [sys.executable, str(ROOT / "loadtests" / "run_locust.py"), "--host", f"http://127.0.0.1:{server.server_address[1]}",
+             "--users", "2", "--spawn-rate", "2", "--duration", "3", "--wait", "0.1,0.2", "--csv-dir", str(tmp_path),
+             "--name", "notfound", "EvaluateUser"],
+            capture_output=True, text=True, timeout=120, check=False, cwd=ROOT,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    rows = {r["endpoint"]: r for r in summary["endpoints"]}
+    assert not any("skipped" in name for name in rows), rows
+    evaluate = rows["POST /evaluate"]
+    assert evaluate["requests"] > 1 and evaluate["failures"] == evaluate["requests"]
 
 
 def test_locust_script_refuses_remote_targets(tmp_path):

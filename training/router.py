@@ -111,8 +111,12 @@ def train_router(
         if checkpoint_dir is None:
             return None
         return save_checkpoint(
-            Path(checkpoint_dir), router.save, {**state, "seed": seed, "epochs": epochs, "kind": "router"}, {"optimizer": opt.state_dict()}
+            Path(checkpoint_dir), router.save, {**state, "seed": seed, "epochs": epochs, "kind": "router"},
+            {"optimizer": opt.state_dict(), "rng": torch.get_rng_state()},
         )
+
+    if resume and (rng := load_extra(Path(resume), "rng")) is not None:
+        torch.set_rng_state(rng)  # dropout draws continue where the interrupted run stopped
 
     model.train()
     with tqdm(total=epochs * per_epoch, initial=state["global_step"], desc="training router", unit="step", disable=not progress) as bar:

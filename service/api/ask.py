@@ -9,11 +9,12 @@ from collections.abc import Iterator
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
+from starlette.background import BackgroundTask
 
-from service.api.deps import get_pipeline
+from service.api.deps import acquire_pipeline, get_state
 from service.api.metrics import record_answer
 from service.api.security import require_api_key
-from service.pipeline import Pipeline
+from service.api.state import Lease, ServiceState
 from service.retrieval.store import StoreUnavailable
 from service.schemas import AskRequest, AskResponse, ErrorBody
 
@@ -35,8 +36,9 @@ def _event(name: str, data: dict) -> str:
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-def _sse(events: Iterator[tuple[str, dict]], request: Request) -> Iterator[str]:
-    """Events as SSE; a failure after the stream started (status already sent) ends it with an ``error`` event."""
+def _sse(events: Iterator[tuple[str, dict]], request: Request, lease: Lease) -> Iterator[str]:
+    """Events as SSE; a failure after the stream started (status already sent) ends it with an ``error`` event.
+    The pipeline's lease is given back when the stream ends (or, should it never run, after the response)."""
     try:
         for name, data in events:
             if name == "done":
@@ -47,6 +49,8 @@ def _sse(events: Iterator[tuple[str, dict]], request: Request) -> Iterator[str]:
         status = 503 if isinstance(exc, StoreUnavailable) else 500
         detail = f"search store unavailable: {exc}" if status == 503 else "internal error; see the service log"
         yield _event("error", {"status": status, "detail": detail})
+    finally:
+        lease.release()
 
 
 @router.post(
@@ -55,11 +59,21 @@ def _sse(events: Iterator[tuple[str, dict]], request: Request) -> Iterator[str]:
     responses={**_ERRORS, 200: {"content": {"text/event-stream": {}}, "description": "JSON, or events when stream=true"}},
     summary="Answer a question from the product documentation",
 )
-def ask(req: AskRequest, request: Request, pipeline: Pipeline = Depends(get_pipeline)):  # noqa: ANN201 - JSON or a stream
-    if req.stream:
-        events = pipeline.answer_stream(req)
-        first = next(events)  # validation, routing and search run now, so their errors get a real status (422/503)
-        return StreamingResponse(_sse(itertools.chain([first], events), request), media_type="text/event-stream")
-    answer = pipeline.answer(req)
-    record_answer(request, answer)
-    return answer
+def ask(req: AskRequest, request: Request, state: ServiceState = Depends(get_state)):  # noqa: ANN201 - JSON or a stream
+    lease = acquire_pipeline(state)  # held until the answer (or the stream) is complete
+    streaming = False
+    try:
+        if req.stream:
+            events = lease.pipeline.answer_stream(req)
+            first = next(events)  # validation, routing and search run now, so their errors get a real status (422/503)
+            streaming = True
+            return StreamingResponse(
+                _sse(itertools.chain([first], events), request, lease), media_type="text/event-stream",
+                background=BackgroundTask(lease.release),
+            )
+        answer = lease.pipeline.answer(req)
+        record_answer(request, answer)
+        return answer
+    finally:
+        if not streaming:
+            lease.release()

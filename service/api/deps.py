@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from fastapi import HTTPException, Request
 
-from service.api.state import ServiceState
+from service.api.state import Lease, ServiceState
 from service.config import Settings
 from service.pipeline import Pipeline
 
@@ -19,11 +21,20 @@ def get_app_settings(request: Request) -> Settings:
     return request.app.state.fedqa.settings
 
 
-def get_pipeline(request: Request) -> Pipeline:
-    """The current pipeline; 503 (naming the cause, e.g. a missing model file) when none could be loaded."""
-    state: ServiceState = request.app.state.fedqa
-    if state.pipeline is None:
+def acquire_pipeline(state: ServiceState) -> Lease:
+    """A lease on the current pipeline; 503 (naming the cause, e.g. a missing model file) when none could be loaded."""
+    lease = state.acquire()
+    if lease is None:
         raise HTTPException(
             503, f"service unavailable (not ready): {state.error or 'still starting'}", headers={"Retry-After": "10"}
         )
-    return state.pipeline
+    return lease
+
+
+def get_pipeline(request: Request) -> Iterator[Pipeline]:
+    """The current pipeline, leased for the request (a reload meanwhile closes it only after the request)."""
+    lease = acquire_pipeline(request.app.state.fedqa)
+    try:
+        yield lease.pipeline
+    finally:
+        lease.release()

@@ -1,11 +1,16 @@
 """``/evaluate``: evaluation jobs (create, follow, cancel, report), run by a background worker.
 
-Jobs live in ``$FEDQA_HOME/eval/jobs.sqlite``; every finished question is committed at once, so a
-restart loses no finished result and unfinished jobs resume when the service starts again.
+Jobs live in ``FEDQA_JOBS_DB`` (default ``$FEDQA_HOME/eval/jobs.sqlite``); every finished question is
+committed at once, so a restart loses no finished result and unfinished jobs resume when the service
+starts again. When that file cannot be written (a read-only home), the service starts without the
+job worker: /ask serves, /evaluate dry runs work, and the job routes answer 503 naming the cause.
+A job holds a lease on the pipeline it started with, so a reload meanwhile does not change (or
+close) what answers it.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -14,24 +19,39 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from service.api.security import require_api_key
-from service.evaluation.jobs import EvalWorker, JobStore
+from service.evaluation.jobs import EvalWorker, JobStore, JobStoreUnavailable
 from service.evaluation.judges import open_judge
 from service.evaluation.report import render
-from service.evaluation.runner import EvaluationError, create_job, load_dataset, needs_judge, plan, run_job
+from service.evaluation.runner import (
+    EvaluationError,
+    create_job,
+    load_dataset,
+    needs_judge,
+    pinned_versions,
+    plan,
+    run_job,
+)
 from service.schemas import EvaluateJob, EvaluateRequest, ErrorBody
+
+log = logging.getLogger("fedqa.api")
 
 
 def _worker(app: FastAPI) -> EvalWorker:
-    """The app's evaluation worker (created on first use)."""
+    """The app's evaluation worker (created on first use); 503 when the jobs database cannot be written."""
     worker = getattr(app.state, "eval_worker", None)
     if worker is None:
         state = app.state.fedqa
-        store = JobStore.for_home(state.settings.home_dir)
+        try:
+            store = JobStore.for_settings(state.settings)
+        except JobStoreUnavailable as exc:
+            raise HTTPException(503, f"evaluation jobs are unavailable on this instance: {exc}") from None
 
         def run(job_id: str, should_stop) -> None:  # noqa: ANN001
-            pipeline = state.pipeline
-            judge = open_judge(state.settings, pipeline.llm) if needs_judge(store.get(job_id)["spec"]) else None
-            run_job(pipeline, judge, store, job_id, should_stop=should_stop)
+            with state.lease() as pipeline:  # a reload meanwhile closes this pipeline only after the job
+                if pipeline is None:
+                    raise EvaluationError("no pipeline loaded")
+                judge = open_judge(state.settings, pipeline.llm) if needs_judge(store.get(job_id)["spec"]) else None
+                run_job(pipeline, judge, store, job_id, should_stop=should_stop)
 
         worker = EvalWorker(store, run, ready=lambda: state.pipeline is not None)
         app.state.eval_worker = worker
@@ -40,8 +60,14 @@ def _worker(app: FastAPI) -> EvalWorker:
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """Start the worker with the service (it resumes unfinished jobs); stop it after the question in flight."""
-    worker = _worker(app)
+    """Start the worker with the service (it resumes unfinished jobs); stop it after the question in flight.
+    Without a writable jobs database the service runs without it (logged once)."""
+    try:
+        worker = _worker(app)
+    except HTTPException as exc:
+        log.warning("starting without the evaluation job worker: %s", exc.detail)
+        yield
+        return
     worker.start()
     yield
     await run_in_threadpool(worker.stop)
@@ -53,7 +79,7 @@ _ERRORS = {
     401: {"model": ErrorBody, "description": "Missing or invalid API key"},
     404: {"model": ErrorBody, "description": "No such job"},
     422: {"model": ErrorBody, "description": "Invalid request"},
-    503: {"model": ErrorBody, "description": "Store or index unavailable"},
+    503: {"model": ErrorBody, "description": "Store or index unavailable, or no writable jobs database (FEDQA_JOBS_DB)"},
 }
 
 
@@ -84,15 +110,17 @@ def start(req: EvaluateRequest, request: Request) -> EvaluateJob | JSONResponse:
     spec = req.model_dump(include={"strategies", "metrics", "top_k", "gate", "seed"})
     spec["strategies"] = list(dict.fromkeys(spec["strategies"]))
     spec["metrics"] = list(dict.fromkeys(spec["metrics"]))
-    pipeline = state.pipeline
-    if pipeline is None:
-        from service.retrieval.store import StoreUnavailable
+    with state.lease() as pipeline:
+        if pipeline is None:
+            from service.retrieval.store import StoreUnavailable
 
-        raise StoreUnavailable(state.error or "the service is still starting")
-    if needs_judge(spec) and open_judge(state.settings, pipeline.llm) is None:
-        raise HTTPException(422, "metrics: answer, wixqa, rageval and ragxplain need a judge; set FEDQA_JUDGE_BASE_URL "
-                                 "or an LLM, or ask for metrics ['retrieval']")
-    the_plan = plan(spec, len(queries), len(pipeline.domains), state.settings.judge_retries)
+            raise StoreUnavailable(state.error or "the service is still starting")
+        judge = open_judge(state.settings, pipeline.llm) if needs_judge(spec) else None
+        if needs_judge(spec) and judge is None:
+            raise HTTPException(422, "metrics: answer, wixqa, rageval and ragxplain need a judge; set FEDQA_JUDGE_BASE_URL "
+                                     "or an LLM, or ask for metrics ['retrieval']")
+        the_plan = plan(spec, len(queries), len(pipeline.domains), state.settings.judge_retries)
+        versions = pinned_versions(pipeline, judge, spec)
     dataset = req.dataset or "inline"
     if req.dry_run:
         body = EvaluateJob(id=None, status="dry_run", progress={"done": 0, "total": len(queries) * len(spec["strategies"])},
@@ -100,7 +128,7 @@ def start(req: EvaluateRequest, request: Request) -> EvaluateJob | JSONResponse:
         return JSONResponse(body.model_dump(), status_code=200)
     worker = _worker(request.app)
     try:
-        job_id = create_job(worker.store, spec, queries, dataset)
+        job_id = create_job(worker.store, spec, queries, dataset, versions)
     except EvaluationError as exc:
         raise HTTPException(422, str(exc)) from None
     worker.start()

@@ -30,6 +30,9 @@ METRICS: dict[str, str] = {
     "rx_grading_note": "Grading note: how well the answer satisfies the grading note (what a good answer must contain).",
 }
 
+# Judged against the reference answer itself: a grading note does not stand in for it.
+NEEDS_REFERENCE = ("rx_context_recall", "rx_factuality")
+
 METRIC_PROMPT = (
     "You evaluate one aspect of a retrieval-augmented question-answering system for product documentation.\n"
     "Aspect: {definition}\n\n"
@@ -73,10 +76,12 @@ def evaluate(judge: Judge, question: str, answer: str | None, context: Sequence[
     if not answer:
         return {m: Outcome.skipped("no answer to judge") for m in METRICS}
     out = {}
+    note = grading_note or reference
     for metric, definition in METRICS.items():
-        needs_reference = metric in ("rx_context_recall", "rx_factuality", "rx_grading_note")
-        note = grading_note or reference
-        if needs_reference and not note:
+        if metric in NEEDS_REFERENCE and not reference:
+            out[metric] = Outcome.skipped("no reference answer")  # counted under failures as "skipped"
+            continue
+        if metric == "rx_grading_note" and not note:
             out[metric] = Outcome.skipped("no reference answer or grading note")
             continue
         prompt = METRIC_PROMPT.format(

@@ -11,7 +11,6 @@ Groups of the summary: ``all``; ``uni`` or ``cross`` (a question with more than 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections import Counter, defaultdict
@@ -20,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from service.evaluation import rageval, ragxplain, wixqa
-from service.evaluation.jobs import JobStore
+from service.evaluation.jobs import Heartbeat, JobStore, owner_id
 from service.evaluation.judges import Judge, Outcome, faithfulness, relevancy
 from service.evaluation.retrieval_metrics import (
     acc_at_top1,
@@ -83,6 +82,17 @@ def judged_metric_names(spec: dict[str, Any]) -> list[str]:
         out += RAGEVAL_JUDGED
     if "ragxplain" in groups:
         out += list(ragxplain.METRICS)
+    return out
+
+
+def pinned_versions(pipeline, judge: Judge | None, spec: dict[str, Any]) -> dict[str, Any]:  # noqa: ANN001
+    """The versions that decide a job's numbers: index, router, retriever, and the LLM and judge when used."""
+    v = pipeline.versions
+    out = {k: v.get(k) for k in ("index", "router", "retriever")}
+    if needs_llm(spec):
+        out["llm"] = v.get("llm")
+    if needs_judge(spec):
+        out["judge"] = judge.name if judge is not None else None
     return out
 
 
@@ -230,13 +240,41 @@ def evaluate_question(
 
 
 # --------------------------------------------------------------------------- a job
+def check_versions(pipeline, judge: Judge | None, store: JobStore, job_id: str, spec: dict[str, Any], *,  # noqa: ANN001
+                   restart: bool = False) -> None:
+    """Make sure a job's results all come from one set of versions.
+
+    A job not started yet is (re)pinned to ``pipeline``'s versions. A job with finished questions
+    whose pinned versions differ from ``pipeline``'s is refused (marked failed, EvaluationError), or
+    with ``restart`` its finished questions and judge cache are dropped and it starts again pinned anew."""
+    current = pinned_versions(pipeline, judge, spec)
+    pinned = store.versions(job_id)
+    if pinned == current:
+        return
+    if pinned is None or not store.done_keys(job_id) or restart:
+        if restart:
+            store.clear_results(job_id)
+        store.pin(job_id, current)
+        return
+    changed = {k: [pinned.get(k), current.get(k)] for k in sorted(set(pinned) | set(current)) if pinned.get(k) != current.get(k)}
+    message = (f"job {job_id} was started with other versions than the ones serving now {changed} (was, now); "
+               "resuming would mix two systems in one result: submit it again, or restart it "
+               f"(fedqa evaluate --resume {job_id} --restart)")
+    store.set_status(job_id, "failed", error=message)
+    raise EvaluationError(message)
+
+
 def run_job(
     pipeline, judge: Judge | None, store: JobStore, job_id: str, *,  # noqa: ANN001
     should_stop: Callable[[], bool] = lambda: False,
     progress: Callable[[int, int], None] | None = None,
+    restart: bool = False,
 ) -> dict[str, Any] | None:
     """Evaluate a stored job, skipping the questions already finished; returns the summary, or None
-    when stopped (or cancelled) before the end. Each finished question is committed at once."""
+    when stopped (or cancelled) before the end. Each finished question is committed at once.
+
+    A resume with other versions than the job was pinned to is refused (see :func:`check_versions`;
+    ``restart``: start it again instead)."""
     job = store.get(job_id)
     if job is None:
         raise EvaluationError(f"no evaluation job {job_id}")
@@ -244,6 +282,7 @@ def run_job(
     if needs_judge(spec) and judge is None:
         store.set_status(job_id, "failed", error="judge metrics need a judge: set FEDQA_JUDGE_BASE_URL or an LLM")
         raise EvaluationError("judge metrics need a judge: set FEDQA_JUDGE_BASE_URL (or FEDQA_LLM_*), or use --metrics retrieval")
+    check_versions(pipeline, judge, store, job_id, spec, restart=restart)
     queries = store.queries(job_id)
     strategies = spec["strategies"]
     done = store.done_keys(job_id)
@@ -433,11 +472,13 @@ def load_dataset(name: str, home) -> list[dict[str, Any]]:  # noqa: ANN001 - Pat
     return [query_record(q) for q in load_queries(path)]
 
 
-def create_job(store: JobStore, spec: dict[str, Any], queries: list[dict[str, Any]], dataset: str) -> str:
-    """Store a new job (questions de-duplicated by qid) and return its id."""
+def create_job(store: JobStore, spec: dict[str, Any], queries: list[dict[str, Any]], dataset: str,
+               versions: dict[str, Any] | None = None) -> str:
+    """Store a new job (questions de-duplicated by qid), pinned to ``versions`` (:func:`pinned_versions`
+    of the pipeline that will run it; None: pinned when it starts); returns its id."""
     if not queries:
         raise EvaluationError("no questions to evaluate")
-    return store.create({**spec, "dataset": dataset}, dedupe_qids(queries))
+    return store.create({**spec, "dataset": dataset}, dedupe_qids(queries), versions)
 
 
 def write_outputs(out, summary: dict[str, Any], records: Sequence[dict[str, Any]]) -> dict[str, str]:  # noqa: ANN001
@@ -483,7 +524,7 @@ def evaluate_cli(args, settings) -> int:  # noqa: ANN001 - argparse.Namespace, S
     from service.artifacts import Registry
     from service.schemas import EvalSpec
 
-    store = JobStore.for_home(settings.home_dir)
+    store = JobStore.for_settings(settings)
     if args.resume:
         job = store.get(args.resume)
         if job is None:
@@ -523,8 +564,8 @@ def evaluate_cli(args, settings) -> int:  # noqa: ANN001 - argparse.Namespace, S
             if judge is None:
                 raise EvaluationError("judge metrics need a judge: set FEDQA_JUDGE_BASE_URL or an LLM backend")
         if job_id is None:
-            job_id = create_job(store, spec, queries, dataset)
-        owner = f"{os.getpid()}:cli"
+            job_id = create_job(store, spec, queries, dataset, pinned_versions(pipeline, judge, spec))
+        owner = owner_id("cli")
         if not store.claim(job_id, owner):
             raise EvaluationError(f"job {job_id} is being run by another process")
         print(f"evaluation job {job_id}: {n} questions x {len(spec['strategies'])} strategies "
@@ -541,7 +582,9 @@ def evaluate_cli(args, settings) -> int:  # noqa: ANN001 - argparse.Namespace, S
                 bar.refresh()
 
         try:
-            summary = run_job(pipeline, judge, store, job_id, progress=progress)
+            with Heartbeat(store, job_id, owner):
+                summary = run_job(pipeline, judge, store, job_id, progress=progress,
+                                  restart=bool(getattr(args, "restart", False)))
         finally:
             if bar is not None:
                 bar.close()

@@ -1,0 +1,131 @@
+"""Evaluation jobs: versions pinned at creation, claims kept alive by a heartbeat thread, liveness across hosts,
+a resumed job equal to an uninterrupted one."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+from service.demo import QUERIES
+from service.evaluation import jobs as jobs_module
+from service.evaluation.jobs import EvalWorker, JobStore
+from service.evaluation.runner import EvaluationError, create_job, pinned_versions, run_job
+from service.pipeline import Pipeline
+
+SPEC = {"strategies": ["mkpqa", "uis"], "metrics": ["retrieval"], "top_k": 5, "gate": "stochastic", "seed": 11}
+
+
+def _questions(n: int = 40) -> list[dict]:
+    qs = [json.loads(line) for line in QUERIES.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return qs[:: max(1, len(qs) // n)][:n]
+
+
+class _Retrained(Pipeline):
+    """The demo pipeline's parts under another router version (as after ``fedqa train router``)."""
+
+    @property
+    def versions(self) -> dict:
+        return {**super().versions, "router": "router-retrained"}
+
+
+def _retrained(demo_pipeline) -> Pipeline:
+    return _Retrained(demo_pipeline.settings, router=demo_pipeline.router, encoder=demo_pipeline.encoder,
+                      store=demo_pipeline.store)
+
+
+def _stop_after(store: JobStore, job_id: str, n: int):
+    return lambda: len(store.done_keys(job_id)) >= n
+
+
+def _strip_timing(records: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in ("ms", "generate_ms")} for r in records]
+
+
+def test_resumed_job_equals_the_uninterrupted_one_for_the_same_seed(demo_pipeline, tmp_path):
+    store = JobStore(tmp_path / "jobs.sqlite")
+    qs = _questions()
+    whole = create_job(store, SPEC, qs, "demo", pinned_versions(demo_pipeline, None, SPEC))
+    reference = run_job(demo_pipeline, None, store, whole)
+    parted = create_job(store, SPEC, qs, "demo", pinned_versions(demo_pipeline, None, SPEC))
+    assert run_job(demo_pipeline, None, store, parted, should_stop=_stop_after(store, parted, 23)) is None
+    assert 23 <= len(store.done_keys(parted)) < 2 * len(qs)
+    resumed = run_job(demo_pipeline, None, store, parted)
+    assert _strip_timing(store.results(parted)) == _strip_timing(store.results(whole))
+    assert resumed["results"] == reference["results"] and resumed["ci95"] == reference["ci95"]
+    # The seed is used: the stochastic gate drew differently for some question than the deterministic one would.
+    searched = [r["active_domains"] for r in store.results(whole) if r["strategy"] == "mkpqa"]
+    other = create_job(store, {**SPEC, "seed": 12}, qs, "demo")
+    run_job(demo_pipeline, None, store, other)
+    assert searched != [r["active_domains"] for r in store.results(other) if r["strategy"] == "mkpqa"]
+
+
+def test_a_resume_with_other_versions_is_refused_or_restarted(demo_pipeline, tmp_path):
+    store = JobStore(tmp_path / "jobs.sqlite")
+    qs = _questions(12)
+    job = create_job(store, SPEC, qs, "demo", pinned_versions(demo_pipeline, None, SPEC))
+    assert store.versions(job)["router"] == demo_pipeline.versions["router"]
+    run_job(demo_pipeline, None, store, job, should_stop=_stop_after(store, job, 5))
+    done = store.done_keys(job)
+    retrained = _retrained(demo_pipeline)
+    try:
+        with pytest.raises(EvaluationError, match="other versions"):
+            run_job(retrained, None, store, job)
+        failed = store.get(job)
+        assert failed["status"] == "failed" and "router-retrained" in failed["error"]
+        assert store.done_keys(job) == done  # nothing computed by the other system
+
+        again = create_job(store, SPEC, qs, "demo", pinned_versions(demo_pipeline, None, SPEC))
+        run_job(demo_pipeline, None, store, again, should_stop=_stop_after(store, again, 5))
+        summary = run_job(retrained, None, store, again, restart=True)  # start over with the new versions
+        assert summary["versions"]["router"] == "router-retrained" and store.versions(again)["router"] == "router-retrained"
+        assert store.get(again)["progress"] == {"done": 2 * len(qs), "total": 2 * len(qs)}
+
+        # A job that has not started yet is simply pinned to the versions that start it.
+        queued = create_job(store, SPEC, qs, "demo", pinned_versions(demo_pipeline, None, SPEC))
+        assert run_job(retrained, None, store, queued)["versions"]["router"] == "router-retrained"
+    finally:
+        retrained.close(close_store=False)
+
+
+def test_a_slow_question_keeps_its_claim_through_the_heartbeat_thread(tmp_path, monkeypatch):
+    monkeypatch.setattr(jobs_module, "STALE_S", 1.0)
+    store = JobStore(tmp_path / "jobs.sqlite")
+    job = store.create({"strategies": ["uis"]}, [{"qid": "q1", "query": "slow"}])
+    started, finish = threading.Event(), threading.Event()
+
+    def slow(job_id, should_stop) -> None:  # noqa: ANN001 - one judged question far slower than STALE_S
+        started.set()
+        finish.wait(30)
+        store.finish(job_id, {"ok": True})
+
+    worker = EvalWorker(store, slow)
+    worker.start()
+    try:
+        assert started.wait(30)
+        for _ in range(3):
+            time.sleep(1.0)  # past STALE_S since the claim, and since any result was saved
+            assert not store.claim(job, "otherhost:1:other"), "a live job was taken by another worker"
+    finally:
+        finish.set()
+        worker.stop()
+    assert store.get(job)["status"] == "done"
+
+
+def test_claims_know_their_host(tmp_path, monkeypatch):
+    monkeypatch.setattr(jobs_module, "STALE_S", 1.0)
+    store = JobStore(tmp_path / "jobs.sqlite")
+    job = store.create({"strategies": ["uis"]}, [{"qid": "q1", "query": "q"}])
+    # A worker on another host: its pid means nothing here, only its heartbeat tells whether it lives.
+    assert store.claim(job, "other-host:999999:abc")
+    assert not store.claim(job, jobs_module.owner_id())
+    time.sleep(1.2)
+    assert store.claim(job, jobs_module.owner_id())  # its heartbeat went stale
+    # On this host a dead process frees the claim at once, though its heartbeat is fresh.
+    job2 = store.create({"strategies": ["uis"]}, [{"qid": "q1", "query": "q"}])
+    assert store.claim(job2, f"{socket.gethostname()}:999999:dead")
+    assert store.claim(job2, jobs_module.owner_id())
+    assert jobs_module.owner_id().startswith(socket.gethostname() + ":")

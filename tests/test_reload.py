@@ -1,0 +1,169 @@
+"""/admin/reload under load: requests, streams and an evaluation job in flight keep their pipeline.
+
+The service runs under uvicorn on loopback (real HTTP, as Locust drives it). Every reload opens a new
+index version (a real qdrant-edge copy of the demo index), so the previous pipeline's search threads
+and its store are both released on the way out: only when their last user is done.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+import uvicorn
+
+from service.api.app import create_app
+from service.api.state import ServiceState
+from service.artifacts import Registry
+from service.pipeline import Pipeline
+from service.retrieval.edge_store import EdgeBackend
+from tests.conftest import make_settings
+
+ADMIN = {"Authorization": "Bearer admin-secret"}
+DURATION_S = 4.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture()
+def served(demo_home, demo_pipeline, tmp_path):
+    """The app on a copy of the demo home; each load opens a fresh copy of the index (a new version)."""
+    home = tmp_path / "home"
+    shutil.copytree(demo_home, home)
+    registry = Registry(home)
+    backend = EdgeBackend(registry)
+    base = registry.active()["index"]
+    loaded: list[Pipeline] = []
+    counter = itertools.count()
+
+    def loader(settings, backend_=None, store=None):  # noqa: ANN001 - ServiceState's loader signature
+        version = f"{base}-reload{next(counter)}"
+        backend.clone(base, version)
+        p = Pipeline(settings, router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=backend.open(version))
+        loaded.append(p)
+        return p
+
+    settings = make_settings(home, admin_key="admin-secret", rate_limit_per_minute=0)
+    state = ServiceState(settings, loader=loader)
+    server = uvicorn.Server(uvicorn.Config(create_app(settings, state), host="127.0.0.1", port=_free_port(),
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started
+    yield f"http://127.0.0.1:{server.config.port}", state, loaded
+    server.should_exit = True
+    thread.join(timeout=30)
+
+
+def _burst(url: str, stop: threading.Event, errors: list[str], counts: dict[str, int], lock: threading.Lock, k: int) -> None:
+    bodies = [
+        ("ask-uis", {"query": "How do I enforce SSO for my CRM users?", "strategy": "uis", "generate": False}),
+        ("ask-stochastic", {"query": "refund an invoice and export the contacts", "gate": "stochastic", "seed": 3}),
+        ("stream", {"query": "How do I create a survey?", "strategy": "uis", "stream": True}),
+    ]
+    with httpx.Client(base_url=url, timeout=60) as client:
+        for i in itertools.count(k):
+            if stop.is_set():
+                return
+            name, body = bodies[i % len(bodies)]
+            r = client.post("/ask", json=body)
+            ok = r.status_code == 200
+            if ok and name == "stream":
+                events = [line.split(": ", 1)[1] for line in r.text.splitlines() if line.startswith("event: ")]
+                ok = events[0] == "retrieval" and events[-1] == "done" and "error" not in events
+            elif ok:
+                ok = len(r.json()["sources"]) > 0
+            with lock:
+                counts[name] = counts.get(name, 0) + 1
+                if not ok:
+                    errors.append(f"{name}: HTTP {r.status_code} {r.text[:300]}")
+
+
+def test_reload_during_a_burst_of_requests_streams_and_a_job_loses_nothing(served):
+    url, state, loaded = served
+    errors: list[str] = []
+    counts: dict[str, int] = {}
+    lock = threading.Lock()
+    stop = threading.Event()
+    with httpx.Client(base_url=url, timeout=60) as client:
+        job = client.post("/evaluate", json={"dataset": "demo", "strategies": ["uis", "mkpqa", "rfs"]})
+        assert job.status_code == 202, job.text
+        job_id = job.json()["id"]
+        users = [threading.Thread(target=_burst, args=(url, stop, errors, counts, lock, k)) for k in range(4)]
+        for t in users:
+            t.start()
+        reloads, t0 = [], time.monotonic()
+        while (time.monotonic() - t0 < DURATION_S or len(reloads) < 8 or sum(counts.values()) < 24) \
+                and time.monotonic() - t0 < 180:
+            r = client.post("/admin/reload", headers=ADMIN)
+            reloads.append(r.status_code)
+            time.sleep(0.15)
+        stop.set()
+        for t in users:
+            t.join(60)
+        t0 = time.monotonic()
+        while (body := client.get(f"/evaluate/{job_id}").json())["status"] in ("queued", "running"):
+            assert time.monotonic() - t0 < 120, body
+            client.post("/admin/reload", headers=ADMIN)  # reloads keep coming while the job runs
+            time.sleep(0.2)
+
+    assert errors == [], f"{len(errors)} of {sum(counts.values())} requests failed: {errors[:3]}"
+    assert sum(counts.values()) >= 24 and set(counts) == {"ask-uis", "ask-stochastic", "stream"}
+    assert len(reloads) >= 8 and set(reloads) == {200}
+    assert body["status"] == "done", body
+    assert body["progress"]["done"] == body["progress"]["total"]
+    # The job's numbers come from the one pipeline it started with, though the service reloaded under it.
+    assert body["results"]["versions"]["index"] in [p.store.version for p in loaded]
+    assert body["results"]["versions"]["index"] != state.pipeline.store.version
+    # Every replaced pipeline was released once its users were done: threads shut down, nothing left over.
+    t0 = time.monotonic()
+    while state._retired and time.monotonic() - t0 < 30:  # the job gives its lease back just after it finishes
+        time.sleep(0.05)
+    assert state._retired == {}
+    assert all(p._pool._shutdown for p in loaded if p is not state.pipeline)
+    assert not state.pipeline._pool._shutdown
+
+
+def test_a_lease_keeps_the_old_pipeline_open_until_it_is_given_back(demo_home, demo_pipeline, tmp_path):
+    home = tmp_path / "home"
+    shutil.copytree(demo_home, home)
+    registry = Registry(home)
+    backend = EdgeBackend(registry)
+    base = registry.active()["index"]
+    versions = iter(range(10))
+
+    def loader(settings, backend_=None, store=None):  # noqa: ANN001
+        version = f"{base}-v{next(versions)}"
+        backend.clone(base, version)
+        return Pipeline(settings, router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=backend.open(version))
+
+    state = ServiceState(make_settings(home), loader=loader)
+    state.load()
+    first = state.pipeline
+    vector = demo_pipeline.encoder.embed_query("refund a payment")
+    with state.lease() as held:
+        assert held is first
+        state.load()  # a new index version: the old store would be closed now, under the lease
+        assert state.pipeline is not first and state.in_use(first) == 1
+        hits = held.retrieve("refund a payment", top_k=3, strategy="uis").hits  # the pool and the store still work
+        assert len(hits) == 3 and held.store.search("ledger", vector, 1)
+    assert first._pool._shutdown and state.in_use(first) == 0
+    with pytest.raises(Exception):
+        first.store.search("ledger", vector, 1)  # closed once the lease was given back
+    second = state.pipeline
+    state.close()
+    assert second._pool._shutdown
+    assert json.dumps(state._retired) == "{}"
