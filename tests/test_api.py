@@ -31,7 +31,7 @@ def client(demo_pipeline) -> TestClient:
 
 
 def test_retrieval_path_returns_ranked_sources_and_routing(client, demo_pipeline):
-    r = client.post("/ask", json={"query": "How do I import contacts from a spreadsheet?", "generate": False})
+    r = client.post("/ask", json={"query": "How do I import contacts from a spreadsheet?", "generate": False, "strategy": "mkpqa"})
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["answer"] is None and body["answer_mode"] == "retrieval"
@@ -69,14 +69,14 @@ def test_answer_cites_sources(client):
 
 
 def test_same_seed_same_routing(client):
-    q = {"query": "Can I get a refund and will the help desk ticket be closed?", "generate": False, "seed": 42}
+    q = {"query": "Can I get a refund and will the help desk ticket be closed?", "generate": False, "seed": 42, "strategy": "mkpqa"}
     a, b = client.post("/ask", json=q).json(), client.post("/ask", json=q).json()
     assert a["routing"]["active_domains"] == b["routing"]["active_domains"]
     assert [s["doc_id"] for s in a["sources"]] == [s["doc_id"] for s in b["sources"]]
 
 
 def test_deterministic_gate_mode(client):
-    body = client.post("/ask", json={"query": "rotate api keys", "generate": False, "gate": "deterministic"}).json()
+    body = client.post("/ask", json={"query": "rotate api keys", "generate": False, "gate": "deterministic", "strategy": "mkpqa"}).json()
     act = body["routing"]["activation"]
     expected = sorted(d for d, a in act.items() if a >= 0.5) or [max(body["routing"]["probabilities"].items(), key=lambda kv: kv[1])[0]]
     assert sorted(body["routing"]["active_domains"]) == expected

@@ -67,7 +67,8 @@ def _scores(prob: np.ndarray, c: _Prepared, params: FusionParams, top_k: int) ->
         w = np.ones_like(prob)
     else:
         w = np.where(gate(prob, params.tau0, mode="deterministic").active, domain_weights(prob, params.sharpness), -np.inf)
-    u = np.where(np.isfinite(w[c.dom]), w[c.dom] * np.maximum(c.s, 0.0), -np.inf)
+    on = np.isfinite(w)
+    u = np.where(on[c.dom], np.where(on, w, 0.0)[c.dom] * np.maximum(c.s, 0.0), -np.inf)
     keep = np.isfinite(u)
     order = np.lexsort((c.tie[keep], -u[keep]))[:top_k]
     gold = c.gold[keep][order]
