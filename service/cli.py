@@ -143,6 +143,7 @@ def cmd_train_retriever(args: argparse.Namespace) -> int:
         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, temperature=args.temperature,
         max_seq_length=args.max_seq_length, negatives_per_query=args.negatives, max_examples=args.max_examples or None,
         labelled_repeat=args.labelled_repeat, seed=args.seed, checkpoint_every=args.checkpoint_every,
+        negative_margin=args.negative_margin if args.negative_margin >= 0 else None,
     )
     data = TrainingData.load(args.data)
     with StopFlag().catch_sigint() as stop:
@@ -391,6 +392,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--temperature", type=float, default=0.05)
     t.add_argument("--max-seq-length", type=int, default=128, help="tokens per text in training; saved with the model, so also for index build")
     t.add_argument("--negatives", type=int, default=1, help="hard negatives per query in a batch")
+    t.add_argument("--negative-margin", type=float, default=0.05,
+                   help="drop hard negatives the base model scores within this margin of the positive, or above it (-1: keep all)")
     t.add_argument("--max-examples", type=int, default=800, help="every labelled/cross example, then synthetic ones up to this many (0: all)")
     t.add_argument("--labelled-repeat", type=int, default=2)
     t.add_argument("--seed", type=int, default=0)
