@@ -458,7 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--top-k", type=int)
     s.add_argument("--seed", type=int)
     s.add_argument("--no-generate", action="store_true", help="ranking only")
-    s.add_argument("--strategy", choices=["fused", "mkpqa", "uis", "rfs", "lfs"], help="retrieval strategy (default fused)")
+    s.add_argument("--strategy", help="retrieval strategy: fused (default), mkpqa, uis, rfs, lfs (checked by the request model)")
     s.add_argument("--domains", help="product filter: comma-separated domains to search (routing given, not predicted)")
     s.add_argument("--url", help="ask a running service, e.g. http://127.0.0.1:8000")
     s.set_defaults(func=cmd_ask)

@@ -139,7 +139,7 @@ def train_head(
     vectors: np.ndarray, labels: np.ndarray, weights: np.ndarray, domains: Sequence[str], config: RouterConfig, *,
     retriever: str | None, stop: StopFlag | None = None,
 ) -> HeadRouter:
-    """Fit the head with weighted BCE (AdamW, shuffled mini-batches, seeded)."""
+    """Fit the head with weighted BCE (AdamW, shuffled mini-batches of at most ``batch_size``, seeded)."""
     torch.manual_seed(config.seed)
     router = HeadRouter.new(domains, vectors.shape[1], hidden=config.hidden, retriever=retriever)
     x = torch.from_numpy(np.asarray(vectors, dtype=np.float32))
@@ -147,11 +147,12 @@ def train_head(
     w = torch.from_numpy(np.asarray(weights, dtype=np.float32))
     opt = torch.optim.AdamW(router.module.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     gen = torch.Generator().manual_seed(config.seed)
+    batch = min(config.batch_size, max(32, len(x) // 32))  # small sets (the demo) still get enough steps per epoch
     router.module.train()
     for _ in range(config.epochs):
         order = torch.randperm(len(x), generator=gen)
-        for b in range(0, len(x), config.batch_size):
-            idx = order[b : b + config.batch_size]
+        for b in range(0, len(x), batch):
+            idx = order[b : b + batch]
             loss = bce_loss(router.logits(x[idx]), y[idx], w[idx])
             opt.zero_grad()
             loss.backward()
