@@ -262,7 +262,13 @@ def train_and_activate(
         held = HeldOut(list(val), val_vectors, router.predict_vectors(val_vectors), val_labels, domains)
         metrics["validation"] = routing_report(held.probs, val, domains)
         metrics["calibration"] = calibration.as_dict()
-        fit_qs = fit_questions(settings, index_version, held, max(cfg.top_k, cfg.evidence_k))
+        from service.retrieval.store import StoreUnavailable
+
+        try:
+            fit_qs = fit_questions(settings, index_version, held, max(cfg.top_k, cfg.evidence_k))
+        except StoreUnavailable as exc:  # the embedded index is open in a running service
+            log.warning("fused strategy not fitted: %s", exc)
+            fit_qs, metrics["fusion"] = [], {"skipped": f"index {index_version} could not be searched: {exc}"}
         if fit_qs:
             params, report = fit_fusion(fit_qs, domains, top_k=cfg.top_k, evidence_k=cfg.evidence_k)
             router.fitted["fusion"] = params.as_dict()
