@@ -377,7 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--val-fraction", type=float, default=0.2, help="with --queries: share held out for validation")
     t.add_argument("--epochs", type=int, default=30)
     t.add_argument("--batch-size", type=int, default=256)
-    t.add_argument("--hidden", type=int, default=256, help="hidden units of the head over the query vector (0: linear)")
+    t.add_argument("--hidden", type=int, default=0, help="hidden units of the head over the query vector (0: linear)")
     t.add_argument("--synthetic-per-domain", type=int, default=2000, help="synthetic questions per domain (-1: all)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--no-activate", action="store_true", help="save the version without activating it")

@@ -24,6 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -50,7 +51,7 @@ log = logging.getLogger("fedqa.training.router")
 class RouterConfig:
     """How the head is trained (choices, not values fitted on data)."""
 
-    hidden: int = 256
+    hidden: int = 0  # linear: on faq6 dev it routed single-product questions better than a 256-unit MLP (docs/quality.md)
     epochs: int = 30
     batch_size: int = 256
     lr: float = 2e-3
@@ -64,7 +65,8 @@ class RouterConfig:
 
 @dataclass
 class HeldOut:
-    """The held-out questions a fitter sees: vectors, calibrated probabilities, labels (all zeros: out of scope)."""
+    """The held-out questions a fitter sees: vectors, calibrated probabilities, labels (all zeros: out of scope);
+    ``extra["hits"]``: each question's per-domain top hits (domain -> list of Hit) when the index could be searched."""
 
     queries: list[LabelledQuery]
     vectors: np.ndarray
@@ -135,6 +137,24 @@ def synthetic_router_queries(passages: Sequence[Passage], per_domain: int | None
     return out
 
 
+def embed_cached(encoder: Encoder, texts: Sequence[str], cache_dir: Path | None, *, progress: bool = False) -> np.ndarray:
+    """Query vectors of ``texts``, reused from ``cache_dir`` when the same texts were embedded by the same
+    retriever before (re-training with other settings then costs seconds, not minutes)."""
+    h = hashlib.sha256(f"{encoder.version}\0{encoder.path}\0".encode())
+    for t in texts:
+        h.update(t.encode("utf-8") + b"\n")
+    f = cache_dir / f"{h.hexdigest()}.npy" if cache_dir else None
+    if f is not None and f.is_file():
+        return np.load(f)
+    vectors = encoder.embed_passages(list(texts), batch_size=64, progress=progress)
+    if f is not None:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        tmp = f.with_suffix(".tmp.npy")
+        np.save(tmp, vectors)
+        tmp.replace(f)
+    return vectors
+
+
 def train_head(
     vectors: np.ndarray, labels: np.ndarray, weights: np.ndarray, domains: Sequence[str], config: RouterConfig, *,
     retriever: str | None, stop: StopFlag | None = None,
@@ -175,15 +195,18 @@ def routing_report(probs: np.ndarray, queries: Sequence[LabelledQuery], domains:
 
 
 def fit_questions(settings: Settings, index_version: str, held: HeldOut, limit: int) -> list[FitQuestion]:
-    """Every domain's top ``limit`` hits for the held-out in-scope questions (from the active index)."""
+    """Every domain's top ``limit`` hits of each held-out question (in ``held.extra["hits"]``, aligned with
+    ``held.queries``), and the in-scope ones with gold passages as fusion-fitting questions."""
     from service.retrieval.store import open_backend
 
     store = open_backend(settings).open(index_version)
     try:
         out = []
+        held.extra["hits"] = []
         for q, v, p in zip(held.queries, held.vectors, held.probs):
+            hits, _ = search_domains(store, v, held.domains, limit)
+            held.extra["hits"].append(hits)  # every held-out question's per-domain hits, for further fitters
             if q.domains and q.gold_doc_ids:
-                hits, _ = search_domains(store, v, held.domains, limit)
                 out.append(FitQuestion(p=p, hits=hits, domains=list(q.domains), gold=set(q.gold_doc_ids)))
         return out
     finally:
@@ -244,7 +267,8 @@ def train_and_activate(
     train = train + list(synthetic)
     origins = origins + ["synthetic"] * len(synthetic)
     log.info("embedding %d training questions with retriever %s", len(train), encoder.version)
-    vectors = encoder.embed_passages([q.query for q in train], batch_size=64, progress=progress)
+    cache = settings.home_dir / "cache" / "router-vectors"
+    vectors = embed_cached(encoder, [q.query for q in train], cache, progress=progress)
     labels = label_matrix(train, domains)
     weights = sample_weights(train, origins, cfg.labelled_weight)
     router = train_head(vectors, labels, weights, domains, cfg, retriever=encoder.version, stop=stop)
@@ -253,7 +277,7 @@ def train_and_activate(
     metrics: dict[str, Any] = {"train": routing_report(router.predict_vectors(vectors), train, domains)}
     val = [q for q in val if not q.domains or any(d in domains for d in q.domains)]
     if val:
-        val_vectors = encoder.embed_queries([q.query for q in val])
+        val_vectors = embed_cached(encoder, [q.query for q in val], cache)
         val_labels = label_matrix(val, domains)
         calibration = fit_temperature(router.raw_logits(val_vectors), val_labels)
         metrics["validation_uncalibrated"] = routing_report(router.predict_vectors(val_vectors), val, domains)
