@@ -83,43 +83,50 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def cmd_train_router(args: argparse.Namespace) -> int:
     from service.queries import load_queries
     from training.checkpoint import StopFlag
-    from training.router import router_queries_from_data, stratified_split, train_and_activate
+    from training.router import RouterConfig, router_queries_from_data, stratified_split, train_and_activate
 
-    data_fp, data_path, domains = None, None, None
+    data_fp, data_path = None, None
+    synthetic_cap = args.synthetic_per_domain if args.synthetic_per_domain >= 0 else None
+    config = RouterConfig(epochs=args.epochs, batch_size=args.batch_size, hidden=args.hidden, seed=args.seed,
+                          synthetic_per_domain=synthetic_cap)
+    synthetic = None
     if args.data:
         from training.data.dataset import TrainingData
 
         data = TrainingData.load(args.data)
-        synthetic = args.synthetic_per_domain if args.synthetic_per_domain >= 0 else None
-        train = router_queries_from_data(data, labelled_repeat=args.labelled_repeat, synthetic_per_domain=synthetic, seed=args.seed)
-        val = data.val
-        data_fp, data_path, domains = data.fingerprint, str(data.path), data.domains
+        train, origins, synthetic = router_queries_from_data(data, synthetic_per_domain=synthetic_cap, seed=args.seed)
+        val = data.val + data.val_oos
+        data_fp, data_path = data.fingerprint, str(data.path)
     elif args.queries:
         train, val = stratified_split(load_queries(args.queries), args.val_fraction, seed=args.seed)
+        origins = None
     else:
         raise ValueError("give --data DIR (from 'fedqa data build') or --queries FILE")
     settings = _settings()
     with StopFlag().catch_sigint() as stop:
         version = train_and_activate(
-            settings, train, epochs=args.epochs, progress=not args.quiet, activate=not args.no_activate, val=val,
-            data_fingerprint=data_fp, data_path=data_path, domains=domains, batch_size=args.batch_size, seed=args.seed,
-            stop=stop, resume=Path(args.resume) if args.resume else None,
+            settings, train, val=val, origins=origins, synthetic=synthetic, config=config, progress=not args.quiet,
+            activate=not args.no_activate, data_fingerprint=data_fp, data_path=data_path, stop=stop,
         )
     from service.artifacts import Registry
 
     manifest = Registry(settings.home_dir).manifest("router", version)
-    val_m = (manifest.get("metrics") or {}).get("validation") or {}
+    metrics = manifest.get("metrics") or {}
+    val_m = metrics.get("validation") or {}
     print(
         json.dumps(
             {
                 "router": version,
+                "retriever": manifest.get("retriever"),
                 "activated": not args.no_activate,
-                "train_queries": len(train),
+                "train_queries": manifest.get("train_queries"),
                 "val_queries": len(val),
                 "val_top1_accuracy": val_m.get("top1_accuracy"),
                 "val_micro_f1": val_m.get("micro_f1"),
                 "val_macro_f1": val_m.get("macro_f1"),
-                "val_ece": val_m.get("ece"),
+                "calibration": metrics.get("calibration"),
+                "fusion": metrics.get("fusion"),
+                "seconds": metrics.get("train_seconds"),
                 "metrics": str(Registry(settings.home_dir).path("router", version) / "metrics.json"),
             }
         )
@@ -136,6 +143,7 @@ def cmd_train_retriever(args: argparse.Namespace) -> int:
         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, temperature=args.temperature,
         max_seq_length=args.max_seq_length, negatives_per_query=args.negatives, max_examples=args.max_examples or None,
         labelled_repeat=args.labelled_repeat, seed=args.seed, checkpoint_every=args.checkpoint_every,
+        negative_margin=args.negative_margin if args.negative_margin >= 0 else None,
     )
     data = TrainingData.load(args.data)
     with StopFlag().catch_sigint() as stop:
@@ -164,6 +172,7 @@ def cmd_data_build(args: argparse.Namespace) -> int:
         corpus = index_corpus(settings)
         sources = ["active index"]
     queries = [q for f in args.queries for q in load_queries(f)]
+    out_of_scope = [q for f in (args.out_of_scope or []) for q in load_queries(f)]
     generators: list = []
     judge = None
     if args.generator in ("heuristic", "both"):
@@ -184,10 +193,11 @@ def cmd_data_build(args: argparse.Namespace) -> int:
         val_fraction=args.val_fraction, seed=args.seed, synthetic_per_domain=args.synthetic_per_domain,
         negatives=args.negatives, cross_examples=args.cross, pool_random=args.pool_random,
         llm_per_domain=args.llm_per_domain, label_relevance=args.label_relevance, label_limit=args.label_limit,
+        router_synthetic_per_domain=args.router_synthetic_per_domain,
     )
     report = build_training_data(
         corpus, queries, Path(args.out), generators=generators, config=config, judge=judge, sources=sources,
-        overwrite=args.force, progress=not args.quiet,
+        overwrite=args.force, progress=not args.quiet, out_of_scope=out_of_scope,
     )
     print(json.dumps({"out": str(report.out), "fingerprint": report.fingerprint, "seconds": round(report.seconds, 1), **report.counts}, indent=2))
     return 0
@@ -288,6 +298,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
         body["seed"] = args.seed
     if args.strategy:
         body["strategy"] = args.strategy
+    if args.domains:
+        body["domains"] = [d.strip() for d in args.domains.split(",") if d.strip()]
     if args.url:
         import httpx
 
@@ -363,12 +375,11 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--data", help="training set from 'fedqa data build' (labelled + synthetic + cross-domain)")
     src.add_argument("--queries", help="labelled queries (queries.jsonl) only")
     t.add_argument("--val-fraction", type=float, default=0.2, help="with --queries: share held out for validation")
-    t.add_argument("--epochs", type=int, default=8)
-    t.add_argument("--batch-size", type=int, default=16)
-    t.add_argument("--labelled-repeat", type=int, default=2, help="with --data: times each expert question is seen per epoch")
-    t.add_argument("--synthetic-per-domain", type=int, default=150, help="with --data: synthetic queries per domain (-1: all)")
+    t.add_argument("--epochs", type=int, default=30)
+    t.add_argument("--batch-size", type=int, default=256)
+    t.add_argument("--hidden", type=int, default=0, help="hidden units of the head over the query vector (0: linear)")
+    t.add_argument("--synthetic-per-domain", type=int, default=2000, help="synthetic questions per domain (-1: all)")
     t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--resume", help="continue from a checkpoint folder (printed on Ctrl-C)")
     t.add_argument("--no-activate", action="store_true", help="save the version without activating it")
     t.add_argument("--quiet", action="store_true")
     t.set_defaults(func=cmd_train_router)
@@ -381,6 +392,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--temperature", type=float, default=0.05)
     t.add_argument("--max-seq-length", type=int, default=128, help="tokens per text in training; saved with the model, so also for index build")
     t.add_argument("--negatives", type=int, default=1, help="hard negatives per query in a batch")
+    t.add_argument("--negative-margin", type=float, default=0.05,
+                   help="drop hard negatives the base model scores within this margin of the positive, or above it (-1: keep all)")
     t.add_argument("--max-examples", type=int, default=800, help="every labelled/cross example, then synthetic ones up to this many (0: all)")
     t.add_argument("--labelled-repeat", type=int, default=2)
     t.add_argument("--seed", type=int, default=0)
@@ -398,6 +411,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--corpus", nargs="+", help="docs.jsonl or folders of pages (default: the active index's passages)")
     t.add_argument("--domain", help="domain of the pages (when a corpus path is one domain's folder)")
     t.add_argument("--queries", nargs="*", default=[], help="labelled queries (queries.jsonl format), e.g. queries_dev.jsonl cross_dev.jsonl")
+    t.add_argument("--out-of-scope", nargs="*", default=[], metavar="FILE",
+                   help="questions no domain answers (queries.jsonl format, domains []), e.g. oos_dev.jsonl: router rows with every domain 0, part held out")
+    t.add_argument("--router-synthetic-per-domain", type=int, default=2000, help="passages per domain given heuristic router-only questions")
     t.add_argument("--out", required=True, help="output folder")
     t.add_argument("--val-fraction", type=float, default=0.3, help="share of labelled queries held out (per domain, by qid)")
     t.add_argument("--seed", type=int, default=0)
@@ -442,7 +458,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--top-k", type=int)
     s.add_argument("--seed", type=int)
     s.add_argument("--no-generate", action="store_true", help="ranking only")
-    s.add_argument("--strategy", choices=["mkpqa", "uis", "rfs", "lfs"], help="retrieval strategy (default mkpqa)")
+    s.add_argument("--strategy", help="retrieval strategy: fused (default), mkpqa, uis, rfs, lfs (checked by the request model)")
+    s.add_argument("--domains", help="product filter: comma-separated domains to search (routing given, not predicted)")
     s.add_argument("--url", help="ask a running service, e.g. http://127.0.0.1:8000")
     s.set_defaults(func=cmd_ask)
 
@@ -452,7 +469,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="queries.jsonl files (qid, query, domains, gold_doc_ids, answer), e.g. a uni and a cross set")
     src.add_argument("--dataset", help="a dataset name: demo, or NAME in $FEDQA_HOME/eval/datasets/NAME.jsonl")
     src.add_argument("--resume", metavar="JOB", help="finish an interrupted job of this home")
-    s.add_argument("--strategies", default="mkpqa,uis,rfs", help="comma-separated: mkpqa,uis,rfs,lfs")
+    s.add_argument("--strategies", default="fused,mkpqa,uis,rfs", help="comma-separated: fused,mkpqa,uis,rfs,lfs")
+    s.add_argument("--domains", help="product filter: comma-separated domains every question searches (routing given)")
     s.add_argument("--metrics", default="retrieval", help="comma-separated: retrieval,answer,wixqa,rageval,ragxplain")
     s.add_argument("--top-k", type=int, default=5)
     s.add_argument("--gate", choices=["deterministic", "stochastic"], default="deterministic")

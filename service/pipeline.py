@@ -24,9 +24,9 @@ from service.retrieval.encoder import Encoder
 from service.retrieval.federated import merge, search_domains
 from service.retrieval.passage import RankedHit
 from service.retrieval.store import Store, StoreBackend, StoreUnavailable, open_backend
-from service.retrieval.strategies import LLMDomainSelector, StrategyName, describe_domains, select
+from service.retrieval.strategies import DEFAULT_STRATEGY, LLMDomainSelector, Selection, StrategyName, describe_domains, select
 from service.routing.gate import GateMode
-from service.routing.router import BertRouter, Router, UniformRouter
+from service.routing.router import HeadRouter, Router, RouterFormatError, UniformRouter
 from service.schemas import AskRequest, AskResponse, Routing, Source
 
 log = logging.getLogger("fedqa.pipeline")
@@ -128,8 +128,7 @@ class Pipeline:
 
     def probabilities(self, query: str) -> dict[str, float]:
         """Router probabilities p_j for the index's domains."""
-        p = self.router.predict([query])[0]
-        return {d: float(p[i]) for d, i in zip(self.domains, self._router_index)}
+        return self.prepare(query).probs
 
     def domain_descriptions(self) -> dict[str, str]:
         """A short description per domain for the lfs prompt: configured (FEDQA_DOMAIN_DESCRIPTIONS) or derived
@@ -147,24 +146,20 @@ class Pipeline:
         return LLMDomainSelector(self.llm, self.domain_descriptions(), timeout_s=self.settings.llm_timeout_s)
 
     def prepare(self, query: str) -> Prepared:
-        """Router probabilities and the query vector (computed once, shared by every strategy)."""
-        t0 = time.perf_counter()
-        probs = self.probabilities(query)
-        t_router = _ms(t0)
-        t0 = time.perf_counter()
-        vector = self.encoder.embed_query(query)
-        return Prepared(probs=probs, vector=vector, timings_ms={"router": t_router, "embed": _ms(t0)})
+        """The query vector (one encoder forward) and the router's probabilities read from it,
+        shared by every strategy."""
+        return self.prepare_many([query])[0]
 
     def prepare_many(self, queries: list[str]) -> list[Prepared]:
-        """:meth:`prepare` for a batch of queries: one router pass and one encoder pass (evaluation)."""
+        """:meth:`prepare` for a batch of queries: one encoder pass, then the router head on its vectors."""
         if not queries:
             return []
         t0 = time.perf_counter()
-        p = self.router.predict(queries)
-        t_router = _ms(t0) / len(queries)
-        t0 = time.perf_counter()
         vectors = self.encoder.embed_queries(queries)
         t_embed = _ms(t0) / len(queries)
+        t0 = time.perf_counter()
+        p = self.router.predict_vectors(vectors)
+        t_router = _ms(t0) / len(queries)
         return [
             Prepared(
                 probs={d: float(p[k, i]) for d, i in zip(self.domains, self._router_index)},
@@ -181,38 +176,46 @@ class Pipeline:
         top_k: int,
         seed: int | None = None,
         gate_mode: GateMode | None = None,
-        strategy: StrategyName = "mkpqa",
+        strategy: StrategyName | str = DEFAULT_STRATEGY,
         prepared: Prepared | None = None,
+        domains: list[str] | None = None,
     ) -> Retrieval:
         """Route, choose the domains by ``strategy``, search them (top-k each) and merge.
 
-        mkpqa: the gate picks the domains and hits rank by U = p_j * s; see
-        :mod:`service.retrieval.strategies` for uis, rfs and lfs.
+        ``domains``: the caller's product filter: only these domains are searched, merged by raw s,
+        and the routing says they were given (``given``), not predicted. See
+        :mod:`service.retrieval.strategies` for the strategies.
         """
         t_all = time.perf_counter()
+        strategy = StrategyName(strategy)
         prepared = prepared or self.prepare(query)
         timings: dict[str, float] = dict(prepared.timings_ms)
         probs = prepared.probs
-
-        t0 = time.perf_counter()
         mode: GateMode = gate_mode or self.settings.gate_mode
-        selection = select(
-            strategy,
-            probs,
-            self.domains,
-            tau0=self.settings.tau0,
-            gate_mode=mode,
-            rng=np.random.default_rng(seed),
-            query=query,
-            selector=self.lfs_selector() if strategy == "lfs" else None,
-        )
-        timings["gate" if strategy == "mkpqa" else "select"] = _ms(t0)
+
+        def search(ds, limit):  # noqa: ANN001, ANN202
+            per, ms = search_domains(self.store, prepared.vector, list(ds), limit, self._pool)
+            timings.update({f"search.{d}": round(v, 3) for d, v in ms.items()})
+            return per
 
         t0 = time.perf_counter()
-        per_domain, per_ms = search_domains(self.store, prepared.vector, selection.active, top_k, self._pool)
+        if domains:
+            selection = self._given(domains, probs)
+        else:
+            selection = select(
+                strategy, probs, self.domains, tau0=self.settings.tau0, gate_mode=mode, rng=np.random.default_rng(seed),
+                query=query, selector=self.lfs_selector if strategy.value == "lfs" else None, search=search, top_k=top_k,
+                fitted=self.router.fitted,
+            )
+        timings["gate"] = _ms(t0)  # choosing the domains (for fused: with its evidence searches)
+
+        t0 = time.perf_counter()
+        per_domain = {d: h for d, h in (selection.hits or {}).items() if d in selection.weights}
+        missing = [d for d in selection.active if d not in per_domain]
+        if missing:
+            per_domain.update(search(missing, top_k))
         hits = merge(per_domain, selection.weights, top_k)
         timings["search"] = _ms(t0)
-        timings.update({f"search.{d}": round(ms, 3) for d, ms in per_ms.items()})
         timings["retrieval"] = _ms(t_all)
 
         routing = Routing(
@@ -221,12 +224,22 @@ class Pipeline:
             active_domains=selection.active,
             activation={d: round(a, 6) for d, a in selection.activation.items()},
             fallback=selection.fallback,
-            mode=mode,
+            mode=mode if strategy.value == "mkpqa" and not domains else "deterministic",
             router=self.router.version or "uniform",
             strategy=strategy,
             selector=selection.detail or None,
+            given=bool(domains),
         )
         return Retrieval(query=query, routing=routing, hits=hits, timings_ms=timings)
+
+    def _given(self, domains: list[str], probs: dict[str, float]) -> Selection:
+        """The caller's product filter: exactly these domains, weight 1 (ranked by s)."""
+        unknown = [d for d in domains if d not in self.domains]
+        if unknown:
+            raise RequestError("domains", f"unknown domain(s) {unknown}; this index has {self.domains}")
+        chosen = list(dict.fromkeys(domains))
+        return Selection("given", chosen, {d: 1.0 for d in chosen}, 0.0, {d: 1.0 if d in chosen else 0.0 for d in self.domains},
+                         detail={"given": chosen})
 
     # ------------------------------------------------------------ generation
     def _prompt(self, ret: Retrieval, context_passages: int | None = None) -> tuple[str, list[RankedHit]]:
@@ -306,7 +319,7 @@ class Pipeline:
         """Answer one request (non-streaming)."""
         t_all = time.perf_counter()
         top_k = self.validate(req)
-        ret = self.retrieve(req.query, top_k=top_k, seed=req.seed, gate_mode=req.gate, strategy=req.strategy)
+        ret = self.retrieve(req.query, top_k=top_k, seed=req.seed, gate_mode=req.gate, strategy=req.strategy, domains=req.domains)
         if req.generate:
             t0 = time.perf_counter()
             answer, mode, error = self.generate(ret)
@@ -320,7 +333,7 @@ class Pipeline:
         """Answer as events: ``retrieval`` (routing and sources), ``token`` pieces, then ``done`` (the full response)."""
         t_all = time.perf_counter()
         top_k = self.validate(req)
-        ret = self.retrieve(req.query, top_k=top_k, seed=req.seed, gate_mode=req.gate, strategy=req.strategy)
+        ret = self.retrieve(req.query, top_k=top_k, seed=req.seed, gate_mode=req.gate, strategy=req.strategy, domains=req.domains)
         head = self._response(ret, None, "retrieval", None, req.strategy)
         yield "retrieval", {"routing": head.routing.model_dump(), "sources": [s.model_dump() for s in head.sources]}
         answer: str | None
@@ -380,9 +393,9 @@ def load_pipeline(
     router: Router
     try:
         if router_version:
-            router = BertRouter.load(registry.path("router", router_version), version=router_version)
+            router = load_router(registry, router_version, encoder.version, store.domains(), warnings)
         else:
-            warnings.append("no trained router: every domain is searched (fedqa train router --queries FILE)")
+            warnings.append("no trained router: every domain is searched (fedqa train router --data DIR)")
             router = UniformRouter(store.domains())
     except BaseException:
         store.close()  # a missing router file must not leave the index version locked
@@ -404,3 +417,20 @@ def load_encoder(settings: Settings, registry: Registry, retriever_version: str 
     if retriever_version and retriever_version != "base":
         return Encoder(registry.path("retriever", retriever_version), version=retriever_version)
     return Encoder(settings.encoder_model, version="base")
+
+
+def load_router(registry: Registry, version: str, retriever: str, domains: list[str], warnings: list[str]) -> Router:
+    """The router version, or the uniform stand-in (with a warning) when it cannot read this index's vectors:
+    a BERT router of an earlier release, or a head trained on another retriever's vectors."""
+    try:
+        router = HeadRouter.load(registry.path("router", version), version=version)
+    except RouterFormatError as exc:
+        warnings.append(f"{exc}; searching every domain until then")
+        return UniformRouter(domains)
+    if router.retriever is not None and router.retriever != retriever:
+        warnings.append(
+            f"router {version} was trained on retriever {router.retriever}'s vectors but the index uses {retriever}; "
+            "searching every domain until the router is retrained (fedqa train router)"
+        )
+        return UniformRouter(domains)
+    return router

@@ -6,23 +6,31 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-Strategy = Literal["mkpqa", "uis", "rfs", "lfs"]
+from service.retrieval.strategies import DEFAULT_STRATEGY, StrategyName  # noqa: E402
+
+Strategy = StrategyName
 AnswerMode = Literal["generative", "extractive", "retrieval", "none"]
 
 
 class AskRequest(BaseModel):
     """Body of ``POST /ask``. Types are strict: ``"5"`` is not a top_k."""
 
-    model_config = ConfigDict(strict=True, extra="forbid")
+    model_config = ConfigDict(strict=True, extra="forbid", use_enum_values=True)
 
     query: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] = Field(
         description="The question; at most FEDQA_MAX_QUERY_CHARS characters."
     )
     top_k: int | None = Field(default=None, description="Passages in the final ranking (1..FEDQA_MAX_TOP_K).")
     strategy: Strategy = Field(
-        default="mkpqa",
-        description="Retrieval strategy: mkpqa (router + gate, U = p*s), uis (every domain, raw s), "
+        default=DEFAULT_STRATEGY,
+        strict=False,
+        description="Retrieval strategy: fused (default: router + retrieval evidence, fitted gate and weights), "
+        "mkpqa (the paper: router + gate, U = p*s), uis (every domain, raw s), "
         "rfs (router's top-1 domain), lfs (an LLM picks the domains).",
+    )
+    domains: list[Annotated[str, StringConstraints(min_length=1)]] | None = Field(
+        default=None, min_length=1,
+        description="Product filter: search only these domains (ranked by s); routing is reported as given, not predicted.",
     )
     seed: int | None = Field(default=None, ge=0, description="Seed for the stochastic gate (reproducible sampling).")
     stream: bool = Field(default=False, description="Answer as Server-Sent Events.")
@@ -50,6 +58,8 @@ class Source(BaseModel):
 class Routing(BaseModel):
     """What the router and the gate decided."""
 
+    model_config = ConfigDict(use_enum_values=True)
+
     probabilities: dict[str, float]
     threshold: float
     active_domains: list[str]
@@ -59,7 +69,8 @@ class Routing(BaseModel):
     )
     mode: Literal["stochastic", "deterministic"]
     router: str = Field(description="Router version, or 'uniform' when none is trained.")
-    strategy: Strategy = Field(default="mkpqa", description="The strategy that chose the active domains.")
+    strategy: Strategy = Field(default=DEFAULT_STRATEGY, strict=False, description="The strategy that chose the active domains.")
+    given: bool = Field(default=False, description="The caller gave the domains (product filter); nothing was predicted.")
     selector: dict | None = Field(
         default=None, description="lfs only: the LLM's vote per domain, failed calls and their errors."
     )
@@ -67,6 +78,8 @@ class Routing(BaseModel):
 
 class AskResponse(BaseModel):
     """Body of ``POST /ask``."""
+
+    model_config = ConfigDict(use_enum_values=True)
 
     query: str
     answer: str | None
@@ -110,9 +123,13 @@ MetricGroup = Literal["retrieval", "answer", "wixqa", "rageval", "ragxplain"]
 class EvalSpec(BaseModel):
     """What an evaluation runs: strategies, metric groups and retrieval settings."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_enum_values=True)
 
-    strategies: list[Strategy] = Field(default_factory=lambda: ["mkpqa", "uis", "rfs"], min_length=1)
+    strategies: list[Strategy] = Field(default_factory=lambda: ["fused", "mkpqa", "uis", "rfs"], min_length=1)
+    domains: list[Annotated[str, StringConstraints(min_length=1)]] | None = Field(
+        default=None, min_length=1,
+        description="Product filter for every question: search only these domains (routing given, not predicted).",
+    )
     metrics: list[MetricGroup] = Field(
         default_factory=lambda: ["retrieval"], min_length=1,
         description="retrieval (no LLM); answer (relevancy, faithfulness), wixqa, rageval, ragxplain need a judge.",

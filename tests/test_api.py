@@ -31,7 +31,7 @@ def client(demo_pipeline) -> TestClient:
 
 
 def test_retrieval_path_returns_ranked_sources_and_routing(client, demo_pipeline):
-    r = client.post("/ask", json={"query": "How do I import contacts from a spreadsheet?", "generate": False})
+    r = client.post("/ask", json={"query": "How do I import contacts from a spreadsheet?", "generate": False, "strategy": "mkpqa"})
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["answer"] is None and body["answer_mode"] == "retrieval"
@@ -81,7 +81,7 @@ def _paper_activation(probs: dict[str, float], tau0: float) -> dict[str, float]:
 def _uncertain_question(client) -> dict:
     """A demo question whose gate has a domain with 0 < activation < 1 (its draw depends on the seed)."""
     for q in load_queries(QUERIES):
-        body = {"query": q.query, "generate": False, "gate": "stochastic"}
+        body = {"query": q.query, "generate": False, "gate": "stochastic", "strategy": "mkpqa"}
         act = client.post("/ask", json={**body, "seed": 0}).json()["routing"]["activation"]
         if sum(0.05 < a < 0.95 for a in act.values()) >= 2:
             return body
@@ -100,7 +100,7 @@ def test_same_seed_same_routing(client):
 
 def test_deterministic_gate_mode(client, demo_pipeline):
     for query in ("rotate api keys", "Can I get a refund and will the help desk ticket be closed?"):
-        body = client.post("/ask", json={"query": query, "generate": False, "gate": "deterministic"}).json()
+        body = client.post("/ask", json={"query": query, "generate": False, "gate": "deterministic", "strategy": "mkpqa"}).json()
         routing = body["routing"]
         expected_act = _paper_activation(routing["probabilities"], demo_pipeline.settings.tau0)
         assert routing["activation"] == pytest.approx(expected_act, abs=1e-4)
@@ -110,7 +110,7 @@ def test_deterministic_gate_mode(client, demo_pipeline):
         assert sorted(routing["active_domains"]) == expected
         assert routing["mode"] == "deterministic"
         # Deterministic means no seed matters.
-        again = client.post("/ask", json={"query": query, "generate": False, "gate": "deterministic", "seed": 99}).json()
+        again = client.post("/ask", json={"query": query, "generate": False, "gate": "deterministic", "seed": 99, "strategy": "mkpqa"}).json()
         assert again["routing"]["active_domains"] == routing["active_domains"]
 
 

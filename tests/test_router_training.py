@@ -1,4 +1,4 @@
-"""Router training: independent sigmoid outputs, metrics, versions with metrics, Ctrl-C checkpoints."""
+"""Router training: independent sigmoid outputs, metrics, versions with metrics, Ctrl-C stops cleanly."""
 
 from __future__ import annotations
 
@@ -6,13 +6,14 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from service.artifacts import Registry
 from service.queries import LabelledQuery
-from service.routing.router import BertRouter
-from training.checkpoint import StopFlag, TrainingInterrupted, load_checkpoint_state
+from service.routing.router import HeadRouter
+from training.checkpoint import StopFlag, TrainingInterrupted
 from training.metrics import expected_calibration_error, retrieval_metrics, router_metrics
-from training.router import train_and_activate, train_router
+from training.router import RouterConfig, train_and_activate, train_head
 from tests.conftest import make_settings
 
 DOMAINS = ["ledger", "orbit", "pulse"]
@@ -34,15 +35,19 @@ def test_router_predicts_independent_per_domain_probabilities(demo_pipeline):
     from service.queries import load_queries
 
     router = demo_pipeline.router
+
+    def predict(texts: list[str]) -> np.ndarray:
+        return router.predict_vectors(demo_pipeline.encoder.embed_queries(texts))
+
     labelled = load_queries(QUERIES)
     uni = [q for q in labelled if not q.is_cross]
     cross = [q for q in labelled if q.is_cross]
-    p = router.predict([q.query for q in uni])
+    p = predict([q.query for q in uni])
     assert p.shape == (len(uni), len(router.domains))
     assert np.isfinite(p).all() and ((p >= 0) & (p <= 1)).all()
     top = [router.domains[i] for i in p.argmax(axis=1)]
     assert np.mean([t in q.domains for t, q in zip(top, uni)]) >= 0.9  # questions it was trained on
-    pc = router.predict([q.query for q in cross])
+    pc = predict([q.query for q in cross])
     gold_mask = np.array([[d in q.domains for d in router.domains] for q in cross])
     # A cross question: each of its domains on its own tends to be likely (not competing for one unit of mass).
     assert np.mean(pc[gold_mask]) > 0.5
@@ -50,11 +55,33 @@ def test_router_predicts_independent_per_domain_probabilities(demo_pipeline):
     assert not np.allclose(pc.sum(axis=1), 1.0, atol=0.05)
     assert np.mean(pc[gold_mask]) > np.mean(pc[~gold_mask]) + 0.3
     # Off-topic text is not forced onto a product: no softmax over domains pushes one of them up.
-    noise = router.predict(["zzz qqq", "the weather in lisbon tomorrow"])
+    noise = predict(["zzz qqq", "the weather in lisbon tomorrow"])
     assert noise.shape == (2, len(router.domains))
     # One query's probabilities do not depend on the rest of its batch.
-    alone = router.predict([uni[0].query])
+    alone = predict([uni[0].query])
     assert np.allclose(alone[0], p[0], atol=1e-5)
+
+
+def test_raising_one_domain_logit_changes_only_that_domain(demo_pipeline):
+    router: HeadRouter = demo_pipeline.router
+    vectors = demo_pipeline.encoder.embed_queries(["How do I import contacts?", "refund", "zzz qqq"])
+    p = router.predict_vectors(vectors)
+    assert p.shape == (3, len(router.domains))
+    assert ((p >= 0) & (p <= 1)).all()
+    assert not np.allclose(p.sum(axis=1), 1.0, atol=1e-3)  # rows need not sum to 1
+    # Raising one domain's logit (its bias) changes that domain's probability only.
+    bias = list(router.module.parameters())[-1]
+    j = 1
+    with torch.no_grad():
+        bias[j] += 3.0
+    try:
+        q = router.predict_vectors(vectors)
+    finally:
+        with torch.no_grad():
+            bias[j] -= 3.0
+    others = [i for i in range(len(router.domains)) if i != j]
+    assert np.allclose(q[:, others], p[:, others], atol=1e-6)
+    assert (q[:, j] > p[:, j]).all()
 
 
 def test_router_metrics_against_hand_counts():
@@ -79,60 +106,43 @@ def test_retrieval_metrics_against_hand_counts():
     assert m["mrr"] == pytest.approx((1 + 1 / 3 + 0) / 3, abs=1e-4)
 
 
-def test_train_and_activate_saves_metrics_fingerprint_and_base_model(tmp_path):
+def test_train_and_activate_saves_metrics_fingerprint_and_retriever(tmp_path, encoder):
     from indexes.build import build_index
     from service.retrieval.edge_store import EdgeBackend
     from service.retrieval.passage import Passage
 
     settings = make_settings(tmp_path / "home")
     registry = Registry(settings.home_dir)
-
-    class _TinyEncoder:  # an index needs domains only here; vectors are not searched
-        version, dim, path = "base", 4, "none"
-
-        def embed_passages(self, texts):
-            return np.ones((len(texts), 4), dtype=np.float32) / 2
-
+    texts = {"ledger": "Refunds and invoices are issued from the billing page.", "orbit": "Contacts are imported from CSV files.",
+             "pulse": "Surveys collect anonymous answers and send reminders."}
     build_index(
-        [Passage(f"{d}/p#000", d, d, f"{d}/p", "text") for d in DOMAINS],
-        registry=registry, backend=EdgeBackend(registry), encoder=_TinyEncoder(), base=None, progress=False,
+        [Passage(f"{d}/p#000", d, d, f"{d}/p", t) for d, t in texts.items()],
+        registry=registry, backend=EdgeBackend(registry), encoder=encoder, base=None, progress=False,
     )
     train = _queries(3)
-    val = [q for q in _queries(4) if q.qid.endswith("-3")]
-    version = train_and_activate(settings, train, epochs=1, progress=False, val=val, data_fingerprint="abc123")
+    val = [q for q in _queries(4) if q.qid.endswith("-3")] + [LabelledQuery("oos-1", "how do I tune a guitar", [])]
+    val = [LabelledQuery(q.qid, q.query, q.domains, [f"{q.domains[0]}/p#000"] if q.domains else []) for q in val]
+    version = train_and_activate(settings, train, epochs=5, progress=False, val=val, data_fingerprint="abc123")
     assert registry.active()["router"] == version
     manifest = registry.manifest("router", version)
-    assert manifest["data_fingerprint"] == "abc123" and manifest["base_model"]
+    assert manifest["data_fingerprint"] == "abc123" and manifest["retriever"] == "base"
     metrics = json.loads((registry.path("router", version) / "metrics.json").read_text())
-    assert metrics["validation"]["queries"] == 3
+    assert metrics["validation"]["queries"] == 3 and metrics["validation"]["out_of_scope"]["queries"] == 1
     assert set(metrics["validation"]["per_domain"]) == set(DOMAINS)
     assert {"micro_f1", "macro_f1", "top1_accuracy", "ece", "top1_ece"} <= set(metrics["validation"])
+    assert {"temperature", "nll_before", "nll_after", "ece_before", "ece_after"} <= set(metrics["calibration"])
+    assert metrics["fusion"]["questions"] == 3
+    router = HeadRouter.load(registry.path("router", version))
+    assert router.retriever == "base" and router.temperature == pytest.approx(metrics["calibration"]["temperature"], abs=1e-5)
+    assert set(router.fitted) == {"calibration", "fusion"}
 
 
-def test_ctrl_c_stops_cleanly_and_keeps_the_last_checkpoint(tmp_path, monkeypatch):
+def test_ctrl_c_stops_cleanly_without_a_version():
     stop = StopFlag()
-    steps = {"n": 0}
-    original = BertRouter.logits
-
-    def counting_logits(self, qs):  # asks for a stop during step 2, as the Ctrl-C handler does
-        steps["n"] += 1
-        if steps["n"] == 2:
-            stop.request()
-        return original(self, qs)
-
-    monkeypatch.setattr(BertRouter, "logits", counting_logits)
-    queries = _queries(4)
-    ckpt = tmp_path / "ckpt"
-    with pytest.raises(TrainingInterrupted) as info:
-        train_router(queries, DOMAINS, epochs=1, batch_size=4, progress=False, stop=stop, checkpoint_dir=ckpt)
-    assert info.value.checkpoint == ckpt / "last"
-    state = load_checkpoint_state(ckpt / "last")
-    assert state["global_step"] == 2 and state["epoch"] == 0 and state["step_in_epoch"] == 2
-    # The checkpoint is a loadable router, and training resumes from it to the end.
-    resumed = train_router(queries, DOMAINS, epochs=1, batch_size=4, progress=False, checkpoint_dir=ckpt, resume=ckpt / "last")
-    assert steps["n"] == 3  # one step left of epoch 1
-    # Resumed training ends where an uninterrupted run with the same seed ends.
-    monkeypatch.setattr(BertRouter, "logits", original)
-    whole = train_router(queries, DOMAINS, epochs=1, batch_size=4, progress=False)
-    probe = ["refund a payment", "import contacts from csv", "create a survey"]
-    assert np.allclose(resumed.predict(probe), whole.predict(probe), atol=1e-5)
+    stop.request()
+    x = np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32)
+    y = np.eye(3, dtype=np.float32)[np.arange(8) % 3]
+    with pytest.raises(TrainingInterrupted):
+        train_head(x, y, np.ones(8), DOMAINS, RouterConfig(epochs=2, batch_size=4), retriever=None, stop=stop)
+    router = train_head(x, y, np.ones(8), DOMAINS, RouterConfig(epochs=2, batch_size=4), retriever=None)
+    assert router.predict_vectors(x).shape == (8, 3)

@@ -59,6 +59,7 @@ class RetrieverConfig:
     seed: int = 0
     checkpoint_every: int = 50
     freeze_embeddings: bool = True
+    negative_margin: float | None = 0.05  # drop hard negatives scored >= best positive - margin by the base model (None: keep all)
 
 
 def select_examples(rows: Sequence[RetrieverExample], cfg: RetrieverConfig) -> list[RetrieverExample]:
@@ -249,6 +250,14 @@ def train_and_save(
         log.info("base retriever on the validation pool: %s", metrics["base"])
     if stop is not None and stop.requested:  # Ctrl-C during the base evaluation: nothing trained yet
         raise TrainingInterrupted(None)
+    if cfg.negative_margin is not None:  # deterministic given the base model, so a resumed run filters the same way
+        from training.data.negatives import drop_false_negatives
+
+        current = SentenceTransformer(base, device="cpu", local_files_only=True)
+        current.max_seq_length = cfg.max_seq_length
+        examples, metrics["negatives_filter"] = drop_false_negatives(examples, data.passages, current, margin=cfg.negative_margin)
+        del current
+        log.info("hard negatives within the margin of the positive: %s", metrics["negatives_filter"])
     t_train = time.perf_counter()
     model = train_retriever(
         examples, data.passages, base_model=base, config=cfg, progress=progress, stop=stop,

@@ -107,7 +107,7 @@ def start(req: EvaluateRequest, request: Request) -> EvaluateJob | JSONResponse:
         raise HTTPException(422, f"dataset: {exc}") from None
     if req.limit:
         queries = queries[: req.limit]
-    spec = req.model_dump(include={"strategies", "metrics", "top_k", "gate", "seed"})
+    spec = req.model_dump(include={"strategies", "metrics", "top_k", "gate", "seed", "domains"})
     spec["strategies"] = list(dict.fromkeys(spec["strategies"]))
     spec["metrics"] = list(dict.fromkeys(spec["metrics"]))
     with state.lease() as pipeline:

@@ -9,7 +9,7 @@ DOCS = DATA / "docs.jsonl"
 QUERIES = DATA / "queries.jsonl"
 
 
-def setup_demo(settings: "Settings", *, progress: bool = True, router_epochs: int = 8) -> list[str]:  # noqa: F821
+def setup_demo(settings: "Settings", *, progress: bool = True, router_epochs: int | None = None) -> list[str]:  # noqa: F821
     """Ingest the demo docs and train the router on the demo questions when the home has no index yet.
 
     Returns what was done, for the log.
@@ -25,6 +25,9 @@ def setup_demo(settings: "Settings", *, progress: bool = True, router_epochs: in
         report = ingest([DOCS], settings, progress=progress)
         done.append(f"ingested {sum(report.domains.values())} demo passages into {report.version}")
     if not registry.active()["router"]:
-        version = train_and_activate(settings, load_queries(QUERIES), epochs=router_epochs, progress=progress)
+        from training.router import stratified_split
+
+        train, val = stratified_split(load_queries(QUERIES), 0.3)  # val: calibration and the fused strategy's fit
+        version = train_and_activate(settings, train, val=val, epochs=router_epochs, progress=progress)
         done.append(f"trained router {version} on the demo questions")
     return done

@@ -176,7 +176,8 @@ def evaluate_question(
     top_k = spec["top_k"]
     seed = (spec["seed"] + position) if spec.get("seed") is not None else None
     t0 = time.perf_counter()
-    ret = pipeline.retrieve(q["query"], top_k=top_k, seed=seed, gate_mode=spec["gate"], strategy=strategy, prepared=prepared)
+    ret = pipeline.retrieve(q["query"], top_k=top_k, seed=seed, gate_mode=spec["gate"], strategy=strategy, prepared=prepared,
+                           domains=spec.get("domains"))
     ranked = [h.passage.doc_id for h in ret.hits]
     gold = q.get("gold_doc_ids") or []
     domains = q.get("domains") or []
@@ -426,7 +427,7 @@ def summarize(
         "n_by_group": {g: n_by_group[g] for g in _group_order(n_by_group)},
         "failures": failures,
         "metrics": names,
-        "spec": {k: spec[k] for k in ("strategies", "metrics", "top_k", "gate", "seed")},
+        "spec": {k: spec.get(k) for k in ("strategies", "metrics", "top_k", "gate", "seed", "domains")},
         "notes": [
             f"gate: {spec['gate']}" + (f" (seed {spec['seed']} + question index)" if spec.get("seed") is not None else ""),
             "a question with more than one domain counts as cross, and in each of its domains",
@@ -532,7 +533,8 @@ def evaluate_cli(args, settings) -> int:  # noqa: ANN001 - argparse.Namespace, S
         job_id, spec, n = args.resume, job["spec"], len(store.queries(args.resume))
     else:
         spec = EvalSpec(strategies=_split(args.strategies), metrics=_split(args.metrics), top_k=args.top_k,
-                        gate=args.gate, seed=args.seed).model_dump()
+                        gate=args.gate, seed=args.seed, domains=_split(args.domains) if getattr(args, "domains", None) else None
+                        ).model_dump()
         if args.queries:
             from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""Federated search: each active domain returns its top-k, U = p_j * s, top-k by U across domains."""
+"""Federated search: each active domain returns its top-k, U = w_j * s+, top-k by U across domains."""
 
 from __future__ import annotations
 
@@ -12,16 +12,29 @@ from service.retrieval.passage import Hit, RankedHit
 from service.retrieval.store import Store
 
 
-def merge(per_domain: Mapping[str, Sequence[Hit]], probs: Mapping[str, float], top_k: int) -> list[RankedHit]:
-    """Rank the union of the domains' hits by unified score U = p_j * s and keep the top ``top_k``.
+def positive_similarity(s: float) -> float:
+    """s+ = max(s, 0): the similarity on a non-negative scale before it is weighted.
 
-    Ties are broken by the raw score, then by doc_id, so the order is deterministic.
+    Vectors are unit length and compared by dot product, so s is a cosine in [-1, 1]. A weight on a
+    negative s would reverse the router's preference (a higher p giving a lower U), so s is clipped
+    at 0: a passage at or below orthogonal to the query is unrelated to it whatever its domain. The
+    paper's U = p * s is unchanged wherever s >= 0, and U never decreases when p grows.
+    """
+    return s if s > 0.0 else 0.0
+
+
+def merge(per_domain: Mapping[str, Sequence[Hit]], probs: Mapping[str, float], top_k: int) -> list[RankedHit]:
+    """Rank the union of the domains' hits by unified score U = w_j * s+ and keep the top ``top_k``.
+
+    ``probs`` holds each domain's weight w_j (p_j for mkpqa, q_j^lambda for fused, 1 for uis);
+    s+ = max(s, 0) (:func:`positive_similarity`). Ties are broken by the raw score, then by doc_id,
+    so the order is deterministic.
     """
     ranked: dict[str, RankedHit] = {}
     for domain, hits in per_domain.items():
         p = float(probs[domain])
         for h in hits:
-            r = RankedHit(passage=h.passage, score=h.score, domain_prob=p, unified_score=p * h.score)
+            r = RankedHit(passage=h.passage, score=h.score, domain_prob=p, unified_score=p * positive_similarity(h.score))
             old = ranked.get(h.passage.doc_id)
             if old is None or r.unified_score > old.unified_score:
                 ranked[h.passage.doc_id] = r
@@ -44,16 +57,3 @@ def search_domains(
     else:
         results = list(pool.map(one, domains))
     return {d: h for d, h, _ in results}, {d: ms for d, _, ms in results}
-
-
-def federated_search(
-    store: Store,
-    vector: np.ndarray,
-    probs: Mapping[str, float],
-    active: Sequence[str],
-    top_k: int,
-    pool: ThreadPoolExecutor | None = None,
-) -> tuple[list[RankedHit], dict[str, float]]:
-    """Search the active domains (top-k each) and merge by U = p_j * s."""
-    per_domain, timings = search_domains(store, vector, active, top_k, pool)
-    return merge(per_domain, probs, top_k), timings

@@ -1,7 +1,15 @@
-"""The router: F(q) = sigmoid(W * BERT(q)[CLS] + b), one independent probability per domain.
+"""The router: p_j = sigmoid(head(v) / T), one independent probability per domain.
 
-A transformers ``AutoModelForSequenceClassification`` with ``problem_type="multi_label_classification"``
-(BCE-with-logits loss in training, a sigmoid at inference) on the shipped MiniLM BERT encoder.
+``v`` is the retriever's own query vector (service/retrieval/encoder.py), so one encoder forward per
+question gives both the router's probabilities and the vector searched with. The head is a small
+MLP (or linear layer) trained with binary cross-entropy per domain (training/router.py); ``T`` is a
+temperature fitted on held-out questions (service/routing/calibration.py). A router version records
+the retriever version whose vectors it reads, and the fitted parameters of the strategies that use
+it (``fitted``: calibration, fusion, ...), all in ``router.json`` beside ``head.safetensors``.
+
+Router versions of earlier releases (a fine-tuned BERT classifier, ``config.json`` + weights, no
+``router.json``) are refused with :class:`RouterFormatError`; the pipeline then searches every
+domain and says to retrain (``fedqa train router``).
 """
 
 from __future__ import annotations
@@ -9,106 +17,148 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
+from torch import nn
 
-from service.compute import MODEL_LOCK
+ROUTER_FILE = "router.json"
+HEAD_FILE = "head.safetensors"
+FORMAT = "embedding-head-v1"
 
-DOMAINS_FILE = "domains.json"
+
+class RouterFormatError(RuntimeError):
+    """A router version this release cannot use (an older BERT router, or a different format)."""
 
 
 class Router(Protocol):
-    """Gives p_j = P(domain j | query) for each of its domains."""
+    """Gives p_j = P(domain j | query) for each of its domains, from the retriever's query vectors."""
 
     domains: list[str]
     version: str | None
+    retriever: str | None  # the retriever version whose vectors it reads (None: any)
+    fitted: dict[str, Any]  # parameters fitted with this router (calibration, fusion, ...)
 
-    def predict(self, queries: Sequence[str]) -> np.ndarray:
-        """Probabilities, shape (len(queries), len(domains)), each in [0, 1], independent."""
+    def predict_vectors(self, vectors: np.ndarray) -> np.ndarray:
+        """Probabilities, shape (n, len(domains)), each in [0, 1], independent (not a softmax)."""
         ...
 
 
-class BertRouter:
-    """Multi-label BERT classifier over the domains."""
+def head_module(dim: int, n_domains: int, hidden: int) -> nn.Module:
+    """The classifier over a query vector: linear when ``hidden`` is 0, else one hidden ReLU layer."""
+    if hidden <= 0:
+        return nn.Linear(dim, n_domains)
+    return nn.Sequential(nn.Linear(dim, hidden), nn.ReLU(), nn.Dropout(0.1), nn.Linear(hidden, n_domains))
 
-    max_length = 128
 
-    def __init__(self, model, tokenizer, domains: list[str], version: str | None = None) -> None:  # noqa: ANN001
-        self.model = model
-        self.tokenizer = tokenizer
+class HeadRouter:
+    """Multi-label head over query vectors; ``temperature`` divides the logits (1: uncalibrated)."""
+
+    def __init__(
+        self,
+        module: nn.Module,
+        domains: Sequence[str],
+        *,
+        dim: int,
+        hidden: int,
+        retriever: str | None,
+        temperature: float = 1.0,
+        fitted: dict[str, Any] | None = None,
+        version: str | None = None,
+    ) -> None:
+        if not domains:
+            raise ValueError("a router needs at least one domain")
+        self.module = module
         self.domains = list(domains)
+        self.dim = dim
+        self.hidden = hidden
+        self.retriever = retriever
+        self.temperature = float(temperature)
+        self.fitted: dict[str, Any] = dict(fitted or {})
         self.version = version
 
     @classmethod
-    def new(cls, base_model: str | Path, domains: Sequence[str]) -> "BertRouter":
-        """An untrained router head on the base encoder (for training)."""
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    def new(cls, domains: Sequence[str], dim: int, *, hidden: int = 256, retriever: str | None = None) -> "HeadRouter":
+        """An untrained head (for training)."""
+        return cls(head_module(dim, len(domains), hidden), domains, dim=dim, hidden=hidden, retriever=retriever)
 
-        domains = list(domains)
-        if not domains:
-            raise ValueError("a router needs at least one domain")
-        tokenizer = AutoTokenizer.from_pretrained(str(base_model), local_files_only=True)
-        model = AutoModelForSequenceClassification.from_pretrained(
-            str(base_model),
-            num_labels=len(domains),
-            problem_type="multi_label_classification",
-            id2label=dict(enumerate(domains)),
-            label2id={d: i for i, d in enumerate(domains)},
-            local_files_only=True,
-        )
-        return cls(model, tokenizer, domains)
+    def logits(self, vectors: np.ndarray | torch.Tensor) -> torch.Tensor:
+        """Raw logits (before the temperature), with gradients when the module is training."""
+        x = torch.as_tensor(np.asarray(vectors, dtype=np.float32)) if not isinstance(vectors, torch.Tensor) else vectors
+        return self.module(x)
 
-    @classmethod
-    def load(cls, path: str | Path, version: str | None = None) -> "BertRouter":
-        """Load a trained router saved with :meth:`save`."""
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    def raw_logits(self, vectors: np.ndarray) -> np.ndarray:
+        """Logits as numpy, inference mode (for calibration)."""
+        vectors = np.asarray(vectors, dtype=np.float32).reshape(-1, self.dim)
+        self.module.eval()
+        with torch.inference_mode():
+            return self.logits(vectors).double().numpy()
 
-        from service.artifacts import require_model_files
+    def predict_vectors(self, vectors: np.ndarray) -> np.ndarray:
+        vectors = np.asarray(vectors, dtype=np.float32).reshape(-1, self.dim)
+        if vectors.shape[0] == 0:
+            return np.zeros((0, len(self.domains)), dtype=np.float64)
+        return 1.0 / (1.0 + np.exp(-self.raw_logits(vectors) / self.temperature))
 
-        path = Path(path)
-        if not (path / DOMAINS_FILE).is_file():
-            raise FileNotFoundError(f"no trained router at {path} (missing {DOMAINS_FILE})")
-        require_model_files(path, "router")
-        domains = json.loads((path / DOMAINS_FILE).read_text(encoding="utf-8"))
-        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-        model = AutoModelForSequenceClassification.from_pretrained(str(path), local_files_only=True)
-        model.eval()
-        return cls(model, tokenizer, domains, version)
-
+    # ----------------------------------------------------------------- files
     def save(self, path: str | Path) -> None:
-        """Save weights, tokenizer and the domain list."""
+        """Write ``head.safetensors`` and ``router.json`` (domains, retriever, temperature, fitted)."""
+        from safetensors.torch import save_file
+
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(str(path))
-        self.tokenizer.save_pretrained(str(path))
-        (path / DOMAINS_FILE).write_text(json.dumps(self.domains), encoding="utf-8")
+        save_file({k: v.detach().contiguous() for k, v in self.module.state_dict().items()}, str(path / HEAD_FILE))
+        meta = {
+            "format": FORMAT,
+            "domains": self.domains,
+            "dim": self.dim,
+            "hidden": self.hidden,
+            "retriever": self.retriever,
+            "temperature": self.temperature,
+            "fitted": self.fitted,
+        }
+        (path / ROUTER_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True), encoding="utf-8")
 
-    def logits(self, queries: Sequence[str]) -> torch.Tensor:
-        """Raw logits W * BERT(q)[CLS] + b (with gradients if the model is training)."""
-        batch = self.tokenizer(
-            list(queries), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+    @classmethod
+    def load(cls, path: str | Path, version: str | None = None) -> "HeadRouter":
+        """Load a router saved with :meth:`save`; RouterFormatError for an older BERT router."""
+        from safetensors.torch import load_file
+
+        path = Path(path)
+        if not (path / ROUTER_FILE).is_file():
+            if (path / "config.json").is_file():
+                raise RouterFormatError(
+                    f"router version {version or path.name} is a BERT router of an earlier fedqa release; "
+                    "this release routes with a head over the retriever's query vectors: retrain it "
+                    "(fedqa train router --data DIR)"
+                )
+            raise FileNotFoundError(f"no trained router at {path} (missing {ROUTER_FILE})")
+        meta = json.loads((path / ROUTER_FILE).read_text(encoding="utf-8"))
+        if meta.get("format") != FORMAT:
+            raise RouterFormatError(f"router {path} has format {meta.get('format')!r}; this release reads {FORMAT!r}")
+        if not (path / HEAD_FILE).is_file():
+            raise FileNotFoundError(f"router model weights missing: {path / HEAD_FILE}")
+        module = head_module(int(meta["dim"]), len(meta["domains"]), int(meta["hidden"]))
+        module.load_state_dict(load_file(str(path / HEAD_FILE)))
+        module.eval()
+        return cls(
+            module, meta["domains"], dim=int(meta["dim"]), hidden=int(meta["hidden"]), retriever=meta.get("retriever"),
+            temperature=float(meta.get("temperature", 1.0)), fitted=meta.get("fitted") or {}, version=version,
         )
-        return self.model(**batch).logits
-
-    def predict(self, queries: Sequence[str]) -> np.ndarray:
-        if not queries:
-            return np.zeros((0, len(self.domains)), dtype=np.float64)
-        self.model.eval()
-        with MODEL_LOCK, torch.inference_mode():
-            probs = torch.sigmoid(self.logits(queries))
-        return probs.double().numpy()
 
 
 class UniformRouter:
     """Stand-in when no router is trained yet: every domain equally likely, so every domain is searched."""
 
     version = None
+    retriever = None
 
     def __init__(self, domains: Sequence[str]) -> None:
         self.domains = list(domains)
+        self.fitted: dict[str, Any] = {}
 
-    def predict(self, queries: Sequence[str]) -> np.ndarray:
+    def predict_vectors(self, vectors: np.ndarray) -> np.ndarray:
         m = len(self.domains)
-        return np.full((len(queries), m), 1.0 / max(m, 1), dtype=np.float64)
+        n = np.asarray(vectors).reshape(-1, np.asarray(vectors).shape[-1]).shape[0] if np.asarray(vectors).size else 0
+        return np.full((n, m), 1.0 / max(m, 1), dtype=np.float64)

@@ -7,12 +7,16 @@ Output folder (all JSON Lines unless said otherwise)::
     synthetic.jsonl        every synthetic query with the generator that made it
     relevance.jsonl        LLM relevance labels (only with label_relevance)
     val.jsonl              held-out labelled queries (queries.jsonl format)
+    val_oos.jsonl          held-out out-of-scope questions (no domain), when --out-of-scope is given
     val_pool.json          doc_ids of the validation candidate pool (every gold passage of val.jsonl included)
     passages.jsonl         every passage referenced above (docs.jsonl format)
     manifest.json          settings, counts and the fingerprint of the files above (written last)
 
-``origin`` is ``labelled`` (an expert question), ``synthetic`` or ``cross`` (a labelled cross-domain
-question, or two labelled questions of different domains joined).
+``origin`` is ``labelled`` (an expert question), ``synthetic``, ``cross`` (a labelled cross-domain
+question, or two labelled questions of different domains joined) or ``out-of-scope`` (a question no
+domain answers: the router learns all p_j low; router rows only). The router also gets heuristic
+questions for up to ``router_synthetic_per_domain`` passages of each domain (router rows only), so
+that it learns every domain's vocabulary.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ DATA_FILES = (
     "synthetic.jsonl",
     "relevance.jsonl",
     "val.jsonl",
+    "val_oos.jsonl",
     "val_pool.json",
     "passages.jsonl",
 )
@@ -66,6 +71,7 @@ class DataConfig:
     pool_random: int = 2000
     pool_negatives: int = 10
     llm_per_domain: int = 50
+    router_synthetic_per_domain: int = 2000
     label_relevance: bool = False
     label_limit: int = 500
 
@@ -137,6 +143,15 @@ def _first_per_domain(passages: Sequence[Passage], n: int) -> list[Passage]:
     return out
 
 
+def _router_synthetic(corpus: Sequence[Passage], cfg: DataConfig, done: set[str]) -> list[SyntheticQuery]:
+    """Heuristic questions for the router from a seeded sample of each domain's passages (not already given ones)."""
+    from training.data.synthetic import HeuristicQueryGenerator
+
+    rest = [p for p in corpus if p.doc_id not in done]
+    sample = sample_passages(rest, cfg.router_synthetic_per_domain, seed=cfg.seed + 1, min_words=cfg.min_passage_words)
+    return list(HeuristicQueryGenerator().generate(sample))
+
+
 def build_training_data(
     corpus: Sequence[Passage],
     queries: Sequence[LabelledQuery],
@@ -148,6 +163,7 @@ def build_training_data(
     sources: Sequence[str] = (),
     overwrite: bool = False,
     progress: bool = True,
+    out_of_scope: Sequence[LabelledQuery] = (),
 ) -> DataReport:
     """Write a training-set folder ``out`` (atomically: a failed build leaves no folder behind)."""
     t0 = time.perf_counter()
@@ -203,6 +219,13 @@ def build_training_data(
         add(q.qid, q.query, q.domains, q.gold_doc_ids, "cross", "joined")
     for i, s in enumerate(synthetic):
         add(f"syn-{i:06d}", s.query, [s.domain], [s.doc_id], "synthetic", s.generator)
+    for i, s in enumerate(_router_synthetic(corpus, cfg, {s.doc_id for s in synthetic})):
+        rows_router.append({"qid": f"rsyn-{i:06d}", "query": s.query, "domains": [s.domain], "origin": "synthetic",
+                            "generator": s.generator})
+    oos_train, oos_val = split_queries([LabelledQuery(q.qid, q.query, [], [], q.answer, "oos") for q in out_of_scope],
+                                       cfg.val_fraction, seed=cfg.seed)
+    for q in oos_train:
+        rows_router.append({"qid": q.qid, "query": q.query, "domains": [], "origin": "out-of-scope"})
 
     # Optional LLM relevance labels: drop synthetic pairs the judge rejects, and hard negatives it finds relevant.
     if judge is not None and cfg.label_relevance:
@@ -249,6 +272,7 @@ def build_training_data(
             "synthetic": _write_jsonl(tmp / "synthetic.jsonl", (s.row() for s in synthetic)),
             "relevance_labels": _write_jsonl(tmp / "relevance.jsonl", (r.row() for r in relevance)),
             "val": _write_jsonl(tmp / "val.jsonl", (_query_row(q) for q in val_q)),
+            "val_oos": _write_jsonl(tmp / "val_oos.jsonl", (_query_row(q) for q in oos_val)),
             "passages": _write_jsonl(tmp / "passages.jsonl", (by_id[d].payload() for d in sorted(referenced))),
         }
         (tmp / "val_pool.json").write_text(json.dumps(sorted(pool)), encoding="utf-8")

@@ -43,6 +43,7 @@ class TrainingData:
     passages: dict[str, Passage]
     val: list[LabelledQuery]
     val_pool: list[str]
+    val_oos: list[LabelledQuery] = field(default_factory=list)
 
     @property
     def fingerprint(self) -> str:
@@ -80,4 +81,5 @@ class TrainingData:
             passages=passages,
             val=load_queries(path / "val.jsonl") if (path / "val.jsonl").is_file() else [],
             val_pool=json.loads(pool_file.read_text(encoding="utf-8")) if pool_file.is_file() else [],
+            val_oos=load_queries(path / "val_oos.jsonl") if (path / "val_oos.jsonl").is_file() else [],
         )

@@ -94,3 +94,46 @@ class HardNegativeSampler:
         if k <= 0:
             return []
         return self.candidates(golds, seed=seed)[:k]
+
+
+def drop_false_negatives(
+    examples: Sequence["RetrieverExample"],  # noqa: F821 - training.data.dataset.RetrieverExample
+    passages: dict[str, Passage],
+    model,  # noqa: ANN001 - the SentenceTransformer about to be fine-tuned (the current model)
+    *,
+    margin: float,
+    batch_size: int = 32,
+) -> tuple[list, dict]:
+    """Drop hard negatives that the current model scores within ``margin`` of the best positive, or above it.
+
+    Same-page and related-page negatives are often passages that also answer the question; training
+    pushes the query away from them. A negative n of query q is dropped when
+    s(q, n) >= max over positives p of s(q, p) - margin (cosine similarity of the unit vectors).
+    Returns the examples with their kept negatives (order kept) and counts.
+    """
+    from dataclasses import replace
+
+    import numpy as np
+
+    texts = sorted({d for e in examples for d in list(e.positives) + list(e.negatives) if d in passages})
+    index = {d: i for i, d in enumerate(texts)}
+    p_vecs = model.encode([passages[d].text for d in texts], batch_size=batch_size, normalize_embeddings=True,
+                          convert_to_numpy=True, show_progress_bar=False)
+    q_vecs = model.encode([e.query for e in examples], batch_size=batch_size, normalize_embeddings=True,
+                          convert_to_numpy=True, show_progress_bar=False)
+    out, checked, dropped = [], 0, 0
+    for e, qv in zip(examples, q_vecs):
+        pos = [float(np.dot(qv, p_vecs[index[d]])) for d in e.positives if d in index]
+        if not pos:
+            out.append(e)
+            continue
+        bar = max(pos) - margin
+        keep = []
+        for d in e.negatives:
+            checked += 1
+            if d in index and float(np.dot(qv, p_vecs[index[d]])) >= bar:
+                dropped += 1
+            else:
+                keep.append(d)
+        out.append(replace(e, negatives=keep))
+    return out, {"margin": margin, "negatives_checked": checked, "negatives_dropped": dropped}

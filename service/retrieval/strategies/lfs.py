@@ -1,21 +1,7 @@
-"""Retrieval strategies: which domains a query searches, and how their hits are weighted in the merge.
-
-All four use the same retriever (one query vector), the same per-domain top-k search and the same
-top-k cut, as in the MKP-QA paper; they differ only in the domains searched and the merge weight:
-
-``mkpqa``  router probabilities p_j, the gate (tau(q), stochastic or deterministic) picks the
-           domains, hits are ranked by U = p_j * s.
-``uis``    unified index search: every domain is searched with top-k and the hits are merged by
-           the raw similarity s (weight 1, no routing). The top-k of a union of partitions is the
-           top-k of the per-partition top-k's, so with exact k-NN this is exactly the top-k of one
-           unified index over the same vectors, with no second copy of the corpus. (The store's
-           HNSW search is approximate in the same way for every strategy.)
-``rfs``    router-based resource selection: only the router's argmax domain, U = p_j * s
-           (within one domain the same order as s).
-``lfs``    LLM-based resource selection: one yes/no LLM call per domain with the resource-selection
-           prompt (MKP-QA appendix, Figure 9), the "yes" domains are searched and merged by raw s.
-           When the LLM says no to every domain, or every call fails, the router's argmax domain
-           is searched instead (``fallback``); failed calls are counted.
+"""lfs, LLM-based resource selection: one yes/no LLM call per domain with the resource-selection prompt
+(MKP-QA appendix, Figure 9); the "yes" domains are searched and merged by raw s. When the LLM says no to
+every domain, or every call fails, the router's argmax domain is searched instead (``fallback``);
+failed calls are counted.
 """
 
 from __future__ import annotations
@@ -24,30 +10,13 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
 
 import numpy as np
 
-from service.routing.gate import GateMode, gate
+from service.retrieval.strategies.base import Selection, StrategyInput
+from service.routing.gate import gate
 
 log = logging.getLogger("fedqa.strategies")
-
-StrategyName = Literal["mkpqa", "uis", "rfs", "lfs"]
-STRATEGIES: tuple[StrategyName, ...] = ("mkpqa", "uis", "rfs", "lfs")
-
-
-@dataclass
-class Selection:
-    """The domains a strategy searches and the weight of each in the merge."""
-
-    strategy: StrategyName
-    active: list[str]
-    weights: dict[str, float]
-    threshold: float
-    activation: dict[str, float]
-    fallback: bool = False
-    detail: dict[str, Any] = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------ LFS (resource selection by an LLM)
@@ -137,43 +106,27 @@ class LLMDomainSelector:
         return votes, errors
 
 
-# ------------------------------------------------------------------ selection
-def select(
-    strategy: StrategyName,
-    probs: Mapping[str, float],
-    domains: Sequence[str],
-    *,
-    tau0: float,
-    gate_mode: GateMode = "stochastic",
-    rng: np.random.Generator | None = None,
-    query: str | None = None,
-    selector: LLMDomainSelector | None = None,
-) -> Selection:
-    """The domains ``strategy`` searches for a query with router probabilities ``probs``."""
-    p = np.array([probs[d] for d in domains], dtype=np.float64)
-    decision = gate(p, tau0, mode=gate_mode, rng=rng)
+def select(inp: StrategyInput) -> Selection:
+    """The domains the LLM says yes to (weight 1), or the router's argmax when it says no to all."""
+    if inp.query is None:
+        raise ValueError("lfs needs the query")
+    domains = list(inp.domains)
+    p = inp.p()
+    decision = gate(p, inp.tau0, mode="deterministic")
+    selector = inp.selector() if callable(inp.selector) and not isinstance(inp.selector, LLMDomainSelector) else inp.selector
+    if selector:
+        votes, errors = selector.votes(inp.query, domains)
+    else:
+        votes, errors = {d: None for d in domains}, {d: "no LLM" for d in domains}
+    chosen = [d for d in domains if votes.get(d)]
+    fallback = not chosen
+    if fallback:
+        chosen = [domains[int(np.argmax(p))]]
+    detail = {
+        "votes": votes,
+        "failures": sum(1 for v in votes.values() if v is None),
+        "errors": errors,
+        "llm_calls": len(domains) if selector and selector.llm is not None else 0,
+    }
     activation = {d: float(a) for d, a in zip(domains, decision.activation)}
-    argmax = domains[int(np.argmax(p))]
-    if strategy == "mkpqa":
-        active = [d for d, a in zip(domains, decision.active) if a]
-        return Selection(strategy, active, {d: float(probs[d]) for d in active}, decision.threshold, activation, decision.fallback)
-    if strategy == "uis":
-        return Selection(strategy, list(domains), {d: 1.0 for d in domains}, decision.threshold, activation)
-    if strategy == "rfs":
-        return Selection(strategy, [argmax], {argmax: float(probs[argmax])}, decision.threshold, activation)
-    if strategy == "lfs":
-        if query is None:
-            raise ValueError("lfs needs the query")
-        votes, errors = selector.votes(query, domains) if selector else ({d: None for d in domains}, {d: "no LLM" for d in domains})
-        chosen = [d for d in domains if votes.get(d)]
-        fallback = not chosen
-        if fallback:
-            chosen = [argmax]
-        detail = {
-            "votes": votes,
-            "failures": sum(1 for v in votes.values() if v is None),
-            "errors": errors,
-            "llm_calls": len(domains) if selector and selector.llm is not None else 0,
-        }
-        return Selection(strategy, chosen, {d: 1.0 for d in chosen}, decision.threshold, activation, fallback, detail)
-    raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    return Selection("lfs", chosen, {d: 1.0 for d in chosen}, decision.threshold, activation, fallback, detail)

@@ -1,0 +1,166 @@
+"""Retrieval quality of every strategy on labelled questions: Acc@Top1, Recall@k, MRR and routing accuracy,
+per strategy, single vs cross and per domain, with 95% bootstrap intervals.
+
+    python benchmarks/quality.py --queries val.jsonl [more.jsonl] [--crossfit 5 --oos val_oos.jsonl] [--out FILE]
+
+Runs in-process on the active versions of $FEDQA_HOME (deterministic gate; the embedded store must not
+be open in a running service). ``oracle`` searches each question's own gold domains (the product
+filter), an upper bound for routing.
+
+``--crossfit K``: the router version's temperature and fused parameters were fitted on its validation
+split; to score questions of that split without scoring a question with parameters fitted on it, the
+questions are cut into K folds and, for each fold, the temperature (with the ``--oos`` questions) and
+the fused parameters are refitted on the other folds (training/calibration.py, training/fusion.py),
+then the fold is scored with every strategy. Without it the stored parameters are used (for questions
+kept apart from training and fitting).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from service.config import get_settings  # noqa: E402
+from service.evaluation.retrieval_metrics import acc_at_top1, mrr, recall_at_k, routing_accuracy  # noqa: E402
+from service.evaluation.stats import mean_ci  # noqa: E402
+from service.queries import LabelledQuery, load_queries  # noqa: E402
+from service.retrieval.federated import search_domains  # noqa: E402
+
+ORACLE = "oracle"
+
+
+def score(pipeline, q: LabelledQuery, prepared, strategy: str, top_k: int) -> dict:  # noqa: ANN001
+    """One question's metrics under one strategy (``oracle``: its gold domains as the product filter)."""
+    if strategy == ORACLE:
+        ret = pipeline.retrieve(q.query, top_k=top_k, prepared=prepared, domains=[d for d in q.domains if d in pipeline.domains])
+    else:
+        ret = pipeline.retrieve(q.query, top_k=top_k, gate_mode="deterministic", strategy=strategy, prepared=prepared)
+    ranked = [h.passage.doc_id for h in ret.hits]
+    return {
+        "acc_at_top1": acc_at_top1(ranked, q.gold_doc_ids),
+        f"recall_at_{top_k}": recall_at_k(ranked, q.gold_doc_ids, top_k),
+        "mrr": mrr(ranked, q.gold_doc_ids),
+        "routing_accuracy": routing_accuracy(ret.routing.active_domains, q.domains),
+        "domains_searched": float(len(ret.routing.active_domains)),
+    }
+
+
+def refit(pipeline, fit_qs: list[LabelledQuery], fit_preps: list, oos_vecs: np.ndarray, top_k: int) -> dict:  # noqa: ANN001
+    """Temperature and fused parameters refitted on ``fit_qs`` (+ out-of-scope vectors); set on the pipeline's router."""
+    from training.calibration import fit_temperature
+    from training.fusion import FitQuestion, fit_fusion
+    from training.router import label_matrix
+
+    router, domains = pipeline.router, pipeline.domains
+    vecs = np.stack([p.vector for p in fit_preps] + list(oos_vecs)) if len(oos_vecs) else np.stack([p.vector for p in fit_preps])
+    labels = label_matrix(fit_qs + [LabelledQuery(f"oos{i}", "", []) for i in range(len(oos_vecs))], router.domains)
+    cal = fit_temperature(router.raw_logits(vecs), labels)
+    router.temperature = cal.temperature
+    k = int((router.fitted.get("fusion") or {}).get("evidence_k", 20))
+    fit = []
+    for q, prep in zip(fit_qs, fit_preps):
+        p = router.predict_vectors(prep.vector)[0]
+        probs = {d: float(p[router.domains.index(d)]) for d in domains}
+        fit.append(FitQuestion(np.array([probs[d] for d in domains]), search_domains(pipeline.store, prep.vector, domains, max(k, top_k))[0],
+                               list(q.domains), set(q.gold_doc_ids)))
+    params, _ = fit_fusion(fit, domains, top_k=top_k, evidence_k=k)
+    router.fitted["fusion"] = params.as_dict()
+    return {"temperature": round(cal.temperature, 4), **{k2: round(v, 4) if isinstance(v, float) else v for k2, v in params.as_dict().items()}}
+
+
+def groups(q: LabelledQuery) -> list[str]:
+    return ["all", "cross" if q.is_cross else "single"] + [f"domain:{d}" for d in q.domains]
+
+
+def summarize(records: list[tuple[str, LabelledQuery, dict]], strategies: list[str], top_k: int) -> dict:
+    """Means and 95% intervals per strategy and group."""
+    by: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for s, q, m in records:
+        for g in groups(q):
+            by[s][g].append(m)
+    names = ["acc_at_top1", f"recall_at_{top_k}", "mrr", "routing_accuracy", "domains_searched"]
+    out: dict = {}
+    for s in strategies:
+        out[s] = {}
+        order = [g for g in ("all", "single", "cross") if g in by[s]] + sorted(g for g in by[s] if g.startswith("domain:"))
+        for g in order:
+            out[s][g] = {"n": len(by[s][g])}
+            for n in names:
+                agg = mean_ci([m[n] for m in by[s][g]])
+                out[s][g][n] = {"mean": None if agg["mean"] is None else round(agg["mean"], 4),
+                                "ci95": [None if v is None else round(v, 4) for v in agg["ci95"]]}
+    return out
+
+
+def print_table(summary: dict, top_k: int, out=sys.stdout) -> None:  # noqa: ANN001
+    cols = ["acc_at_top1", f"recall_at_{top_k}", "mrr"]
+    print(f"{'strategy':<9}{'group':<19}{'n':>4}" + "".join(f"{c + ' [95% CI]':>27}" for c in cols) + f"{'routing':>9}{'searched':>9}", file=out)
+    for s, per in summary.items():
+        for g, m in per.items():
+            cells = "".join(f"{m[c]['mean']:>8.3f} [{m[c]['ci95'][0]:.3f}, {m[c]['ci95'][1]:.3f}]".rjust(27) for c in cols)
+            route = m["routing_accuracy"]["mean"]
+            print(f"{s:<9}{g:<19}{m['n']:>4}{cells}{'-' if route is None else format(route, '.3f'):>9}"
+                  f"{m['domains_searched']['mean']:>9.2f}", file=out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--queries", nargs="+", required=True, help="labelled questions (queries.jsonl format)")
+    ap.add_argument("--strategies", default="fused,mkpqa,uis,rfs,oracle")
+    ap.add_argument("--top-k", type=int, default=5)
+    ap.add_argument("--crossfit", type=int, default=0, help="K folds: refit temperature and fused parameters on the other folds")
+    ap.add_argument("--oos", nargs="*", default=[], help="out-of-scope questions for the temperature refit (with --crossfit)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", help="write the summary as JSON here")
+    args = ap.parse_args(argv)
+
+    from service.pipeline import load_pipeline
+
+    qs = [q for f in args.queries for q in load_queries(f) if q.gold_doc_ids and q.domains]
+    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    pipeline = load_pipeline(get_settings(), with_llm=False)
+    try:
+        preps = pipeline.prepare_many([q.query for q in qs])
+        folds = [list(range(len(qs)))]
+        fitted: list[dict] = []
+        if args.crossfit > 1:
+            order = list(range(len(qs)))
+            random.Random(args.seed).shuffle(order)
+            folds = [sorted(order[i :: args.crossfit]) for i in range(args.crossfit)]
+            oos = [q for f in args.oos for q in load_queries(f)]
+            oos_vecs = pipeline.encoder.embed_queries([q.query for q in oos]) if oos else np.zeros((0, pipeline.encoder.dim))
+            saved = (pipeline.router.temperature, dict(pipeline.router.fitted))
+        records = []
+        for fold in folds:
+            if args.crossfit > 1:
+                rest = [i for i in range(len(qs)) if i not in set(fold)]
+                fitted.append(refit(pipeline, [qs[i] for i in rest], [preps[i] for i in rest], oos_vecs, args.top_k))
+                fold_preps = pipeline.prepare_many([qs[i].query for i in fold])  # probabilities with this fold's temperature
+            else:
+                fold_preps = [preps[i] for i in fold]
+            for i, prep in zip(fold, fold_preps):
+                for s in strategies:
+                    records.append((s, qs[i], score(pipeline, qs[i], prep, s, args.top_k)))
+        if args.crossfit > 1:
+            pipeline.router.temperature, pipeline.router.fitted = saved[0], saved[1]
+        summary = summarize(records, strategies, args.top_k)
+        result = {"queries": [str(f) for f in args.queries], "n": len(qs), "top_k": args.top_k, "versions": pipeline.versions,
+                  "crossfit": args.crossfit, "fold_params": fitted, "results": summary}
+    finally:
+        pipeline.close()
+    print_table(summary, args.top_k)
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""fused, the default: calibrated router probabilities fused with per-domain retrieval evidence, the
+paper's gate on the fused q with a fitted tau0, U = q_j^lambda * s+, and every domain when unsure.
+
+Every domain is searched first (for the evidence; about 1 ms each), so the final merge reuses those
+hits. The parameters come from the router version (``fitted["fusion"]``, fitted by ``fedqa train
+router``); without them (no trained router, or an older one) it searches every domain and ranks by
+raw s, i.e. it is uis: it never does worse than searching everything for want of parameters.
+Always deterministic: its parameters are fitted for the deterministic gate.
+"""
+
+from __future__ import annotations
+
+from service.retrieval.strategies.base import Selection, StrategyInput
+from service.routing.fusion import FusionParams, domain_evidence, domain_weights, fuse
+from service.routing.gate import gate
+
+
+def select(inp: StrategyInput) -> Selection:
+    """Search all, fuse p with the evidence, gate, weight q^lambda."""
+    domains = list(inp.domains)
+    stored = inp.fitted.get("fusion")
+    params = FusionParams.from_dict(stored) if stored else None
+    limit = max(inp.top_k, params.evidence_k if params else inp.top_k)
+    if inp.search is None:
+        raise ValueError("the fused strategy needs a search function")
+    hits = inp.search(domains, limit)
+    p = inp.p()
+    if params is None:
+        decision = gate(p, inp.tau0, mode="deterministic")
+        return Selection("fused", domains, {d: 1.0 for d in domains}, decision.threshold,
+                         {d: float(a) for d, a in zip(domains, decision.activation)}, True,
+                         {"fused": None, "reason": "no fitted fusion parameters: every domain, ranked by s"}, hits)
+    q = fuse(p, domain_evidence(hits, domains, params.evidence_k), params)
+    decision = gate(q, params.tau0, mode="deterministic")
+    detail = {"fused": {d: round(float(v), 6) for d, v in zip(domains, q)}}
+    activation = {d: float(a) for d, a in zip(domains, decision.activation)}
+    if q.max() < params.unsure:
+        detail["reason"] = f"router unsure (max q {q.max():.3f} < {params.unsure:.3f}): every domain, ranked by s"
+        return Selection("fused", domains, {d: 1.0 for d in domains}, decision.threshold, activation, True, detail, hits)
+    w = domain_weights(q, params.sharpness)
+    active = [d for d, a in zip(domains, decision.active) if a]
+    return Selection("fused", active, {d: float(w[domains.index(d)]) for d in active}, decision.threshold, activation,
+                     decision.fallback, detail, hits)

@@ -1,0 +1,105 @@
+"""Routing evidence fused with the router: the parameters of the ``fused`` strategy and its formula.
+
+For one query, with calibrated router probabilities p_j and every domain's top hits (searching a
+domain costs about a millisecond, so all are searched), each domain gets
+
+    q_j = sigmoid(bias + w_prior * logit(p_j) + w_best * (best_j - max_k best_k) + w_share * share_j)
+
+where best_j is domain j's best similarity s and share_j its share of the unified top ``evidence_k``
+(the top hits of all domains by raw s). Domains are chosen by the paper's gate on q (deterministic,
+tau(q) = tau0 (1 - H(q)/log m)); when the router is unsure (max_j q_j < ``unsure``) every domain is
+searched with weight 1 (the unified ranking). Hits rank by U = q_j^sharpness * s+ (s+ = max(s, 0)).
+
+Every parameter is fitted on held-out questions by ``fedqa train router`` (training/fusion.py) and
+stored with the router version; :meth:`FusionParams.paper` (q = p, sharpness 1) is the MKP-QA formula
+and sharpness 0 ranks by raw s like uis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from service.retrieval.passage import Hit
+
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class FusionParams:
+    """Parameters of the fused gate and merge (see the module docstring)."""
+
+    w_prior: float
+    w_best: float
+    w_share: float
+    bias: float
+    sharpness: float
+    tau0: float
+    unsure: float
+    evidence_k: int
+
+    @classmethod
+    def paper(cls, tau0: float, evidence_k: int = 20) -> "FusionParams":
+        """The MKP-QA formula: q = p, U = p * s+, the gate with ``tau0``, no fallback to every domain."""
+        return cls(1.0, 0.0, 0.0, 0.0, 1.0, tau0, 0.0, evidence_k)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "FusionParams":
+        """Read stored parameters (unknown keys are ignored)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def is_identity(self) -> bool:
+        """q = p exactly (no retrieval evidence)."""
+        return self.w_prior == 1.0 and self.w_best == 0.0 and self.w_share == 0.0 and self.bias == 0.0
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Per-domain retrieval evidence of one query, in ``domains`` order."""
+
+    best: np.ndarray  # best s of each domain minus the best s of all (<= 0); -1 for a domain with no hit
+    share: np.ndarray  # share of the unified top-k that comes from each domain
+
+
+def domain_evidence(per_domain: Mapping[str, Sequence[Hit]], domains: Sequence[str], k: int) -> Evidence:
+    """Best similarity per domain (relative to the overall best) and share of the unified top ``k``."""
+    best = np.array([max((h.score for h in per_domain.get(d, ())), default=np.nan) for d in domains], dtype=np.float64)
+    top = np.nanmax(best) if np.isfinite(best).any() else 0.0
+    rel = np.where(np.isfinite(best), best - top, -1.0)
+    scores = sorted(((h.score, i) for i, d in enumerate(domains) for h in per_domain.get(d, ())), reverse=True)[:k]
+    share = np.zeros(len(domains), dtype=np.float64)
+    for _, i in scores:
+        share[i] += 1.0
+    if scores:
+        share /= len(scores)
+    return Evidence(best=rel, share=share)
+
+
+def features(p: np.ndarray, ev: Evidence) -> np.ndarray:
+    """Feature matrix (m, 3): logit(p_j), relative best s, share; the fitted logistic model reads it."""
+    p = np.clip(np.asarray(p, dtype=np.float64), _EPS, 1 - _EPS)
+    return np.stack([np.log(p) - np.log1p(-p), ev.best, ev.share], axis=-1)
+
+
+def fuse(p: np.ndarray, ev: Evidence, params: FusionParams) -> np.ndarray:
+    """q_j: router probability and retrieval evidence combined (q = p for the identity parameters)."""
+    p = np.asarray(p, dtype=np.float64)
+    if params.is_identity:
+        return p.copy()
+    x = features(p, ev)
+    z = params.bias + params.w_prior * x[..., 0] + params.w_best * x[..., 1] + params.w_share * x[..., 2]
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def domain_weights(q: np.ndarray, sharpness: float) -> np.ndarray:
+    """Merge weight q_j^sharpness (sharpness 0: weight 1 for every domain, i.e. rank by s alone)."""
+    q = np.clip(np.asarray(q, dtype=np.float64), 0.0, 1.0)
+    return np.ones_like(q) if sharpness == 0 else np.power(q, sharpness)

@@ -1,0 +1,133 @@
+"""The fused strategy's formula: s clipped at 0, lambda 0 = uis, the paper's parameters = mkpqa; the product filter."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from service.retrieval.federated import merge, search_domains
+from service.retrieval.passage import Hit, Passage
+from service.routing.fusion import Evidence, FusionParams, domain_evidence, domain_weights, fuse
+from training.fusion import FitQuestion, fit_fusion
+
+
+def _hit(doc: str, domain: str, s: float) -> Hit:
+    return Hit(Passage(doc, domain, doc, f"{domain}/page", "text"), s)
+
+
+def test_a_higher_p_never_lowers_u_even_for_negative_similarity():
+    per = {"a": [_hit("a1", "a", -0.30), _hit("a2", "a", 0.20)], "b": [_hit("b1", "b", -0.10), _hit("b2", "b", 0.05)]}
+    for doc, s in (("a1", -0.30), ("a2", 0.20), ("b1", -0.10)):
+        u = [next(r.unified_score for r in merge(per, {"a": p, "b": p}, 10) if r.passage.doc_id == doc) for p in (0.1, 0.5, 0.9)]
+        assert u == sorted(u), (doc, u)  # non-decreasing in p
+        assert min(u) >= 0.0
+    # With the raw U = p * s, raising a's p from 0.1 to 0.9 would push a1 (s < 0) below b1; clipped, it stays tied
+    # at U = 0 and the raw score decides, so the order of negative-similarity passages no longer depends on p.
+    low = [r.passage.doc_id for r in merge(per, {"a": 0.1, "b": 0.5}, 10)]
+    high = [r.passage.doc_id for r in merge(per, {"a": 0.9, "b": 0.5}, 10)]
+    assert low[-2:] == high[-2:] == ["b1", "a1"]
+    assert high[0] == "a2"  # a positive similarity with a higher weight goes first
+
+
+def test_sharpness_zero_is_uis_and_sharpness_one_is_the_paper_weight():
+    q = np.array([0.9, 0.05, 0.3])
+    assert domain_weights(q, 0.0).tolist() == [1.0, 1.0, 1.0]
+    assert domain_weights(q, 1.0).tolist() == q.tolist()
+    per = {"a": [_hit("a1", "a", 0.5)], "b": [_hit("b1", "b", 0.8)], "c": [_hit("c1", "c", 0.6)]}
+    ds = ["a", "b", "c"]
+    uis = merge(per, {d: 1.0 for d in ds}, 3)
+    lam0 = merge(per, dict(zip(ds, domain_weights(q, 0.0))), 3)
+    assert [h.passage.doc_id for h in lam0] == [h.passage.doc_id for h in uis] == ["b1", "c1", "a1"]
+    paper = merge(per, dict(zip(ds, q)), 3)
+    lam1 = merge(per, dict(zip(ds, domain_weights(q, 1.0))), 3)
+    assert [h.passage.doc_id for h in lam1] == [h.passage.doc_id for h in paper] == ["a1", "c1", "b1"]
+
+
+def test_paper_parameters_leave_p_unchanged_and_evidence_moves_q():
+    per = {"a": [_hit("a1", "a", 0.7), _hit("a2", "a", 0.6)], "b": [_hit("b1", "b", 0.4)]}
+    ev = domain_evidence(per, ["a", "b"], 2)
+    assert ev.best.tolist() == pytest.approx([0.0, -0.3]) and ev.share.tolist() == [1.0, 0.0]
+    p = np.array([0.2, 0.7])
+    assert fuse(p, ev, FusionParams.paper(0.5)).tolist() == p.tolist()
+    trust_evidence = FusionParams(1.0, 5.0, 2.0, 0.0, 1.0, 0.5, 0.0, 2)
+    q = fuse(p, ev, trust_evidence)
+    assert q[0] > p[0] and q[1] < p[1]  # the domain holding the best hits gains, the other loses
+    assert fuse(p, Evidence(np.zeros(2), np.full(2, 0.5)), FusionParams(1.0, 0.0, 0.0, 0.0, 1.0, 0.5, 0.0, 2)).tolist() == p.tolist()
+
+
+def _with_fusion(pipeline, params: FusionParams | None):  # noqa: ANN001, ANN202
+    saved = dict(pipeline.router.fitted)
+    if params is None:
+        pipeline.router.fitted.pop("fusion", None)
+    else:
+        pipeline.router.fitted["fusion"] = params.as_dict()
+    return saved
+
+
+QUERIES = ["How do I import contacts from a spreadsheet?", "Can I get a refund and will the help desk ticket be closed?",
+           "rotate api keys", "export survey results"]
+
+
+def test_fused_with_the_papers_parameters_ranks_as_mkpqa_and_without_parameters_as_uis(demo_pipeline):
+    saved = _with_fusion(demo_pipeline, FusionParams.paper(demo_pipeline.settings.tau0))
+    try:
+        for query in QUERIES:
+            prep = demo_pipeline.prepare(query)
+            fused = demo_pipeline.retrieve(query, top_k=5, strategy="fused", prepared=prep)
+            mk = demo_pipeline.retrieve(query, top_k=5, strategy="mkpqa", gate_mode="deterministic", prepared=prep)
+            assert fused.routing.active_domains == mk.routing.active_domains
+            assert [(h.passage.doc_id, round(h.unified_score, 9)) for h in fused.hits] == [
+                (h.passage.doc_id, round(h.unified_score, 9)) for h in mk.hits]
+        demo_pipeline.router.fitted.pop("fusion")
+        for query in QUERIES:
+            prep = demo_pipeline.prepare(query)
+            fused = demo_pipeline.retrieve(query, top_k=5, strategy="fused", prepared=prep)
+            uis = demo_pipeline.retrieve(query, top_k=5, strategy="uis", prepared=prep)
+            assert [h.passage.doc_id for h in fused.hits] == [h.passage.doc_id for h in uis.hits]
+            assert fused.routing.fallback and fused.routing.active_domains == demo_pipeline.domains
+    finally:
+        demo_pipeline.router.fitted.clear()
+        demo_pipeline.router.fitted.update(saved)
+
+
+def test_fitted_fusion_is_at_least_uis_on_its_fitting_questions(demo_pipeline):
+    from service.demo import QUERIES as DEMO_QUERIES
+    from service.queries import load_queries
+
+    qs = [q for q in load_queries(DEMO_QUERIES) if q.gold_doc_ids][:60]
+    preps = demo_pipeline.prepare_many([q.query for q in qs])
+    fit = [
+        FitQuestion(np.array([pr.probs[d] for d in demo_pipeline.domains]),
+                    search_domains(demo_pipeline.store, pr.vector, demo_pipeline.domains, 20)[0], q.domains, set(q.gold_doc_ids))
+        for q, pr in zip(qs, preps)
+    ]
+    params, report = fit_fusion(fit, demo_pipeline.domains, top_k=5, evidence_k=20)
+    assert report["questions"] == len(qs)
+    assert report["acc_at_top1"] >= report["uis_acc_at_top1"]  # sharpness 0 with every domain is in the grid
+    assert params.w_prior > 0  # a more probable domain is more likely relevant
+
+
+def test_product_filter_searches_only_the_given_domains(demo_pipeline):
+    from fastapi.testclient import TestClient
+
+    from service.api.app import create_app
+    from service.api.state import ServiceState
+
+    query = "How do I import contacts from a spreadsheet?"
+    probs = demo_pipeline.probabilities(query)
+    unlikely = min(probs, key=probs.get)
+    ret = demo_pipeline.retrieve(query, top_k=5, domains=[unlikely])
+    assert ret.hits and {h.passage.domain for h in ret.hits} == {unlikely}
+    assert ret.routing.given and ret.routing.active_domains == [unlikely]
+    assert set(ret.timings_ms) >= {f"search.{unlikely}"} and not any(
+        k.startswith("search.") and k != f"search.{unlikely}" for k in ret.timings_ms)
+
+    state = ServiceState(demo_pipeline.settings)
+    state.pipeline = demo_pipeline
+    client = TestClient(create_app(demo_pipeline.settings, state))
+    two = sorted(demo_pipeline.domains)[:2]
+    body = client.post("/ask", json={"query": query, "generate": False, "domains": two}).json()
+    assert body["routing"]["given"] and sorted(body["routing"]["active_domains"]) == two
+    assert {s["domain"] for s in body["sources"]} <= set(two)
+    r = client.post("/ask", json={"query": query, "generate": False, "domains": ["nope"]})
+    assert r.status_code == 422 and "domains" in r.text
