@@ -1,6 +1,6 @@
 """One evaluation: every question through every strategy, its metrics, and the summary.
 
-The CLI and the ``/evaluate`` worker both call :func:`run_job` on a job stored in the
+The CLI (:mod:`service.cli.evaluate`) and the ``/evaluate`` worker both call :func:`run_job` on a job stored in the
 :class:`~service.evaluation.jobs.JobStore`, so they give the same numbers. Evaluation uses the
 deterministic gate unless the spec asks for the stochastic one (then question i uses seed + i).
 
@@ -11,7 +11,6 @@ Groups of the summary: ``all``; ``uni`` or ``cross`` (a question with more than 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections import Counter, defaultdict
@@ -455,104 +454,3 @@ def write_outputs(out, summary: dict[str, Any], records: Sequence[dict[str, Any]
             fh.write(json.dumps(r, ensure_ascii=False) + "\n")
     (out / "report.html").write_text(render(summary, records), encoding="utf-8")
     return {k: str(out / f) for k, f in (("summary", "summary.json"), ("results", "results.jsonl"), ("report", "report.html"))}
-
-
-# --------------------------------------------------------------------------- command line
-def _split(text: str) -> list[str]:
-    return list(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
-
-
-def _print_table(summary: dict[str, Any], out) -> None:  # noqa: ANN001
-    """A short human table of the headline metrics (to stderr)."""
-    metrics = [m for m in ("acc_at_top1", f"recall_at_{summary['spec']['top_k']}", "mrr", "relevancy", "faithfulness")
-               if m in summary["metrics"]]
-    groups = [g for g in ("all", "uni", "cross") if g in summary["n_by_group"]]
-    print(f"{'strategy':<9}{'group':<7}{'n':>5}" + "".join(f"{m:>14}" for m in metrics), file=out)
-    for s, per in summary["results"].items():
-        for g in groups:
-            if g in per:
-                vals = "".join(f"{'-' if per[g][m] is None else format(per[g][m], '.3f'):>14}" for m in metrics)
-                print(f"{s:<9}{g:<7}{summary['n_by_group'][g]:>5}{vals}", file=out)
-
-
-def evaluate_cli(args, settings) -> int:  # noqa: ANN001 - argparse.Namespace, Settings
-    """``fedqa evaluate``: run (or resume, or dry-run) a job in-process and write its outputs."""
-    import json
-    import sys
-
-    from service.artifacts import Registry
-    from service.schemas import EvalSpec
-
-    store = JobStore.for_home(settings.home_dir)
-    if args.resume:
-        job = store.get(args.resume)
-        if job is None:
-            raise EvaluationError(f"no evaluation job {args.resume} in {settings.home_dir}")
-        job_id, spec, n = args.resume, job["spec"], len(store.queries(args.resume))
-    else:
-        spec = EvalSpec(strategies=_split(args.strategies), metrics=_split(args.metrics), top_k=args.top_k,
-                        gate=args.gate, seed=args.seed).model_dump()
-        if args.queries:
-            from pathlib import Path
-
-            from service.queries import load_queries
-
-            files = [args.queries] if isinstance(args.queries, str) else list(args.queries)
-            queries = [query_record(q) for f in files for q in load_queries(f)]
-            dataset = "+".join(Path(f).name for f in files)
-        else:
-            queries, dataset = load_dataset(args.dataset, settings.home_dir), args.dataset
-        if args.limit:
-            queries = queries[: args.limit]
-        n = len(queries)
-        if args.dry_run:
-            domains = (Registry(settings.home_dir).active_manifest("index") or {}).get("domains", {})
-            print(json.dumps({"dry_run": True, "dataset": dataset, "spec": spec,
-                              "plan": plan(spec, n, len(domains), settings.judge_retries)}, indent=2))
-            return 0
-        job_id = None
-    from service.pipeline import load_pipeline
-
-    pipeline = load_pipeline(settings, with_llm=needs_llm(spec))
-    try:
-        judge = None
-        if needs_judge(spec):
-            from service.evaluation.judges import open_judge
-
-            judge = open_judge(settings, pipeline.llm)
-            if judge is None:
-                raise EvaluationError("judge metrics need a judge: set FEDQA_JUDGE_BASE_URL or an LLM backend")
-        if job_id is None:
-            job_id = create_job(store, spec, queries, dataset)
-        owner = f"{os.getpid()}:cli"
-        if not store.claim(job_id, owner):
-            raise EvaluationError(f"job {job_id} is being run by another process")
-        print(f"evaluation job {job_id}: {n} questions x {len(spec['strategies'])} strategies "
-              f"(gate {spec['gate']}); resume with: fedqa evaluate --resume {job_id}", file=sys.stderr)
-        bar = None
-        if not args.quiet:
-            from tqdm import tqdm
-
-            bar = tqdm(total=n * len(spec["strategies"]), unit="q", desc="evaluate", file=sys.stderr)
-
-        def progress(done: int, total: int) -> None:
-            if bar is not None:
-                bar.n = done
-                bar.refresh()
-
-        try:
-            summary = run_job(pipeline, judge, store, job_id, progress=progress)
-        finally:
-            if bar is not None:
-                bar.close()
-            store.release(job_id, owner)
-    finally:
-        pipeline.close()
-    if summary is None:
-        return 1
-    if args.out:
-        paths = write_outputs(args.out, summary, store.results(job_id))
-        print(f"wrote {paths['summary']}, {paths['results']}, {paths['report']}", file=sys.stderr)
-    _print_table(summary, sys.stderr)
-    print(json.dumps(summary, indent=2, ensure_ascii=False))
-    return 0
