@@ -15,9 +15,10 @@ from indexes.build import BuildReport, build_index
 from service.artifacts import ArtifactError, Registry
 from service.config import Settings
 from service.pipeline import load_encoder
+from service.retrieval.backends import open_backend
 from service.retrieval.encoder import Encoder
 from service.retrieval.passage import Passage
-from service.retrieval.store import StoreBackend, StoreUnavailable, open_backend
+from service.retrieval.store import StoreBackend, StoreUnavailable
 
 
 def _read(store) -> list[Passage]:  # noqa: ANN001 - a Store

@@ -20,10 +20,11 @@ from service.config import Settings
 from service.generation.extractive import extractive_answer
 from service.generation.llm import LLM, LLMError, open_llm
 from service.generation.prompt import STOP, attribute, build_prompt, citations, drop_bad_citations, grounding
+from service.retrieval.backends import open_backend
 from service.retrieval.encoder import Encoder
 from service.retrieval.federated import merge, search_domains
 from service.retrieval.passage import RankedHit
-from service.retrieval.store import Store, StoreBackend, StoreUnavailable, open_backend
+from service.retrieval.store import Store, StoreBackend, StoreUnavailable
 from service.retrieval.strategies import LLMDomainSelector, StrategyName, describe_domains, select
 from service.routing.gate import GateMode
 from service.routing.router import BertRouter, Router, UniformRouter

@@ -36,7 +36,8 @@ def index_corpus(settings: Settings, version: str | None = None) -> list[Passage
     Works while a service holds the version open (the embedded store is then read from a copy).
     """
     from indexes.rebuild import read_index
-    from service.retrieval.store import StoreUnavailable, open_backend
+    from service.retrieval.backends import open_backend
+    from service.retrieval.store import StoreUnavailable
 
     registry = Registry(settings.home_dir)
     version = version or registry.active()["index"]
