@@ -130,7 +130,7 @@ class Pipeline:
     def probabilities(self, query: str) -> dict[str, float]:
         """Router probabilities p_j for the index's domains."""
         p = self.router.predict([query])[0]
-        return {d: float(p[i]) for d, i in zip(self.domains, self._router_index)}
+        return {d: float(p[i]) for d, i in zip(self.domains, self._router_index, strict=True)}
 
     def domain_descriptions(self) -> dict[str, str]:
         """A short description per domain for the lfs prompt: configured (FEDQA_DOMAIN_DESCRIPTIONS) or derived
@@ -168,7 +168,7 @@ class Pipeline:
         t_embed = _ms(t0) / len(queries)
         return [
             Prepared(
-                probs={d: float(p[k, i]) for d, i in zip(self.domains, self._router_index)},
+                probs={d: float(p[k, i]) for d, i in zip(self.domains, self._router_index, strict=True)},
                 vector=vectors[k],
                 timings_ms={"router": round(t_router, 3), "embed": round(t_embed, 3)},
             )

@@ -107,14 +107,22 @@ class DomainsResponse(BaseModel):
 MetricGroup = Literal["retrieval", "answer", "wixqa", "rageval", "ragxplain"]
 
 
+def _default_strategies() -> list[Strategy]:
+    return ["mkpqa", "uis", "rfs"]
+
+
+def _default_metrics() -> list[MetricGroup]:
+    return ["retrieval"]
+
+
 class EvalSpec(BaseModel):
     """What an evaluation runs: strategies, metric groups and retrieval settings."""
 
     model_config = ConfigDict(extra="forbid")
 
-    strategies: list[Strategy] = Field(default_factory=lambda: ["mkpqa", "uis", "rfs"], min_length=1)
+    strategies: list[Strategy] = Field(default_factory=_default_strategies, min_length=1)
     metrics: list[MetricGroup] = Field(
-        default_factory=lambda: ["retrieval"], min_length=1,
+        default_factory=_default_metrics, min_length=1,
         description="retrieval (no LLM); answer (relevancy, faithfulness), wixqa, rageval, ragxplain need a judge.",
     )
     top_k: int = Field(default=5, ge=1, le=50, description="Passages in the ranking and in the answer's context.")

@@ -14,7 +14,6 @@ datasets conversion, no evaluator plumbing) with a checkpoint every N steps and 
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import time

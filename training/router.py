@@ -15,6 +15,7 @@ import random
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -29,6 +30,9 @@ from service.routing.router import BertRouter
 from training.checkpoint import StopFlag, TrainingInterrupted, load_checkpoint_state, load_extra, save_checkpoint
 from training.metrics import router_metrics
 from training.versions import save_version
+
+if TYPE_CHECKING:
+    from training.data.dataset import TrainingData
 
 log = logging.getLogger("fedqa.training.router")
 
@@ -147,7 +151,7 @@ def top1_accuracy(router: BertRouter, queries: Sequence[LabelledQuery]) -> float
     if not queries:
         return float("nan")
     p = router.predict([q.query for q in queries])
-    hits = [router.domains[int(np.argmax(row))] in q.domains for row, q in zip(p, queries)]
+    hits = [router.domains[int(np.argmax(row))] in q.domains for row, q in zip(p, queries, strict=True)]
     return float(np.mean(hits))
 
 
@@ -204,7 +208,7 @@ def train_and_activate(
         queries, domains, base_model=base, epochs=epochs, batch_size=batch_size, seed=seed, progress=progress, stop=stop,
         checkpoint_dir=settings.home_dir / "checkpoints" / "router", resume=resume,
     )
-    metrics = {
+    metrics: dict[str, Any] = {
         "validation": evaluate_router(router, val) if val else None,
         "train": evaluate_router(router, queries),
         "train_seconds": round(time.perf_counter() - t0, 1),
@@ -237,7 +241,7 @@ def train_and_activate(
 
 
 def router_queries_from_data(
-    data: "TrainingData", *, labelled_repeat: int = 2, synthetic_per_domain: int | None = 150, seed: int = 0  # noqa: F821
+    data: TrainingData, *, labelled_repeat: int = 2, synthetic_per_domain: int | None = 150, seed: int = 0
 ) -> list[LabelledQuery]:
     """Router training queries of a training-set folder.
 
@@ -247,7 +251,7 @@ def router_queries_from_data(
     """
     out: list[LabelledQuery] = []
     synthetic: dict[str, list[LabelledQuery]] = {}
-    for q, origin in zip(data.router_rows, data.router_origins):
+    for q, origin in zip(data.router_rows, data.router_origins, strict=True):
         if origin == "synthetic":
             synthetic.setdefault(q.domains[0], []).append(q)
         else:

@@ -6,8 +6,9 @@ restart loses no finished result and unfinished jobs resume when the service sta
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse
@@ -18,7 +19,7 @@ from service.evaluation.jobs import EvalWorker, JobStore
 from service.evaluation.judges import open_judge
 from service.evaluation.report import render
 from service.evaluation.runner import EvaluationError, create_job, load_dataset, needs_judge, plan, run_job
-from service.schemas import EvaluateJob, EvaluateRequest, ErrorBody
+from service.schemas import ErrorBody, EvaluateJob, EvaluateRequest
 
 
 def _worker(app: FastAPI) -> EvalWorker:
@@ -28,9 +29,12 @@ def _worker(app: FastAPI) -> EvalWorker:
         state = app.state.fedqa
         store = JobStore.for_home(state.settings.home_dir)
 
-        def run(job_id: str, should_stop) -> None:  # noqa: ANN001
+        def run(job_id: str, should_stop: Callable[[], bool]) -> None:
+            job = store.get(job_id)
+            if job is None:
+                raise EvaluationError(f"no evaluation job {job_id}")
             pipeline = state.pipeline
-            judge = open_judge(state.settings, pipeline.llm) if needs_judge(store.get(job_id)["spec"]) else None
+            judge = open_judge(state.settings, pipeline.llm) if needs_judge(job["spec"]) else None
             run_job(pipeline, judge, store, job_id, should_stop=should_stop)
 
         worker = EvalWorker(store, run, ready=lambda: state.pipeline is not None)
@@ -49,7 +53,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 router = APIRouter(tags=["evaluate"], dependencies=[Depends(require_api_key)], lifespan=lifespan)
 
-_ERRORS = {
+_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "Missing or invalid API key"},
     404: {"model": ErrorBody, "description": "No such job"},
     422: {"model": ErrorBody, "description": "Invalid request"},
@@ -75,8 +79,8 @@ def start(req: EvaluateRequest, request: Request) -> EvaluateJob | JSONResponse:
     if (req.queries is None) == (req.dataset is None):
         raise HTTPException(422, "give either queries (inline) or dataset (a name), not both or neither")
     try:
-        queries = ([q.model_dump() for q in req.queries] if req.queries is not None
-                   else load_dataset(req.dataset, state.settings.home_dir))
+        queries = (load_dataset(req.dataset, state.settings.home_dir) if req.dataset is not None
+                   else [q.model_dump() for q in req.queries or []])
     except EvaluationError as exc:
         raise HTTPException(422, f"dataset: {exc}") from None
     if req.limit:
@@ -105,7 +109,7 @@ def start(req: EvaluateRequest, request: Request) -> EvaluateJob | JSONResponse:
         raise HTTPException(422, str(exc)) from None
     worker.start()
     worker.wake()
-    view = _view(worker.store.get(job_id), request)
+    view = _view(_job(request, job_id), request)
     view.plan = the_plan
     return view
 

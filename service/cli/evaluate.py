@@ -56,8 +56,8 @@ def new_job(args: argparse.Namespace, s: Settings) -> NewJob:
     from service.queries import load_queries
     from service.schemas import EvalSpec
 
-    spec = EvalSpec(strategies=split_list(args.strategies), metrics=split_list(args.metrics), top_k=args.top_k,
-                    gate=args.gate, seed=args.seed).model_dump()
+    spec = EvalSpec.model_validate({"strategies": split_list(args.strategies), "metrics": split_list(args.metrics),
+                                    "top_k": args.top_k, "gate": args.gate, "seed": args.seed}).model_dump()
     if args.queries:
         files = [args.queries] if isinstance(args.queries, str) else list(args.queries)
         queries = [query_record(q) for f in files for q in load_queries(f)]

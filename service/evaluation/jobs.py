@@ -12,6 +12,7 @@ is older than ``STALE_S``.
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import os
@@ -66,7 +67,7 @@ class JobStore:
             c.executescript(_SCHEMA)
 
     @classmethod
-    def for_home(cls, home: Path) -> "JobStore":
+    def for_home(cls, home: Path) -> JobStore:
         """The store of a data home."""
         return cls(Path(home).expanduser() / "eval" / "jobs.sqlite")
 
@@ -149,7 +150,7 @@ class JobStore:
                 (json.dumps(summary), time.time(), job_id),
             )
 
-    def unfinished(self) -> list[str]:
+    def unfinished(self) -> builtins.list[str]:  # builtins: the class has a method named list
         """Ids of queued or running jobs, oldest first."""
         with self._conn() as c:
             rows = c.execute("SELECT id FROM jobs WHERE status IN ('queued', 'running') ORDER BY created").fetchall()
@@ -201,7 +202,7 @@ class JobStore:
             rows = c.execute("SELECT strategy, qid FROM results WHERE job_id = ?", (job_id,)).fetchall()
         return {(r["strategy"], r["qid"]) for r in rows}
 
-    def results(self, job_id: str) -> list[dict[str, Any]]:
+    def results(self, job_id: str) -> builtins.list[dict[str, Any]]:
         """Finished per-question records, in question order then strategy."""
         with self._conn() as c:
             rows = c.execute(

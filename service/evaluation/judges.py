@@ -153,12 +153,12 @@ class Outcome:
     detail: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def failed(cls, call: JudgeCall, calls: int | None = None) -> "Outcome":
+    def failed(cls, call: JudgeCall, calls: int | None = None) -> Outcome:
         return cls(None, error=call.error, kind=call.kind, calls=call.attempts if calls is None else calls,
                    detail={"raw": (call.raw or "")[:400]})
 
     @classmethod
-    def skipped(cls, reason: str) -> "Outcome":
+    def skipped(cls, reason: str) -> Outcome:
         return cls(None, error=reason, kind="skipped")
 
     def as_dict(self) -> dict[str, Any]:
@@ -342,7 +342,7 @@ def faithfulness(judge: Judge, question: str, answer: str | None, context: Seque
     if call.kind:
         return Outcome.failed(call, calls)
     verdicts = [v for v, _ in call.value]
-    unsupported = [s for s, (v, _) in zip(statements, call.value) if not v]
+    unsupported = [s for s, (v, _) in zip(statements, call.value, strict=True) if not v]
     explanation = (
         f"{sum(verdicts)} of {len(verdicts)} statements supported by the context"
         + (f"; unsupported: {'; '.join(unsupported[:3])}" if unsupported else "")

@@ -224,7 +224,8 @@ def render(summary: dict[str, Any], records: Sequence[dict[str, Any]], *, title:
         "versions " + _e(", ".join(f"{k}={v}" for k, v in (summary.get("versions") or {}).items())),
     ]
     if judge:
-        meta.append(f"* judged by <b>{_e(judge.get('model'))}</b> ({judge.get('llm_calls', 0)} judge calls): {_e(', '.join(judge.get('metrics', [])))}")
+        metrics = ", ".join(judge.get("metrics", []))
+        meta.append(f"* judged by <b>{_e(judge.get('model'))}</b> ({judge.get('llm_calls', 0)} judge calls): {_e(metrics)}")
     body = [
         f"<h1>{_e(title)}</h1>",
         f'<p class="meta">{"<br>".join(meta)}<br>generated {time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}'

@@ -254,6 +254,8 @@ def run_job(
 
     def key_points_for(q: dict[str, Any]) -> Callable[[], Outcome]:
         def get() -> Outcome:
+            if judge is None:
+                return Outcome.skipped("no judge")
             cached = store.cache_get(job_id, f"keypoints:{q['qid']}")
             if cached is not None:
                 return Outcome(cached["value"], error=cached["error"], kind=cached["kind"], detail=cached.get("detail") or {})
@@ -289,10 +291,10 @@ def run_job(
                 continue
             prepared = pipeline.prepare_many([q["query"] for _, q in window])
             if pool is None:
-                for (i, q), prep in zip(window, prepared):
+                for (i, q), prep in zip(window, prepared, strict=True):
                     one(i, q, prep)
             else:
-                for f in [pool.submit(one, i, q, prep) for (i, q), prep in zip(window, prepared)]:
+                for f in [pool.submit(one, i, q, prep) for (i, q), prep in zip(window, prepared, strict=True)]:
                     f.result()
     finally:
         if pool is not None:

@@ -152,10 +152,10 @@ def select(
     """The domains ``strategy`` searches for a query with router probabilities ``probs``."""
     p = np.array([probs[d] for d in domains], dtype=np.float64)
     decision = gate(p, tau0, mode=gate_mode, rng=rng)
-    activation = {d: float(a) for d, a in zip(domains, decision.activation)}
+    activation = {d: float(a) for d, a in zip(domains, decision.activation, strict=True)}
     argmax = domains[int(np.argmax(p))]
     if strategy == "mkpqa":
-        active = [d for d, a in zip(domains, decision.active) if a]
+        active = [d for d, a in zip(domains, decision.active, strict=True) if a]
         return Selection(strategy, active, {d: float(probs[d]) for d in active}, decision.threshold, activation, decision.fallback)
     if strategy == "uis":
         return Selection(strategy, list(domains), {d: 1.0 for d in domains}, decision.threshold, activation)

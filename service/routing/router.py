@@ -42,7 +42,7 @@ class BertRouter:
         self.version = version
 
     @classmethod
-    def new(cls, base_model: str | Path, domains: Sequence[str]) -> "BertRouter":
+    def new(cls, base_model: str | Path, domains: Sequence[str]) -> BertRouter:
         """An untrained router head on the base encoder (for training)."""
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -61,7 +61,7 @@ class BertRouter:
         return cls(model, tokenizer, domains)
 
     @classmethod
-    def load(cls, path: str | Path, version: str | None = None) -> "BertRouter":
+    def load(cls, path: str | Path, version: str | None = None) -> BertRouter:
         """Load a trained router saved with :meth:`save`."""
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -104,7 +104,7 @@ class BertRouter:
 class UniformRouter:
     """Stand-in when no router is trained yet: every domain equally likely, so every domain is searched."""
 
-    version = None
+    version: str | None = None
 
     def __init__(self, domains: Sequence[str]) -> None:
         self.domains = list(domains)

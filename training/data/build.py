@@ -29,6 +29,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -243,7 +244,7 @@ def build_training_data(
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        counts = {
+        counts: dict[str, Any] = {
             "router_train": _write_jsonl(tmp / "router_train.jsonl", rows_router),
             "retriever_train": _write_jsonl(tmp / "retriever_train.jsonl", rows_retriever),
             "synthetic": _write_jsonl(tmp / "synthetic.jsonl", (s.row() for s in synthetic)),
