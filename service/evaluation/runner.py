@@ -10,37 +10,28 @@ Groups of the summary: ``all``; ``uni`` or ``cross`` (a question with more than 
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from service.evaluation import rageval, ragxplain, wixqa
+from service.evaluation import rageval, ragxplain
+from service.evaluation.groups import GROUPS, Scoring, metric_groups
 from service.evaluation.jobs import JobStore
-from service.evaluation.judges import Judge, Outcome, faithfulness, relevancy
-from service.evaluation.retrieval_metrics import (
-    acc_at_top1,
-    effective_information_rate,
-    mrr,
-    recall_at_k,
-    routing_accuracy,
-    routing_exact,
-)
+from service.evaluation.judges import Judge, Outcome
 from service.evaluation.stats import mean_ci
 from service.queries import LabelledQuery
+from service.schemas import MetricGroup, Strategy
+
+if TYPE_CHECKING:
+    from service.pipeline import Pipeline, Prepared, Retrieval
 
 log = logging.getLogger("fedqa.evaluation")
-
-JUDGED_GROUPS = ("answer", "wixqa", "rageval", "ragxplain")
-ANSWER_METRICS = ("relevancy", "faithfulness")
-WIXQA_LEXICAL = ("token_f1", "bleu", "rouge1", "rouge2")
-WIXQA_JUDGED = ("context_recall", "factuality")
-RAGEVAL_JUDGED = ("completeness", "hallucination", "irrelevance")
-RAGEVAL_RETRIEVAL = ("retrieval_recall", "eir")
-
 
 BATCH = 32  # questions per router/encoder batch
 
@@ -49,44 +40,19 @@ class EvaluationError(ValueError):
     """A job that cannot run as asked (e.g. judge metrics without a judge)."""
 
 
-def retrieval_metric_names(top_k: int) -> list[str]:
-    return ["acc_at_top1", f"recall_at_{top_k}", "mrr", "routing_accuracy", "routing_exact", "domains_searched"]
-
-
 def metric_names(spec: dict[str, Any]) -> list[str]:
     """The metrics a spec produces, in report order."""
-    groups = spec["metrics"]
-    names: list[str] = []
-    if "retrieval" in groups:
-        names += retrieval_metric_names(spec["top_k"])
-    if "answer" in groups:
-        names += ANSWER_METRICS
-    if "wixqa" in groups:
-        names += WIXQA_LEXICAL + WIXQA_JUDGED
-    if "rageval" in groups:
-        names += RAGEVAL_JUDGED + RAGEVAL_RETRIEVAL
-    if "ragxplain" in groups:
-        names += list(ragxplain.METRICS)
-    return names
+    return [name for g in metric_groups(spec) for name in GROUPS[g].metrics(spec["top_k"])]
 
 
 def judged_metric_names(spec: dict[str, Any]) -> list[str]:
     """The metrics whose numbers come from the judge."""
-    groups = spec["metrics"]
-    out: list[str] = []
-    if "answer" in groups:
-        out += ANSWER_METRICS
-    if "wixqa" in groups:
-        out += WIXQA_JUDGED
-    if "rageval" in groups:
-        out += RAGEVAL_JUDGED
-    if "ragxplain" in groups:
-        out += list(ragxplain.METRICS)
-    return out
+    return [name for g in metric_groups(spec) for name in GROUPS[g].judged]
 
 
 def needs_judge(spec: dict[str, Any]) -> bool:
-    return any(g in spec["metrics"] for g in JUDGED_GROUPS)
+    """Some metric group scores generated answers with the judge."""
+    return any(GROUPS[g].needs_judge for g in metric_groups(spec))
 
 
 def needs_llm(spec: dict[str, Any]) -> bool:
@@ -115,27 +81,18 @@ def dedupe_qids(queries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- dry run
 def plan(spec: dict[str, Any], n_questions: int, n_domains: int, retries: int) -> dict[str, Any]:
     """How many LLM calls a job makes: exact counts without retries, and the bound with every retry used."""
-    per_q_strategy: dict[str, int] = {}
-    groups = spec["metrics"]
+    groups = [GROUPS[g] for g in metric_groups(spec)]
     n_strat = len(spec["strategies"])
-    if needs_judge(spec):
-        per_q_strategy["generation"] = 1
-    if "answer" in groups:
-        per_q_strategy["relevancy"] = 1
-        per_q_strategy["faithfulness"] = 2
-    if "wixqa" in groups:
-        per_q_strategy["wixqa"] = 2
-    if "rageval" in groups:
-        per_q_strategy["rageval_labels"] = 1
-    if "ragxplain" in groups:
-        per_q_strategy["ragxplain"] = len(ragxplain.METRICS)
+    per_q_strategy: dict[str, int] = {"generation": 1} if needs_judge(spec) else {}
+    for g in groups:
+        per_q_strategy.update(g.answer_calls)
     calls = {k: v * n_questions * n_strat for k, v in per_q_strategy.items()}
     if "lfs" in spec["strategies"]:
         calls["lfs_selection"] = n_domains * n_questions
-    if "rageval" in groups:
-        calls["rageval_key_points"] = n_questions
-    if "ragxplain" in groups:
-        calls["ragxplain_insights"] = n_strat
+    for g in groups:
+        calls.update({k: v * n_questions for k, v in g.question_calls.items()})
+    for g in groups:
+        calls.update({k: v * n_strat for k, v in g.strategy_calls.items()})
     judge_calls = sum(v for k, v in calls.items() if k not in ("generation", "lfs_selection"))
     other = calls.get("generation", 0) + calls.get("lfs_selection", 0)
     return {
@@ -149,29 +106,12 @@ def plan(spec: dict[str, Any], n_questions: int, n_domains: int, retries: int) -
 
 
 # --------------------------------------------------------------------------- one question
-def _outcome_map(record: dict[str, Any], name: str, outcome: Outcome, judge: Judge | None) -> None:
-    record["metrics"][name] = outcome.value
-    d = outcome.as_dict()
-    if judge is not None and outcome.kind != "skipped":
-        d["judge"] = judge.name
-    record["outcomes"][name] = d
-
-
-def evaluate_question(
-    pipeline, judge: Judge | None, spec: dict[str, Any], q: dict[str, Any], position: int, strategy: str,  # noqa: ANN001
-    prepared, key_points: Callable[[], Outcome] | None = None,  # noqa: ANN001
-) -> dict[str, Any]:
-    """Retrieve (and answer, and judge) one question with one strategy; returns its record."""
-    top_k = spec["top_k"]
-    seed = (spec["seed"] + position) if spec.get("seed") is not None else None
-    t0 = time.perf_counter()
-    ret = pipeline.retrieve(q["query"], top_k=top_k, seed=seed, gate_mode=spec["gate"], strategy=strategy, prepared=prepared)
-    ranked = [h.passage.doc_id for h in ret.hits]
-    gold = q.get("gold_doc_ids") or []
+def _record(q: dict[str, Any], position: int, strategy: Strategy, ret: Retrieval) -> dict[str, Any]:
+    """A question's record before scoring: the question, the ranking and the routing."""
     domains = q.get("domains") or []
     record: dict[str, Any] = {
         "qid": q["qid"], "query": q["query"], "domains": domains, "kind": "cross" if len(domains) > 1 else "uni",
-        "strategy": strategy, "position": position, "gold_doc_ids": gold,
+        "strategy": strategy, "position": position, "gold_doc_ids": q.get("gold_doc_ids") or [],
         "ranking": [{"doc_id": h.passage.doc_id, "domain": h.passage.domain, "title": h.passage.title,
                      "score": round(h.score, 6), "unified_score": round(h.unified_score, 6)} for h in ret.hits],
         "active_domains": ret.routing.active_domains, "fallback": ret.routing.fallback,
@@ -181,56 +121,42 @@ def evaluate_question(
     if ret.routing.selector:
         record["selector"] = {k: v for k, v in ret.routing.selector.items() if k != "errors"}
         record["selector"]["errors"] = list(ret.routing.selector.get("errors", {}).values())[:3]
-    groups = spec["metrics"]
-    if "retrieval" in groups:
-        m = record["metrics"]
-        m["acc_at_top1"] = acc_at_top1(ranked, gold)
-        m[f"recall_at_{top_k}"] = recall_at_k(ranked, gold, top_k)
-        m["mrr"] = mrr(ranked, gold)
-        m["routing_accuracy"] = routing_accuracy(ret.routing.active_domains, domains)
-        m["routing_exact"] = routing_exact(ret.routing.active_domains, domains)
-        m["domains_searched"] = float(len(ret.routing.active_domains))
-    if "rageval" in groups:
-        record["metrics"]["retrieval_recall"] = recall_at_k(ranked, gold, top_k)
-        record["metrics"]["eir"] = effective_information_rate([(h.passage.doc_id, h.passage.text) for h in ret.hits], gold)
+    return record
 
+
+def evaluate_question(
+    pipeline: Pipeline, judge: Judge | None, spec: dict[str, Any], q: dict[str, Any], position: int, strategy: Strategy,
+    prepared: Prepared | None, key_points: Callable[[], Outcome] | None = None,
+) -> dict[str, Any]:
+    """Retrieve (and answer, and judge) one question with one strategy; returns its record."""
+    top_k = spec["top_k"]
+    seed = (spec["seed"] + position) if spec.get("seed") is not None else None
+    t0 = time.perf_counter()
+    ret = pipeline.retrieve(q["query"], top_k=top_k, seed=seed, gate_mode=spec["gate"], strategy=strategy, prepared=prepared)
+    record = _record(q, position, strategy, ret)
+    scoring = Scoring(record, q, ret.hits, ret.routing.active_domains, top_k, judge=judge, key_points=key_points)
+    groups = [GROUPS[g] for g in metric_groups(spec)]
+    for g in groups:
+        if g.score_ranking is not None:
+            g.score_ranking(scoring)
     if needs_judge(spec):
         t_gen = time.perf_counter()
         answer, mode, error = pipeline.generate(ret, context_passages=top_k)
         record.update(answer=answer, answer_mode=mode, answer_error=error,
                       generate_ms=round((time.perf_counter() - t_gen) * 1000, 1))
-        context = [(h.passage.title, h.passage.text) for h in ret.hits[:top_k]]
-        reference = q.get("answer")
         if judge is None:
             raise EvaluationError("judge metrics need a judge")
-        if "answer" in groups:
-            _outcome_map(record, "relevancy", relevancy(judge, q["query"], answer), judge)
-            _outcome_map(record, "faithfulness", faithfulness(judge, q["query"], answer, context), judge)
-        if "wixqa" in groups:
-            record["metrics"].update(wixqa.lexical(answer, reference))
-            _outcome_map(record, "context_recall", wixqa.context_recall(judge, reference, context), judge)
-            _outcome_map(record, "factuality", wixqa.factuality(judge, q["query"], answer, reference), judge)
-        if "rageval" in groups:
-            kp = key_points() if key_points else Outcome.skipped("no key points")
-            if kp.value is None:
-                for n in RAGEVAL_JUDGED:
-                    _outcome_map(record, n, Outcome(None, error=f"key points: {kp.error}", kind=kp.kind or "skipped"), None)
-            else:
-                outs, calls = rageval.judge_keypoints(judge, q["query"], answer, kp.detail["key_points"])
-                for n, o in outs.items():
-                    o.calls = calls if n == "completeness" else 0
-                    _outcome_map(record, n, o, judge)
-                record["key_points"] = kp.detail["key_points"]
-        if "ragxplain" in groups:
-            for n, o in ragxplain.evaluate(judge, q["query"], answer, context, reference, q.get("grading_note")).items():
-                _outcome_map(record, n, o, judge)
+        scoring.answer = answer
+        for g in groups:
+            if g.score_answer is not None:
+                g.score_answer(scoring)
     record["ms"] = round((time.perf_counter() - t0) * 1000, 1)
     return record
 
 
 # --------------------------------------------------------------------------- a job
 def run_job(
-    pipeline, judge: Judge | None, store: JobStore, job_id: str, *,  # noqa: ANN001
+    pipeline: Pipeline, judge: Judge | None, store: JobStore, job_id: str, *,
     should_stop: Callable[[], bool] = lambda: False,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any] | None:
@@ -264,12 +190,12 @@ def run_job(
             return out
         return get
 
-    def one(position: int, q: dict[str, Any], prepared) -> None:  # noqa: ANN001
+    def one(position: int, q: dict[str, Any], prepared: Prepared) -> None:
         for strategy in [s for s in strategies if (s, q["qid"]) not in done]:
             if should_stop():
                 return
             record = evaluate_question(pipeline, judge, spec, q, position, strategy, prepared,
-                                       key_points_for(q) if "rageval" in spec["metrics"] else None)
+                                       key_points_for(q) if MetricGroup.RAGEVAL in metric_groups(spec) else None)
             if judge is not None:
                 record["judge"] = judge.name
             store.save_result(job_id, strategy, q["qid"], position, record)
@@ -303,7 +229,7 @@ def run_job(
         return None
     records = store.results(job_id)
     insights = None
-    if "ragxplain" in spec["metrics"]:
+    if MetricGroup.RAGXPLAIN in metric_groups(spec):
         insights = {}
         for s in strategies:
             cached = store.cache_get(job_id, f"insights:{s}")
@@ -417,10 +343,8 @@ def summarize(
 
 
 # --------------------------------------------------------------------------- datasets and outputs
-def load_dataset(name: str, home) -> list[dict[str, Any]]:  # noqa: ANN001 - Path
+def load_dataset(name: str, home: str | Path) -> list[dict[str, Any]]:
     """Questions of a named dataset: ``demo`` (shipped), or ``$FEDQA_HOME/eval/datasets/NAME.jsonl``."""
-    from pathlib import Path
-
     from service.queries import load_queries
 
     if name == "demo":
@@ -441,18 +365,15 @@ def create_job(store: JobStore, spec: dict[str, Any], queries: list[dict[str, An
     return store.create({**spec, "dataset": dataset}, dedupe_qids(queries))
 
 
-def write_outputs(out, summary: dict[str, Any], records: Sequence[dict[str, Any]]) -> dict[str, str]:  # noqa: ANN001
+def write_outputs(out: str | Path, summary: dict[str, Any], records: Sequence[dict[str, Any]]) -> dict[str, str]:
     """summary.json, results.jsonl (one record per strategy and question) and report.html in ``out``."""
-    import json
-    from pathlib import Path
-
     from service.evaluation.report import render
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
-    with (out / "results.jsonl").open("w", encoding="utf-8") as fh:
+    path = Path(out)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
+    with (path / "results.jsonl").open("w", encoding="utf-8") as fh:
         for r in records:
             fh.write(json.dumps(r, ensure_ascii=False) + "\n")
-    (out / "report.html").write_text(render(summary, records), encoding="utf-8")
-    return {k: str(out / f) for k, f in (("summary", "summary.json"), ("results", "results.jsonl"), ("report", "report.html"))}
+    (path / "report.html").write_text(render(summary, records), encoding="utf-8")
+    return {k: str(path / f) for k, f in (("summary", "summary.json"), ("results", "results.jsonl"), ("report", "report.html"))}
