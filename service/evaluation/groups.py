@@ -176,3 +176,18 @@ def metric_groups(spec: Mapping[str, Any]) -> list[MetricGroup]:
     asked: Iterable[str] = spec["metrics"]
     wanted = {MetricGroup(g) for g in asked}
     return [g for g in GROUPS if g in wanted]
+
+
+def metric_names(spec: dict[str, Any]) -> list[str]:
+    """The metrics a spec produces, in report order."""
+    return [name for g in metric_groups(spec) for name in GROUPS[g].metrics(spec["top_k"])]
+
+
+def judged_metric_names(spec: dict[str, Any]) -> list[str]:
+    """The metrics whose numbers come from the judge."""
+    return [name for g in metric_groups(spec) for name in GROUPS[g].judged]
+
+
+def needs_judge(spec: dict[str, Any]) -> bool:
+    """Some metric group scores generated answers with the judge."""
+    return any(GROUPS[g].needs_judge for g in metric_groups(spec))
