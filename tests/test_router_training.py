@@ -75,6 +75,7 @@ def test_retrieval_metrics_against_hand_counts():
     assert m["mrr"] == pytest.approx((1 + 1 / 3 + 0) / 3, abs=1e-4)
 
 
+@pytest.mark.slow
 def test_train_and_activate_saves_metrics_fingerprint_and_base_model(tmp_path):
     from indexes.build import build_index
     from service.retrieval.edge_store import EdgeBackend
@@ -105,6 +106,7 @@ def test_train_and_activate_saves_metrics_fingerprint_and_base_model(tmp_path):
     assert {"micro_f1", "macro_f1", "top1_accuracy", "ece", "top1_ece"} <= set(metrics["validation"])
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_keeps_the_last_checkpoint(tmp_path, monkeypatch):
     stop = StopFlag()
     steps = {"n": 0}
