@@ -21,9 +21,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from service.generation.llm import LLM, LLMError
+
+if TYPE_CHECKING:
+    from service.config import Settings
 
 T = TypeVar("T")
 FailureKind = Literal["parse", "call", "skipped"]
@@ -215,7 +218,7 @@ class Judge:
             return {"model": self.name, **self.stats}
 
 
-def open_judge(settings, llm: LLM | None) -> Judge | None:  # noqa: ANN001 - Settings
+def open_judge(settings: Settings, llm: LLM | None) -> Judge | None:
     """The judge the settings choose: FEDQA_JUDGE_BASE_URL's endpoint, else the configured LLM (None if neither)."""
     if settings.judge_base_url:
         from service.generation.openai_llm import OpenAILLM

@@ -26,7 +26,7 @@ import shutil
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,7 +94,7 @@ def fingerprint(folder: Path) -> str:
     return h.hexdigest()
 
 
-def _write_jsonl(path: Path, rows) -> int:  # noqa: ANN001 - any iterable of dicts
+def _write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> int:
     n = 0
     with path.open("w", encoding="utf-8") as fh:
         for r in rows:
