@@ -21,12 +21,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
+from service.config import Settings
 from service.generation.llm import LLM, LLMError
-
-if TYPE_CHECKING:
-    from service.config import Settings
 
 T = TypeVar("T")
 FailureKind = Literal["parse", "call", "skipped"]
