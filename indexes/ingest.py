@@ -10,8 +10,9 @@ from indexes.segment import token_counter
 from service.artifacts import Registry
 from service.config import Settings
 from service.pipeline import load_encoder
+from service.retrieval.backends import open_backend
 from service.retrieval.encoder import Encoder
-from service.retrieval.store import StoreBackend, open_backend
+from service.retrieval.store import StoreBackend
 
 
 def ingest(

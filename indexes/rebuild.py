@@ -15,12 +15,13 @@ from indexes.build import BuildReport, build_index
 from service.artifacts import ArtifactError, Registry
 from service.config import Settings
 from service.pipeline import load_encoder
+from service.retrieval.backends import open_backend
 from service.retrieval.encoder import Encoder
 from service.retrieval.passage import Passage
-from service.retrieval.store import StoreBackend, StoreUnavailable, open_backend
+from service.retrieval.store import Store, StoreBackend, StoreUnavailable
 
 
-def _read(store) -> list[Passage]:  # noqa: ANN001 - a Store
+def _read(store: Store) -> list[Passage]:
     try:
         return [p for d in store.domains() for p in store.iter_passages(d)]
     finally:

@@ -10,8 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bs4 import BeautifulSoup
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 _ATX = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
@@ -130,7 +134,7 @@ def split_section(text: str, count_tokens: Callable[[str], int], max_tokens: int
     return _pack(paragraphs, "\n\n", count_tokens, max_tokens, by_sentences)
 
 
-def token_counter(tokenizer) -> Callable[[str], int]:  # noqa: ANN001 - a transformers tokenizer
+def token_counter(tokenizer: PreTrainedTokenizerBase) -> Callable[[str], int]:
     """Count tokens as the retriever sees them, special tokens ([CLS], [SEP]) included."""
 
     def count(text: str) -> int:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import tempfile
 import time
 from dataclasses import dataclass
@@ -145,17 +144,6 @@ class Registry:
                 write_json_atomic(self.home / "active.json", state)
                 return candidate
         raise ArtifactError(f"no earlier {kind} version to roll back to")
-
-    def remove_incomplete(self, kind: Kind) -> list[str]:
-        """Delete folders of builds that never completed (crashed or interrupted)."""
-        d = self.kind_dir(kind)
-        removed = []
-        if d.is_dir():
-            for p in d.iterdir():
-                if p.is_dir() and not (p / MANIFEST).is_file():
-                    shutil.rmtree(p, ignore_errors=True)
-                    removed.append(p.name)
-        return removed
 
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json")

@@ -20,10 +20,11 @@ from service.config import Settings
 from service.generation.extractive import extractive_answer
 from service.generation.llm import LLM, LLMError, open_llm
 from service.generation.prompt import STOP, attribute, build_prompt, citations, drop_bad_citations, grounding
+from service.retrieval.backends import open_backend
 from service.retrieval.encoder import Encoder
 from service.retrieval.federated import merge, search_domains
 from service.retrieval.passage import RankedHit
-from service.retrieval.store import Store, StoreBackend, StoreUnavailable, open_backend
+from service.retrieval.store import Store, StoreBackend, StoreUnavailable
 from service.retrieval.strategies import DEFAULT_STRATEGY, LLMDomainSelector, Selection, StrategyName, describe_domains, select
 from service.routing.gate import GateMode
 from service.routing.router import HeadRouter, Router, RouterFormatError, UniformRouter
@@ -162,7 +163,7 @@ class Pipeline:
         t_router = _ms(t0) / len(queries)
         return [
             Prepared(
-                probs={d: float(p[k, i]) for d, i in zip(self.domains, self._router_index)},
+                probs={d: float(p[k, i]) for d, i in zip(self.domains, self._router_index, strict=True)},
                 vector=vectors[k],
                 timings_ms={"router": round(t_router, 3), "embed": round(t_embed, 3)},
             )

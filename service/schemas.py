@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -117,7 +118,21 @@ class DomainsResponse(BaseModel):
 
 
 # --------------------------------------------------------------------------- evaluation
-MetricGroup = Literal["retrieval", "answer", "wixqa", "rageval", "ragxplain"]
+class MetricGroup(str, Enum):
+    """Metric groups of an evaluation; what each one computes: :data:`service.evaluation.groups.GROUPS`."""
+
+    RETRIEVAL = "retrieval"
+    ANSWER = "answer"
+    WIXQA = "wixqa"
+    RAGEVAL = "rageval"
+    RAGXPLAIN = "ragxplain"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def _default_metrics() -> list[MetricGroup]:
+    return [MetricGroup.RETRIEVAL]
 
 
 class EvalSpec(BaseModel):
@@ -131,7 +146,7 @@ class EvalSpec(BaseModel):
         description="Product filter for every question: search only these domains (routing given, not predicted).",
     )
     metrics: list[MetricGroup] = Field(
-        default_factory=lambda: ["retrieval"], min_length=1,
+        default_factory=_default_metrics, min_length=1, validate_default=True,
         description="retrieval (no LLM); answer (relevancy, faithfulness), wixqa, rageval, ragxplain need a judge.",
     )
     top_k: int = Field(default=5, ge=1, le=50, description="Passages in the ranking and in the answer's context.")

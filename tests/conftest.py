@@ -1,4 +1,8 @@
-"""Shared fixtures: one real encoder, one demo home (index + trained router) per test session."""
+"""Shared fixtures: one real encoder, one demo home (index + trained router) per test session.
+
+Tests that need the demo home (an ingest and a router training), the pipeline on it or the embedded
+LLM are marked ``slow`` here; ``pytest -m "not slow"`` runs the fast unit tests alone.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +14,19 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from service.config import Settings  # noqa: E402
 from service.retrieval.encoder import Encoder  # noqa: E402
+from tests.utils import make_settings  # noqa: E402  (also imported from here by test modules)
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "faq6"
 
+# Session fixtures that cost tens of seconds: a test using one is slow.
+SLOW_FIXTURES = frozenset({"demo_home", "demo_pipeline", "embedded_llm"})
 
-def make_settings(home: Path, **overrides) -> Settings:
-    """Settings for a test home; nothing read from the environment but these values."""
-    return Settings(home=home, llm_backend="none", **overrides)
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

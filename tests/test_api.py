@@ -15,7 +15,7 @@ from service.demo import QUERIES
 from service.generation.openai_llm import OpenAILLM
 from service.pipeline import Pipeline
 from service.queries import load_queries
-from tests.conftest import make_settings
+from tests.utils import free_port, make_settings
 
 
 def _client(pipeline, settings=None) -> TestClient:
@@ -200,14 +200,8 @@ def _pipeline_with_llm(demo_pipeline, llm, **settings) -> Pipeline:
     )
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_llm_down_gives_sources_null_answer_and_error(demo_pipeline):
-    llm = OpenAILLM(f"http://127.0.0.1:{_closed_port()}/v1", "any")
+    llm = OpenAILLM(f"http://127.0.0.1:{free_port()}/v1", "any")
     c = _client(_pipeline_with_llm(demo_pipeline, llm, answer_fallback="none"))
     r = c.post("/ask", json={"query": "How do refunds work?"})
     body = r.json()
@@ -218,7 +212,7 @@ def test_llm_down_gives_sources_null_answer_and_error(demo_pipeline):
 
 
 def test_llm_down_falls_back_to_extractive_by_default(demo_pipeline):
-    llm = OpenAILLM(f"http://127.0.0.1:{_closed_port()}/v1", "any")
+    llm = OpenAILLM(f"http://127.0.0.1:{free_port()}/v1", "any")
     body = _client(_pipeline_with_llm(demo_pipeline, llm)).post("/ask", json={"query": "How do refunds work?"}).json()
     assert body["answer_mode"] == "extractive" and body["answer"] and body["error"]
 

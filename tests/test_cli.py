@@ -4,9 +4,32 @@ from __future__ import annotations
 
 import json
 
-from service.cli import main
+import pytest
+
+from service.cli import build_parser, main
+
+GROUPS = ("serve", "demo", "ingest", "train", "data", "index", "models", "ask", "evaluate", "domains")
 
 
+def test_every_command_group_is_registered_and_errors_exit_2(tmp_path, monkeypatch, capsys):
+    parser = build_parser()
+    assert "{" + ",".join(GROUPS) + "}" in parser.format_usage()  # every group, in --help's order
+    args = parser.parse_args(["evaluate", "--dataset", "demo"])
+    assert (args.strategies, args.metrics, args.top_k, args.gate) == ("mkpqa,uis,rfs", "retrieval", 5, "deterministic")
+    monkeypatch.setenv("FEDQA_HOME", str(tmp_path / "home"))
+    from service.config import get_settings
+
+    get_settings.cache_clear()
+    try:
+        assert main(["models", "activate", "nonsense-1"]) == 2
+        assert "cannot tell the kind of 'nonsense-1'" in capsys.readouterr().err
+        assert main(["domains"]) == 0
+        assert json.loads(capsys.readouterr().out)["domains"] == {}
+    finally:
+        get_settings.cache_clear()
+
+
+@pytest.mark.slow
 def test_ingest_train_ask_from_the_command_line(tmp_path, monkeypatch, capsys):
     site = tmp_path / "site"
     for domain, text in {

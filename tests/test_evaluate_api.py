@@ -17,7 +17,7 @@ from service.demo import QUERIES
 from service.evaluation.jobs import JobStore
 from service.evaluation.runner import create_job, load_dataset, run_job
 from service.pipeline import Pipeline
-from tests.conftest import make_settings
+from tests.utils import free_port, make_settings
 
 LIMIT = 60
 SPEC = {"strategies": ["mkpqa", "uis", "rfs"], "metrics": ["retrieval"], "top_k": 5, "gate": "deterministic", "seed": None}
@@ -186,14 +186,6 @@ def test_cli_evaluate_writes_summary_and_report(demo_home, reference, tmp_path, 
     assert dry["plan"]["llm_calls"]["lfs_selection"] == 4 * LIMIT and dry["plan"]["questions"] == LIMIT
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_kill_9_mid_job_then_restart_resumes(demo_home, reference, tmp_path):
     """``fedqa serve`` as a real process, killed with SIGKILL mid-job: the restarted service finishes the job.
 
@@ -230,7 +222,7 @@ def test_kill_9_mid_job_then_restart_resumes(demo_home, reference, tmp_path):
     home = tmp_path / "home"
     shutil.copytree(demo_home, home)
     _put_mini(home)
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "FEDQA_HOME": str(home), "FEDQA_LLM_BACKEND": "openai", "FEDQA_LLM_BASE_URL": llm.url,
            "FEDQA_LLM_MODEL": "scripted", "FEDQA_LLM_TIMEOUT_S": "600", "FEDQA_JUDGE_TIMEOUT_S": "600",
            "FEDQA_JUDGE_CONCURRENCY": "1", "FEDQA_PORT": str(port), "HF_HUB_OFFLINE": "1"}

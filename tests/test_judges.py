@@ -4,7 +4,6 @@ against a real OpenAI-protocol HTTP server with scripted replies, and against th
 from __future__ import annotations
 
 import itertools
-import socket
 
 import pytest
 
@@ -13,6 +12,7 @@ from service.evaluation.judges import Judge, faithfulness, relevancy
 from service.evaluation.runner import create_job, run_job
 from service.generation.openai_llm import OpenAILLM
 from tests.scripted_llm import ScriptedServer
+from tests.utils import free_port, pipeline_with
 
 
 @pytest.fixture()
@@ -50,10 +50,7 @@ def test_a_retry_that_parses_succeeds(scripted):
 
 
 def test_unreachable_judge_is_a_call_failure():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    judge = Judge(OpenAILLM(f"http://127.0.0.1:{port}/v1", "down"), retries=1, timeout_s=2)
+    judge = Judge(OpenAILLM(f"http://127.0.0.1:{free_port()}/v1", "down"), retries=1, timeout_s=2)
     out = relevancy(judge, "q", "a")
     assert out.value is None and out.kind == "call" and judge.stats["call_failures"] == 1
 
@@ -88,21 +85,17 @@ def test_job_counts_judge_failures_in_its_summary(demo_pipeline, scripted, tmp_p
         return "Answer from the sources [1]."  # generation
 
     server = scripted(reply)
-    llm_before, settings_before = demo_pipeline.llm, demo_pipeline.settings
-    demo_pipeline.llm = server.llm("gen")
     # The scripted answer is not grounded in the sources; keep it generative for this plumbing test.
-    demo_pipeline.settings = settings_before.model_copy(update={"min_grounding": 0.0})
-    try:
-        store = JobStore(tmp_path / "jobs.sqlite")
-        queries = [
-            {"qid": "q1", "query": "How do I import contacts from a spreadsheet?", "domains": ["orbit"], "gold_doc_ids": ["orbit/import-export#002"]},
-            {"qid": "q2", "query": "How long do sessions last?", "domains": ["beacon"], "gold_doc_ids": ["x"]},
-        ]
-        spec = {"strategies": ["mkpqa"], "metrics": ["retrieval", "answer"], "top_k": 5, "gate": "deterministic", "seed": None}
-        job = create_job(store, spec, queries, "hand")
-        summary = run_job(demo_pipeline, Judge(server.llm("judge-model"), retries=1, concurrency=1), store, job)
-    finally:
-        demo_pipeline.llm, demo_pipeline.settings = llm_before, settings_before
+    pipeline = pipeline_with(demo_pipeline, llm=server.llm("gen"),
+                             settings=demo_pipeline.settings.model_copy(update={"min_grounding": 0.0}))
+    store = JobStore(tmp_path / "jobs.sqlite")
+    queries = [
+        {"qid": "q1", "query": "How do I import contacts from a spreadsheet?", "domains": ["orbit"], "gold_doc_ids": ["orbit/import-export#002"]},
+        {"qid": "q2", "query": "How long do sessions last?", "domains": ["beacon"], "gold_doc_ids": ["x"]},
+    ]
+    spec = {"strategies": ["mkpqa"], "metrics": ["retrieval", "answer"], "top_k": 5, "gate": "deterministic", "seed": None}
+    job = create_job(store, spec, queries, "hand")
+    summary = run_job(pipeline, Judge(server.llm("judge-model"), retries=1, concurrency=1), store, job)
     assert summary["results"]["mkpqa"]["all"]["relevancy"] == 9.0
     assert summary["failures"]["mkpqa"] == {"relevancy": {"parse": 1}}
     assert summary["results"]["mkpqa"]["all"]["faithfulness"] == 1.0

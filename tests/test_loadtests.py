@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -20,15 +19,9 @@ import uvicorn
 
 from service.api.app import create_app
 from service.api.state import ServiceState
-from tests.conftest import make_settings
+from tests.utils import free_port, make_settings
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +31,7 @@ def live_url(demo_pipeline):
     state = ServiceState(settings)
     state.pipeline = demo_pipeline
     server = uvicorn.Server(
-        uvicorn.Config(create_app(settings, state), host="127.0.0.1", port=_free_port(), lifespan="off", log_level="warning")
+        uvicorn.Config(create_app(settings, state), host="127.0.0.1", port=free_port(), lifespan="off", log_level="warning")
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -118,7 +111,7 @@ def test_soak_script_reports_memory(demo_home, tmp_path):
     home = tmp_path / "home"
     shutil.copytree(demo_home, home)  # the service subprocess locks its own copy
     out = subprocess.run(
-        [sys.executable, str(ROOT / "loadtests" / "soak.py"), "--home", str(home), "--port", str(_free_port()),
+        [sys.executable, str(ROOT / "loadtests" / "soak.py"), "--home", str(home), "--port", str(free_port()),
          "--duration", "5", "--warmup-s", "2", "--sample-every", "1", "--concurrency", "2", "--max-growth-mb", "500"],
         capture_output=True, text=True, timeout=240, check=False, cwd=ROOT,
     )

@@ -68,6 +68,7 @@ def _cli(capsys, *argv) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.slow
 def test_train_build_reload_serves_new_versions_and_failures_keep_the_old_ones(home, encoder, capsys, tmp_path):
     registry = Registry(home.home_dir)
     first = registry.active()
@@ -168,6 +169,7 @@ def test_registry_rollback_and_activate_need_complete_versions(tmp_path):
     assert sorted(v.version for v in registry.list("router")) == sorted([a, b])  # the half-built one is not listed
 
 
+@pytest.mark.slow
 def test_index_build_rejects_unknown_retriever(home):
     with pytest.raises(ArtifactError):
         rebuild_index(home, retriever="retriever-missing", progress=False)

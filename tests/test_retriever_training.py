@@ -43,6 +43,7 @@ def test_select_examples_puts_expert_questions_first_and_caps_the_synthetic_ones
     assert len(select_examples(demo_data.retriever_rows, RetrieverConfig(max_examples=1, labelled_repeat=1))) == len(expert)
 
 
+@pytest.mark.slow
 def test_train_and_save_makes_a_retriever_version_with_base_and_fine_tuned_metrics(tmp_path, demo_data):
     settings = make_settings(tmp_path / "home")
     version, metrics = train_and_save(settings, demo_data, config=TINY, progress=False)
@@ -63,6 +64,7 @@ def test_train_and_save_makes_a_retriever_version_with_base_and_fine_tuned_metri
     assert enc.embed_query("refund").shape == (enc.dim,)
 
 
+@pytest.mark.slow
 def test_interrupted_retriever_training_keeps_a_checkpoint_and_resumes(tmp_path, demo_data):
     examples = select_examples(demo_data.retriever_rows, TINY)
     stop = StopFlag()

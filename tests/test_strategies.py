@@ -8,6 +8,7 @@ import pytest
 from service.retrieval.federated import merge, search_domains
 from service.retrieval.strategies import LLMDomainSelector, describe_domains, parse_yes_no, select
 from tests.scripted_llm import ScriptedServer
+from tests.utils import pipeline_with
 
 DOMAINS = ["a", "b", "c", "d"]
 
@@ -106,11 +107,7 @@ def test_strategies_on_the_demo_index(demo_pipeline, selector_llm):
     assert sorted(mk.routing.active_domains) == (sorted(d for d, a in act.items() if a >= 0.5) or [argmax])
 
     other = next(d for d in demo_pipeline.domains if d != argmax)
-    pipeline_llm, demo_pipeline.llm = demo_pipeline.llm, selector_llm({other})
-    try:
-        lfs = demo_pipeline.retrieve(query, top_k=5, strategy="lfs", prepared=prepared)
-    finally:
-        demo_pipeline.llm = pipeline_llm
+    lfs = pipeline_with(demo_pipeline, llm=selector_llm({other})).retrieve(query, top_k=5, strategy="lfs", prepared=prepared)
     assert lfs.routing.active_domains == [other] and lfs.routing.strategy == "lfs"
     assert lfs.routing.selector["votes"][other] is True
     assert {h.passage.domain for h in lfs.hits} == {other}

@@ -48,7 +48,7 @@ class StopFlag:
         """Ask the loop to stop after its current step."""
         self._event.set()
 
-    def catch_sigint(self) -> "_SigintScope":
+    def catch_sigint(self) -> _SigintScope:
         """A context in which the first Ctrl-C requests a stop and a second one aborts."""
         return _SigintScope(self)
 

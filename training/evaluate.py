@@ -13,7 +13,8 @@ from service.artifacts import Registry
 from service.config import Settings
 from service.pipeline import load_encoder
 from service.queries import LabelledQuery
-from service.retrieval.store import StoreBackend, StoreUnavailable, open_backend
+from service.retrieval.backends import open_backend
+from service.retrieval.store import StoreBackend, StoreUnavailable
 from training.metrics import retrieval_metrics
 
 

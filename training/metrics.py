@@ -100,7 +100,7 @@ def retrieval_metrics(rankings: Sequence[Sequence[str]], golds: Sequence[Sequenc
     """
     acc1, rr = [], []
     recall: dict[int, list[float]] = {k: [] for k in ks}
-    for ranked, gold in zip(rankings, golds):
+    for ranked, gold in zip(rankings, golds, strict=True):
         g = set(gold)
         if not g:
             continue

@@ -14,7 +14,6 @@ datasets conversion, no evaluator plumbing) with a checkpoint every N steps and 
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import time
@@ -22,6 +21,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -38,6 +38,9 @@ from training.data.dataset import RetrieverExample, TrainingData
 from training.losses.symmetric_infonce import SymmetricInfoNCELoss, positive_mask
 from training.metrics import retrieval_metrics
 from training.versions import save_version
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 log = logging.getLogger("fedqa.training.retriever")
 
@@ -111,7 +114,7 @@ def train_retriever(
     stop: StopFlag | None = None,
     checkpoint_dir: Path | None = None,
     resume: Path | None = None,
-):  # noqa: ANN201 - a SentenceTransformer
+) -> SentenceTransformer:
     """Fine-tune the bi-encoder on ``examples``; returns the trained SentenceTransformer.
 
     Checkpoints (model, optimizer, scheduler, position) go to ``checkpoint_dir/last`` every
@@ -189,7 +192,9 @@ def train_retriever(
     return model
 
 
-def rank_pool(model, queries: Sequence[str], pool: Sequence[Passage], *, top: int = 100, progress: bool = False) -> list[list[str]]:  # noqa: ANN001
+def rank_pool(
+    model: SentenceTransformer, queries: Sequence[str], pool: Sequence[Passage], *, top: int = 100, progress: bool = False
+) -> list[list[str]]:
     """Doc_ids of ``pool`` ranked by cosine similarity for each query (best first, ``top`` of them)."""
     with MODEL_LOCK, torch.inference_mode():
         docs = model.encode([p.text for p in pool], batch_size=32, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=progress)
@@ -204,7 +209,7 @@ def rank_pool(model, queries: Sequence[str], pool: Sequence[Passage], *, top: in
     return out
 
 
-def evaluate_on_pool(model, val: Sequence[LabelledQuery], pool: Sequence[Passage], *, progress: bool = False) -> dict:  # noqa: ANN001
+def evaluate_on_pool(model: SentenceTransformer, val: Sequence[LabelledQuery], pool: Sequence[Passage], *, progress: bool = False) -> dict:
     """Acc@1, Recall@5/10 and MRR of ``model`` ranking the fixed candidate ``pool`` for each validation query."""
     val = [q for q in val if q.gold_doc_ids]
     rankings = rank_pool(model, [q.query for q in val], pool, progress=progress)

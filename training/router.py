@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -38,11 +38,14 @@ from service.retrieval.encoder import Encoder
 from service.retrieval.federated import search_domains
 from service.retrieval.passage import Passage
 from service.routing.router import HeadRouter
-from training.calibration import fit_temperature, sigmoid
+from training.calibration import fit_temperature
 from training.checkpoint import StopFlag, TrainingInterrupted
 from training.fusion import FitQuestion, fit_fusion
 from training.metrics import router_metrics
 from training.versions import save_version
+
+if TYPE_CHECKING:
+    from training.data.dataset import TrainingData
 
 log = logging.getLogger("fedqa.training.router")
 
@@ -197,7 +200,7 @@ def routing_report(probs: np.ndarray, queries: Sequence[LabelledQuery], domains:
 def fit_questions(settings: Settings, index_version: str, held: HeldOut, limit: int) -> list[FitQuestion]:
     """Every domain's top ``limit`` hits of each held-out question (in ``held.extra["hits"]``, aligned with
     ``held.queries``), and the in-scope ones with gold passages as fusion-fitting questions."""
-    from service.retrieval.store import open_backend
+    from service.retrieval.backends import open_backend
 
     store = open_backend(settings).open(index_version)
     try:
@@ -239,7 +242,7 @@ def train_and_activate(
     ``fitted[name]`` (e.g. the answer's "not covered" threshold).
     """
     from service.pipeline import load_encoder
-    from service.retrieval.store import open_backend
+    from service.retrieval.backends import open_backend
 
     t0 = time.perf_counter()
     cfg = config or RouterConfig()
@@ -350,7 +353,7 @@ def router_queries_from_data(
     expert: list[LabelledQuery] = []
     origins: list[str] = []
     synthetic: dict[str, list[LabelledQuery]] = {}
-    for q, origin in zip(data.router_rows, data.router_origins):
+    for q, origin in zip(data.router_rows, data.router_origins, strict=True):
         if origin == "synthetic":
             synthetic.setdefault(q.domains[0], []).append(q)
         else:

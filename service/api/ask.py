@@ -6,6 +6,7 @@ import itertools
 import json
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
@@ -22,7 +23,7 @@ log = logging.getLogger("fedqa.api")
 
 router = APIRouter(tags=["ask"], dependencies=[Depends(require_api_key)])
 
-_ERRORS = {
+_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "Missing or invalid API key"},
     400: {"model": ErrorBody, "description": "Body is not valid JSON"},
     413: {"model": ErrorBody, "description": "Body larger than FEDQA_MAX_BODY_BYTES"},

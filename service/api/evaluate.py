@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse
@@ -75,7 +76,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 router = APIRouter(tags=["evaluate"], dependencies=[Depends(require_api_key)], lifespan=lifespan)
 
-_ERRORS = {
+_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "Missing or invalid API key"},
     404: {"model": ErrorBody, "description": "No such job"},
     422: {"model": ErrorBody, "description": "Invalid request"},
@@ -101,8 +102,8 @@ def start(req: EvaluateRequest, request: Request) -> EvaluateJob | JSONResponse:
     if (req.queries is None) == (req.dataset is None):
         raise HTTPException(422, "give either queries (inline) or dataset (a name), not both or neither")
     try:
-        queries = ([q.model_dump() for q in req.queries] if req.queries is not None
-                   else load_dataset(req.dataset, state.settings.home_dir))
+        queries = (load_dataset(req.dataset, state.settings.home_dir) if req.dataset is not None
+                   else [q.model_dump() for q in req.queries or []])
     except EvaluationError as exc:
         raise HTTPException(422, f"dataset: {exc}") from None
     if req.limit:
@@ -133,7 +134,7 @@ def start(req: EvaluateRequest, request: Request) -> EvaluateJob | JSONResponse:
         raise HTTPException(422, str(exc)) from None
     worker.start()
     worker.wake()
-    view = _view(worker.store.get(job_id), request)
+    view = _view(_job(request, job_id), request)
     view.plan = the_plan
     return view
 

@@ -11,6 +11,7 @@ import logging
 import re
 import time
 import uuid
+
 from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 

@@ -18,6 +18,7 @@ refuses it (see :func:`service.evaluation.runner.run_job`).
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import os
@@ -209,7 +210,7 @@ class JobStore:
                 (json.dumps(summary), time.time(), job_id),
             )
 
-    def unfinished(self) -> list[str]:
+    def unfinished(self) -> builtins.list[str]:  # builtins: the class has a method named list
         """Ids of queued or running jobs, oldest first."""
         with self._conn() as c:
             rows = c.execute("SELECT id FROM jobs WHERE status IN ('queued', 'running') ORDER BY created").fetchall()
@@ -264,7 +265,7 @@ class JobStore:
             rows = c.execute("SELECT strategy, qid FROM results WHERE job_id = ?", (job_id,)).fetchall()
         return {(r["strategy"], r["qid"]) for r in rows}
 
-    def results(self, job_id: str) -> list[dict[str, Any]]:
+    def results(self, job_id: str) -> builtins.list[dict[str, Any]]:
         """Finished per-question records, in question order then strategy."""
         with self._conn() as c:
             rows = c.execute(

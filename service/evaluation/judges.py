@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
+from service.config import Settings
 from service.generation.llm import LLM, LLMError
 
 T = TypeVar("T")
@@ -153,12 +154,12 @@ class Outcome:
     detail: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def failed(cls, call: JudgeCall, calls: int | None = None) -> "Outcome":
+    def failed(cls, call: JudgeCall, calls: int | None = None) -> Outcome:
         return cls(None, error=call.error, kind=call.kind, calls=call.attempts if calls is None else calls,
                    detail={"raw": (call.raw or "")[:400]})
 
     @classmethod
-    def skipped(cls, reason: str) -> "Outcome":
+    def skipped(cls, reason: str) -> Outcome:
         return cls(None, error=reason, kind="skipped")
 
     def as_dict(self) -> dict[str, Any]:
@@ -215,7 +216,7 @@ class Judge:
             return {"model": self.name, **self.stats}
 
 
-def open_judge(settings, llm: LLM | None) -> Judge | None:  # noqa: ANN001 - Settings
+def open_judge(settings: Settings, llm: LLM | None) -> Judge | None:
     """The judge the settings choose: FEDQA_JUDGE_BASE_URL's endpoint, else the configured LLM (None if neither)."""
     if settings.judge_base_url:
         from service.generation.openai_llm import OpenAILLM
@@ -342,7 +343,7 @@ def faithfulness(judge: Judge, question: str, answer: str | None, context: Seque
     if call.kind:
         return Outcome.failed(call, calls)
     verdicts = [v for v, _ in call.value]
-    unsupported = [s for s, (v, _) in zip(statements, call.value) if not v]
+    unsupported = [s for s, (v, _) in zip(statements, call.value, strict=True) if not v]
     explanation = (
         f"{sum(verdicts)} of {len(verdicts)} statements supported by the context"
         + (f"; unsupported: {'; '.join(unsupported[:3])}" if unsupported else "")

@@ -102,6 +102,6 @@ def judge_keypoints(judge: Judge, question: str, answer: str | None, key_points:
         failed = Outcome.failed(call)
         return {n: Outcome(None, error=failed.error, kind=failed.kind, detail=failed.detail) for n in names}, call.attempts
     scores = keypoint_scores(call.value)
-    missing = [p for p, lab in zip(key_points, call.value) if lab != "covered"]
+    missing = [p for p, lab in zip(key_points, call.value, strict=True) if lab != "covered"]
     expl = f"labels: {', '.join(call.value)}" + (f"; not covered: {'; '.join(missing[:3])}" if missing else "")
     return {n: Outcome(scores[n], explanation=expl) for n in names}, call.attempts

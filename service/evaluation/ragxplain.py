@@ -110,7 +110,7 @@ def _insights_parse(obj: Any) -> dict[str, Any]:
     actions = obj.get("actions") or []
     if not isinstance(insights, list) or not isinstance(actions, list) or not (insights or actions):
         raise ParseError("expected insights and actions lists")
-    clean = []
+    clean: list[dict[str, Any]] = []
     for i, a in enumerate(actions[:4], 1):
         if isinstance(a, dict):
             text = field_text(a, ["action", "item"])

@@ -54,7 +54,10 @@ def bar_chart(metric: str, summary: dict[str, Any], groups: Sequence[str], width
     plot_w, plot_h = width - left - right, height - top_pad - bottom
     gw = plot_w / max(1, len(groups))
     bw = min(28.0, (gw - 16) / max(1, len(strategies)))
-    y = lambda v: top_pad + plot_h * (1 - max(0.0, min(v, top)) / top)  # noqa: E731
+
+    def y(v: float) -> float:
+        return top_pad + plot_h * (1 - max(0.0, min(v, top)) / top)
+
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="{_e(metric)}">',
         f'<text x="{width / 2}" y="16" text-anchor="middle" font-size="13" font-weight="600">{_e(LABELS.get(metric, metric))}</text>',
@@ -224,7 +227,8 @@ def render(summary: dict[str, Any], records: Sequence[dict[str, Any]], *, title:
         "versions " + _e(", ".join(f"{k}={v}" for k, v in (summary.get("versions") or {}).items())),
     ]
     if judge:
-        meta.append(f"* judged by <b>{_e(judge.get('model'))}</b> ({judge.get('llm_calls', 0)} judge calls): {_e(', '.join(judge.get('metrics', [])))}")
+        metrics = ", ".join(judge.get("metrics", []))
+        meta.append(f"* judged by <b>{_e(judge.get('model'))}</b> ({judge.get('llm_calls', 0)} judge calls): {_e(metrics)}")
     body = [
         f"<h1>{_e(title)}</h1>",
         f'<p class="meta">{"<br>".join(meta)}<br>generated {time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}'

@@ -13,7 +13,11 @@ import string
 from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rouge_score.rouge_scorer import RougeScorer
+    from sacrebleu.metrics import BLEU
 
 from service.evaluation.judges import Judge, Outcome, ParseError, field_number, field_text, format_context
 
@@ -44,14 +48,14 @@ def bleu(prediction: str, reference: str) -> float:
 
 
 @lru_cache(maxsize=1)
-def _bleu():  # noqa: ANN202
+def _bleu() -> BLEU:
     from sacrebleu.metrics import BLEU
 
     return BLEU(effective_order=True)
 
 
 @lru_cache(maxsize=1)
-def _rouge():  # noqa: ANN202
+def _rouge() -> RougeScorer:
     from rouge_score import rouge_scorer
 
     return rouge_scorer.RougeScorer(["rouge1", "rouge2"], use_stemmer=True)

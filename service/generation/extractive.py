@@ -22,7 +22,7 @@ def terms(text: str) -> set[str]:
 
 def sentences(text: str) -> list[str]:
     """Split a passage into sentences (newlines also end a sentence)."""
-    out = []
+    out: list[str] = []
     for block in text.splitlines():
         out.extend(s.strip() for s in _SENTENCE.split(block) if s.strip())
     return out

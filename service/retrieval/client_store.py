@@ -58,7 +58,7 @@ class ClientStore:
         for i in range(0, len(passages), _BATCH):
             points = [
                 models.PointStruct(id=p.point_id, vector=v.tolist(), payload=p.payload())
-                for p, v in zip(passages[i : i + _BATCH], vectors[i : i + _BATCH])
+                for p, v in zip(passages[i : i + _BATCH], vectors[i : i + _BATCH], strict=True)
             ]
             self.client.upsert(name, points=points, wait=True)
 
@@ -107,7 +107,7 @@ class ClientBackend:
     @classmethod
     def from_url(
         cls, url: str, *, api_key: str | None = None, prefer_grpc: bool = True, timeout_s: float = 5.0, prefix: str = "fedqa_"
-    ) -> "ClientBackend":
+    ) -> ClientBackend:
         """Connect to ``url`` (``:memory:`` for qdrant-client's local mode)."""
         if url == ":memory:":
             return cls(QdrantClient(location=":memory:"), prefix)

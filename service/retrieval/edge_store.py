@@ -75,7 +75,7 @@ class EdgeStore:
         for i in range(0, len(passages), _BATCH):
             points = [
                 Point(id=p.point_id, vector=v.tolist(), payload=p.payload())
-                for p, v in zip(passages[i : i + _BATCH], vectors[i : i + _BATCH])
+                for p, v in zip(passages[i : i + _BATCH], vectors[i : i + _BATCH], strict=True)
             ]
             shard.update(UpdateOperation.upsert_points(points))
 

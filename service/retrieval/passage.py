@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 _NAMESPACE = uuid.UUID("6f1c3c9e-4f7a-4c55-9a51-0d1f3b1e8a11")
@@ -29,7 +29,7 @@ class Passage:
         return asdict(self)
 
     @classmethod
-    def from_payload(cls, payload: dict[str, Any]) -> "Passage":
+    def from_payload(cls, payload: dict[str, Any]) -> Passage:
         """Rebuild a passage from a stored payload."""
         return cls(**{k: str(payload.get(k, "")) for k in ("doc_id", "domain", "title", "source", "text")})
 
@@ -50,4 +50,3 @@ class RankedHit:
     score: float
     domain_prob: float
     unified_score: float
-    extra: dict[str, Any] = field(default_factory=dict)

@@ -2,7 +2,8 @@
 
 Two backends implement it: :mod:`service.retrieval.edge_store` (embedded qdrant-edge, the
 default) and :mod:`service.retrieval.client_store` (a Qdrant server or cluster through
-qdrant-client, or its ``:memory:`` local mode).
+qdrant-client, or its ``:memory:`` local mode). :func:`service.retrieval.backends.open_backend`
+chooses one from the settings; this module imports neither.
 """
 
 from __future__ import annotations
@@ -78,23 +79,3 @@ class StoreBackend(Protocol):
     def drop(self, version: str) -> None:
         """Delete a version's collections."""
         ...
-
-
-def open_backend(settings: "Settings") -> StoreBackend:  # noqa: F821 - imported lazily
-    """The backend the settings choose: qdrant-client when FEDQA_QDRANT_URL is set, else qdrant-edge."""
-    from service.artifacts import Registry
-
-    registry = Registry(settings.home_dir)
-    if settings.qdrant_url:
-        from service.retrieval.client_store import ClientBackend
-
-        return ClientBackend.from_url(
-            settings.qdrant_url,
-            api_key=settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None,
-            prefer_grpc=settings.qdrant_prefer_grpc,
-            timeout_s=settings.qdrant_timeout_s,
-            prefix=settings.collection_prefix,
-        )
-    from service.retrieval.edge_store import EdgeBackend
-
-    return EdgeBackend(registry)

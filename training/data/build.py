@@ -30,9 +30,10 @@ import shutil
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -99,7 +100,7 @@ def fingerprint(folder: Path) -> str:
     return h.hexdigest()
 
 
-def _write_jsonl(path: Path, rows) -> int:  # noqa: ANN001 - any iterable of dicts
+def _write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> int:
     n = 0
     with path.open("w", encoding="utf-8") as fh:
         for r in rows:
@@ -266,7 +267,7 @@ def build_training_data(
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        counts = {
+        counts: dict[str, Any] = {
             "router_train": _write_jsonl(tmp / "router_train.jsonl", rows_router),
             "retriever_train": _write_jsonl(tmp / "retriever_train.jsonl", rows_retriever),
             "synthetic": _write_jsonl(tmp / "synthetic.jsonl", (s.row() for s in synthetic)),

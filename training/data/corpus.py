@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from service.artifacts import Registry
@@ -16,7 +16,7 @@ def load_corpus(paths: Sequence[Path], settings: Settings, *, domain: str | None
     from indexes.loaders import load_paths
     from indexes.segment import token_counter
 
-    def counter():  # noqa: ANN202 - built only when a folder of pages needs it
+    def counter() -> Callable[[str], int]:  # built only when a folder of pages needs it
         from transformers import AutoTokenizer
 
         from service.retrieval.encoder import packaged_minilm_path
@@ -36,7 +36,8 @@ def index_corpus(settings: Settings, version: str | None = None) -> list[Passage
     Works while a service holds the version open (the embedded store is then read from a copy).
     """
     from indexes.rebuild import read_index
-    from service.retrieval.store import StoreUnavailable, open_backend
+    from service.retrieval.backends import open_backend
+    from service.retrieval.store import StoreUnavailable
 
     registry = Registry(settings.home_dir)
     version = version or registry.active()["index"]

@@ -56,7 +56,7 @@ class TrainingData:
         return list(self.manifest.get("domains", []))
 
     @classmethod
-    def load(cls, path: str | Path) -> "TrainingData":
+    def load(cls, path: str | Path) -> TrainingData:
         """Load a complete training-set folder (its manifest is written last)."""
         path = Path(path)
         if not (path / MANIFEST).is_file():

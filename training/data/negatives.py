@@ -24,7 +24,7 @@ def _path_parts(source: str) -> list[str]:
 
 def _shared_prefix(a: Sequence[str], b: Sequence[str]) -> int:
     n = 0
-    for x, y in zip(a[:-1], b[:-1]):  # folders only; the file names differ anyway
+    for x, y in zip(a[:-1], b[:-1], strict=False):  # folders only; the file names differ anyway
         if x != y:
             break
         n += 1

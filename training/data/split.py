@@ -34,7 +34,8 @@ def split_queries(
         if fraction > 0 and len(order) >= 2:
             n = min(max(n, 1), len(order) - 1)
         held.update(q.qid for q in order[:n])
-    train, val = [], []
+    train: list[LabelledQuery] = []
+    val: list[LabelledQuery] = []
     for q in queries:
         if q.is_cross:
             is_val = any(p in held for p in q.parts)

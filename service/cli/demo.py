@@ -1,0 +1,54 @@
+"""``fedqa demo``: ingest the shipped demo knowledge base and train its router.
+
+The set-up lives here, with the commands, rather than in :mod:`service.demo` (which only names the
+data files), so that service code does not import indexes/ or training/.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from service.cli.common import settings
+from service.config import Settings
+from service.demo import DOCS, QUERIES
+
+if TYPE_CHECKING:
+    from service.cli.common import Subparsers
+
+
+def register(sub: Subparsers) -> None:
+    """Add ``demo`` to the parser."""
+    s = sub.add_parser("demo", help="ingest the demo knowledge base and train its router (if not done)")
+    s.set_defaults(func=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Set up the demo in this home and say what was done."""
+    done = setup_demo(settings())
+    print("\n".join(done) or "the demo is already set up in this home")
+    return 0
+
+
+def setup_demo(settings: Settings, *, progress: bool = True, router_epochs: int | None = None) -> list[str]:
+    """Ingest the demo docs and train the router on the demo questions when the home has no index yet.
+
+    Returns what was done, for the log.
+    """
+    from indexes.ingest import ingest
+    from service.artifacts import Registry
+    from service.queries import load_queries
+    from training.router import train_and_activate
+
+    registry = Registry(settings.home_dir)
+    done = []
+    if not registry.active()["index"]:
+        report = ingest([DOCS], settings, progress=progress)
+        done.append(f"ingested {sum(report.domains.values())} demo passages into {report.version}")
+    if not registry.active()["router"]:
+        from training.router import stratified_split
+
+        train, val = stratified_split(load_queries(QUERIES), 0.3)  # val: calibration and the fused strategy's fit
+        version = train_and_activate(settings, train, val=val, epochs=router_epochs, progress=progress)
+        done.append(f"trained router {version} on the demo questions")
+    return done

@@ -1,0 +1,41 @@
+"""``fedqa ingest``: add documents to a new index version."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from service.cli.common import print_json, settings
+
+if TYPE_CHECKING:
+    from service.cli.common import Subparsers
+
+
+def register(sub: Subparsers) -> None:
+    """Add ``ingest`` to the parser."""
+    s = sub.add_parser("ingest", help="add documents (docs.jsonl, or folders of .md/.html/.txt pages)")
+    s.add_argument("paths", nargs="+")
+    s.add_argument("--domain", help="domain of the pages (when PATH is one domain's folder or page)")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_ingest)
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    """Ingest the paths and print the report."""
+    from indexes.ingest import ingest
+
+    report = ingest([Path(p) for p in args.paths], settings(), domain=args.domain, progress=not args.quiet)
+    print_json(
+        {
+            "index": report.version,
+            "new_version": report.changed,
+            "added": report.added,
+            "updated": report.updated,
+            "unchanged": report.unchanged,
+            "duplicates_dropped": report.duplicates,
+            "domains": report.domains,
+            "seconds": round(report.seconds, 1),
+        }
+    )
+    return 0

@@ -1,0 +1,55 @@
+"""``fedqa serve``: run the HTTP service."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import TYPE_CHECKING
+
+from service.cli.common import settings
+from service.config import Settings
+
+if TYPE_CHECKING:
+    from service.cli.common import Subparsers
+
+
+def register(sub: Subparsers) -> None:
+    """Add ``serve`` to the parser."""
+    s = sub.add_parser("serve", help="run the HTTP service")
+    s.add_argument("--host")
+    s.add_argument("--port", type=int)
+    s.add_argument("--demo", action="store_true", help="set up the shipped demo first if this home has no index")
+    s.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Configure JSON logging, set up the demo when asked, and serve with uvicorn."""
+    import uvicorn
+
+    from service.api.app import create_app
+    from service.logs import configure_logging
+
+    s = settings()
+    configure_logging(s.log_format, s.log_level, secrets=secrets_of(s))
+    if args.demo:
+        from service.cli.demo import setup_demo
+
+        for line in setup_demo(s):
+            logging.getLogger("fedqa").info(line)
+    uvicorn.run(
+        create_app(s),
+        host=args.host or s.host,
+        port=args.port or s.port,
+        log_config=None,  # logging is configured above (JSON lines); uvicorn's access log is replaced by fedqa.access
+        access_log=False,
+    )
+    return 0
+
+
+def secrets_of(s: Settings) -> list[str]:
+    """Every configured secret, for the log's redaction filter."""
+    out = list(s.api_key_set())
+    for secret in (s.admin_key, s.llm_api_key, s.qdrant_api_key):
+        if secret is not None and secret.get_secret_value():
+            out.append(secret.get_secret_value())
+    return out

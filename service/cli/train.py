@@ -1,0 +1,157 @@
+"""``fedqa train router|retriever``: train a model version (and activate it)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from service.cli.common import print_json, settings
+
+if TYPE_CHECKING:
+    from service.cli.common import Subparsers
+    from service.queries import LabelledQuery
+
+
+def register(sub: Subparsers) -> None:
+    """Add ``train router`` and ``train retriever`` to the parser."""
+    s = sub.add_parser("train", help="train models")
+    tsub = s.add_subparsers(dest="what", required=True)
+    _register_router(tsub)
+    _register_retriever(tsub)
+
+
+def _register_router(tsub: Subparsers) -> None:
+    t = tsub.add_parser("router", help="train the router (multi-label, BCE over domains) and activate it")
+    src = t.add_mutually_exclusive_group()
+    src.add_argument("--data", help="training set from 'fedqa data build' (labelled + synthetic + cross-domain)")
+    src.add_argument("--queries", help="labelled queries (queries.jsonl) only")
+    t.add_argument("--val-fraction", type=float, default=0.2, help="with --queries: share held out for validation")
+    t.add_argument("--epochs", type=int, default=30)
+    t.add_argument("--batch-size", type=int, default=256)
+    t.add_argument("--hidden", type=int, default=0, help="hidden units of the head over the query vector (0: linear)")
+    t.add_argument("--synthetic-per-domain", type=int, default=2000, help="synthetic questions per domain (-1: all)")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--no-activate", action="store_true", help="save the version without activating it")
+    t.add_argument("--quiet", action="store_true")
+    t.set_defaults(func=cmd_train_router)
+
+
+def _register_retriever(tsub: Subparsers) -> None:
+    t = tsub.add_parser("retriever", help="fine-tune the bi-encoder (symmetric InfoNCE) on a training set")
+    t.add_argument("--data", required=True, help="training set from 'fedqa data build'")
+    t.add_argument("--epochs", type=int, default=1)
+    t.add_argument("--batch-size", type=int, default=16)
+    t.add_argument("--lr", type=float, default=3e-5)
+    t.add_argument("--temperature", type=float, default=0.05)
+    t.add_argument("--max-seq-length", type=int, default=128, help="tokens per text in training; saved with the model, so also for index build")
+    t.add_argument("--negatives", type=int, default=1, help="hard negatives per query in a batch")
+    t.add_argument("--negative-margin", type=float, default=0.05,
+                   help="drop hard negatives the base model scores within this margin of the positive, or above it (-1: keep all)")
+    t.add_argument("--max-examples", type=int, default=800, help="every labelled/cross example, then synthetic ones up to this many (0: all)")
+    t.add_argument("--labelled-repeat", type=int, default=2)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints")
+    t.add_argument("--base-model", help="sentence-transformers folder to start from (default: the configured or shipped MiniLM)")
+    t.add_argument("--no-base-eval", action="store_true", help="skip evaluating the base model")
+    t.add_argument("--resume", help="continue from a checkpoint folder (printed on Ctrl-C)")
+    t.add_argument("--no-activate", action="store_true")
+    t.add_argument("--quiet", action="store_true")
+    t.set_defaults(func=cmd_train_retriever)
+
+
+@dataclass
+class RouterSets:
+    """The router's training and validation questions, and where they came from."""
+
+    train: list[LabelledQuery]
+    val: list[LabelledQuery]
+    origins: list[str] | None = None
+    synthetic: list[LabelledQuery] | None = None
+    data_fingerprint: str | None = None
+    data_path: str | None = None
+
+
+def _router_sets(args: argparse.Namespace, synthetic_cap: int | None) -> RouterSets:
+    """Training and validation questions from ``--data`` (a built training set) or ``--queries``."""
+    from service.queries import load_queries
+    from training.router import router_queries_from_data, stratified_split
+
+    if args.data:
+        from training.data.dataset import TrainingData
+
+        data = TrainingData.load(args.data)
+        train, origins, synthetic = router_queries_from_data(data, synthetic_per_domain=synthetic_cap, seed=args.seed)
+        return RouterSets(train, data.val + data.val_oos, origins, synthetic, data.fingerprint, str(data.path))
+    if args.queries:
+        train, val = stratified_split(load_queries(args.queries), args.val_fraction, seed=args.seed)
+        return RouterSets(train, val)
+    raise ValueError("give --data DIR (from 'fedqa data build') or --queries FILE")
+
+
+def cmd_train_router(args: argparse.Namespace) -> int:
+    """Train a router head on the active index's retriever, fit calibration and fusion, print its metrics."""
+    from service.artifacts import Registry
+    from training.checkpoint import StopFlag
+    from training.router import RouterConfig, train_and_activate
+
+    synthetic_cap = args.synthetic_per_domain if args.synthetic_per_domain >= 0 else None
+    config = RouterConfig(epochs=args.epochs, batch_size=args.batch_size, hidden=args.hidden, seed=args.seed,
+                          synthetic_per_domain=synthetic_cap)
+    sets = _router_sets(args, synthetic_cap)
+    s = settings()
+    with StopFlag().catch_sigint() as stop:
+        version = train_and_activate(
+            s, sets.train, val=sets.val, origins=sets.origins, synthetic=sets.synthetic, config=config,
+            progress=not args.quiet, activate=not args.no_activate, data_fingerprint=sets.data_fingerprint,
+            data_path=sets.data_path, stop=stop,
+        )
+    registry = Registry(s.home_dir)
+    manifest = registry.manifest("router", version)
+    metrics = manifest.get("metrics") or {}
+    val_m = metrics.get("validation") or {}
+    print_json(
+        {
+            "router": version,
+            "retriever": manifest.get("retriever"),
+            "activated": not args.no_activate,
+            "train_queries": manifest.get("train_queries"),
+            "val_queries": len(sets.val),
+            "val_top1_accuracy": val_m.get("top1_accuracy"),
+            "val_micro_f1": val_m.get("micro_f1"),
+            "val_macro_f1": val_m.get("macro_f1"),
+            "calibration": metrics.get("calibration"),
+            "fusion": metrics.get("fusion"),
+            "seconds": metrics.get("train_seconds"),
+            "metrics": str(registry.path("router", version) / "metrics.json"),
+        },
+        indent=None,
+    )
+    return 0
+
+
+def cmd_train_retriever(args: argparse.Namespace) -> int:
+    """Fine-tune a retriever version on a built training set and print base vs fine-tuned metrics."""
+    from training.checkpoint import StopFlag
+    from training.data.dataset import TrainingData
+    from training.retriever import RetrieverConfig, train_and_save
+
+    config = RetrieverConfig(
+        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, temperature=args.temperature,
+        max_seq_length=args.max_seq_length, negatives_per_query=args.negatives, max_examples=args.max_examples or None,
+        labelled_repeat=args.labelled_repeat, seed=args.seed, checkpoint_every=args.checkpoint_every,
+        negative_margin=args.negative_margin if args.negative_margin >= 0 else None,
+    )
+    data = TrainingData.load(args.data)
+    with StopFlag().catch_sigint() as stop:
+        version, metrics = train_and_save(
+            settings(), data, config=config, base_model=args.base_model, activate=not args.no_activate,
+            evaluate_base=not args.no_base_eval, progress=not args.quiet, stop=stop,
+            resume=Path(args.resume) if args.resume else None,
+        )
+    print_json({"retriever": version, "activated": not args.no_activate, **metrics})
+    if not args.no_activate:
+        print(f"next: 'fedqa index build' re-embeds the corpus with {version}; then POST /admin/reload", file=sys.stderr)
+    return 0

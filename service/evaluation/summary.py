@@ -1,0 +1,134 @@
+"""The summary of an evaluation job: means per strategy and group, 95% intervals, counts, failures.
+
+Groups of the summary: ``all``; ``uni`` or ``cross`` (a question with more than one domain is cross);
+``domain:<name>`` for each domain a question belongs to (a cross question counts in each of its domains).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from service.evaluation import ragxplain
+from service.evaluation.groups import judged_metric_names, metric_names
+from service.evaluation.judges import Judge
+from service.evaluation.stats import mean_ci
+
+Record = dict[str, Any]
+
+
+def groups_of(record: Record) -> list[str]:
+    """The summary groups a question's record counts in."""
+    return ["all", record["kind"]] + [f"domain:{d}" for d in record.get("domains", [])]
+
+
+def _group_order(names: Iterable[str]) -> list[str]:
+    head = [g for g in ("all", "uni", "cross") if g in names]
+    return head + sorted(g for g in names if g.startswith("domain:"))
+
+
+def _means(by_group: dict[str, list[Record]], names: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(means, 95% intervals, counts) of each metric in each group of one strategy's records."""
+    results: dict[str, Any] = {}
+    ci95: dict[str, Any] = {}
+    counts: dict[str, Any] = {}
+    for g in _group_order(by_group):
+        rs = by_group[g]
+        results[g], ci95[g] = {}, {}
+        counts[g] = {"questions": len(rs)}
+        for m in names:
+            agg = mean_ci([r["metrics"].get(m) for r in rs])
+            results[g][m] = None if agg["mean"] is None else round(agg["mean"], 6)
+            ci95[g][m] = [None if v is None else round(v, 6) for v in agg["ci95"]]
+            counts[g][m] = agg["n"]
+    return results, ci95, counts
+
+
+def _failures(records: Iterable[Record]) -> dict[str, dict[str, int]]:
+    """Failed judge calls by metric and kind, and failed lfs votes, over one strategy's records."""
+    fails: dict[str, Counter[str]] = {}
+    for r in records:
+        for m, o in r.get("outcomes", {}).items():
+            if o.get("kind"):
+                fails.setdefault(m, Counter())[o["kind"]] += 1
+        sel = r.get("selector")
+        if sel and sel.get("failures"):
+            fails.setdefault("lfs_selection", Counter())["call_or_parse"] += sel["failures"]
+    return {m: dict(c) for m, c in fails.items()}
+
+
+def _extras(spec: dict[str, Any], records: Sequence[Record], versions: dict[str, Any], judged: bool) -> dict[str, Any]:
+    """Answer modes per strategy (when answers were generated) and the lfs selector's record."""
+    out: dict[str, Any] = {}
+    if judged:
+        modes: dict[str, Counter[str]] = {}
+        for r in records:
+            modes.setdefault(r["strategy"], Counter())[r.get("answer_mode") or "none"] += 1
+        out["answer_modes"] = {s: dict(c) for s, c in modes.items()}
+    if "lfs" in spec["strategies"]:
+        lfs = [r for r in records if r["strategy"] == "lfs"]
+        out["lfs"] = {
+            "llm": versions.get("llm"),
+            "failed_votes": sum((r.get("selector") or {}).get("failures", 0) for r in lfs),
+            "fallbacks": sum(1 for r in lfs if r.get("fallback")),
+            "questions": len(lfs),
+        }
+    return out
+
+
+def summarize(
+    spec: dict[str, Any], queries: Sequence[dict[str, Any]], records: Sequence[Record], *,
+    dataset: str, job_id: str | None = None, versions: dict[str, Any] | None = None,
+    insights: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The job's summary: means per strategy and group, 95% intervals, counts and failures."""
+    names = metric_names(spec)
+    judged = set(judged_metric_names(spec))
+    by: dict[str, dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        for g in groups_of(r):
+            by[r["strategy"]][g].append(r)
+    results, ci95, counts, failures = {}, {}, {}, {}
+    for s in spec["strategies"]:
+        results[s], ci95[s], counts[s] = _means(by[s], names)
+        failures[s] = _failures(by[s]["all"])
+    n_by_group = Counter(g for q in queries for g in groups_of({**q, "kind": "cross" if len(q.get("domains") or []) > 1 else "uni"}))
+    judge_names = sorted({r["judge"] for r in records if r.get("judge")})
+    judge_calls = sum(o.get("calls", 0) for r in records for o in r.get("outcomes", {}).values())
+    summary: dict[str, Any] = {
+        "dataset": dataset,
+        "n": len(queries),
+        "results": results,
+        "ci95": ci95,
+        "counts": counts,
+        "n_by_group": {g: n_by_group[g] for g in _group_order(n_by_group)},
+        "failures": failures,
+        "metrics": names,
+        "spec": {k: spec.get(k) for k in ("strategies", "metrics", "top_k", "gate", "seed", "domains")},
+        "notes": [
+            f"gate: {spec['gate']}" + (f" (seed {spec['seed']} + question index)" if spec.get("seed") is not None else ""),
+            "a question with more than one domain counts as cross, and in each of its domains",
+            "failed judge calls are counted in 'failures' and left out of the means, never scored 0",
+        ],
+        "judge": {"model": ", ".join(judge_names) or None, "metrics": sorted(judged), "llm_calls": judge_calls} if judged else None,
+        "versions": versions or {},
+        "job": job_id,
+    }
+    summary.update(_extras(spec, records, versions or {}, bool(judged)))
+    if insights is not None:
+        summary["insights"] = insights
+    return summary
+
+
+def strategy_insights(judge: Judge | None, strategy: str, records: Sequence[Record]) -> dict[str, Any]:
+    """RAGXplain's dataset-level insights and action items for one strategy's records."""
+    means = {m: mean_ci([r["metrics"].get(m) for r in records])["mean"] for m in ragxplain.METRICS}
+    low: list[tuple[float, str]] = []
+    for r in records:
+        for m in ragxplain.METRICS:
+            o = r.get("outcomes", {}).get(m) or {}
+            if o.get("value") is not None and o.get("explanation"):
+                low.append((o["value"], f"{m} = {o['value']:.1f} on '{r['query'][:80]}': {o['explanation'][:200]}"))
+    low.sort(key=lambda t: t[0])
+    return ragxplain.insights(judge, strategy, means, len(records), [e for _, e in low[:8]])

@@ -1,0 +1,37 @@
+"""Helpers shared by test modules (fixtures stay in conftest.py)."""
+
+from __future__ import annotations
+
+import copy
+import socket
+from pathlib import Path
+from typing import Any
+
+from service.config import Settings
+
+
+def make_settings(home: Path, **overrides: Any) -> Settings:
+    """Settings for a test home; nothing read from the environment but these values."""
+    return Settings(home=home, llm_backend="none", **overrides)
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (bound once by the OS, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pipeline_with(pipeline: Any, **attrs: Any) -> Any:
+    """A copy of a (session-wide) pipeline with some attributes replaced, e.g. ``llm=`` or ``settings=``.
+
+    The shared pipeline is left as it is, so no test changes what the next one sees. The copy shares
+    the router, encoder, store and search threads, so its ``close()`` does nothing.
+    """
+    clone = copy.copy(pipeline)
+    for name, value in attrs.items():
+        if not hasattr(pipeline, name):
+            raise AttributeError(f"the pipeline has no attribute {name!r}")
+        setattr(clone, name, value)
+    clone.close = lambda **_: None
+    return clone
