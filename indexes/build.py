@@ -119,6 +119,7 @@ def build_index(
             {
                 "retriever": encoder.version,
                 "encoder_path": str(encoder.path),
+                "encoder_backend": encoder.backend.value,
                 "dim": encoder.dim,
                 "backend": backend.name,
                 "base": base,
