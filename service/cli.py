@@ -29,7 +29,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.demo:
         from service.demo import setup_demo
 
-        for line in setup_demo(settings):
+        for line in setup_demo(settings, progress=settings.log_format != "json"):  # bars would break the JSON log
             logging.getLogger("fedqa").info(line)
     uvicorn.run(
         create_app(settings),

@@ -107,6 +107,7 @@ class Pipeline:
             "index": self.store.version,
             "router": self.router.version or "uniform",
             "retriever": self.encoder.version,
+            "encoder_backend": self.encoder.backend.value,
             "llm": self.llm.name if self.llm else None,
             "store": self.store.backend,
         }

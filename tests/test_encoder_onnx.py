@@ -142,3 +142,27 @@ def test_index_records_its_backend_and_queries_follow_it(tmp_path: Path, onnx_di
     added = ingest([extra], settings, progress=False)
     assert added.changed and added.added == 1 and added.unchanged == 0
     assert Registry(settings.home_dir).manifest("index", added.version)["encoder_backend"] == "onnx"
+
+
+def test_json_log_of_the_server_gets_no_progress_bars(onnx_encoder, onnx_dir: Path):
+    """What `fedqa serve` does at start (JSON logging, then models loaded) writes only JSON lines."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, warnings\n"
+        "from pathlib import Path\n"
+        "from service.logs import configure_logging\n"
+        "configure_logging('json', 'INFO')\n"
+        "from service.retrieval.encoder import Encoder\n"
+        "from tqdm.auto import tqdm\n"
+        "enc = Encoder(backend='onnx', onnx_dir=Path(sys.argv[1]))\n"
+        "enc.embed_passages(['one passage', 'another passage'])\n"
+        "list(tqdm(range(3), desc='a default bar'))\n"
+        "warnings.warn('a library warning')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(onnx_dir)], capture_output=True, text=True, timeout=300, check=True)
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert lines, "expected at least the warning as a JSON record"
+    records = [json.loads(line) for line in lines]  # raises on a progress bar or a bare warning
+    assert any("a library warning" in r["message"] for r in records)
