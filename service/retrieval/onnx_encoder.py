@@ -11,11 +11,13 @@ An :class:`onnxruntime.InferenceSession` is thread-safe: concurrent requests nee
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,14 +69,36 @@ def export_onnx(model, onnx_dir: Path, *, source: str) -> OnnxExport:  # noqa: A
     if done:
         return done
     try:
-        import torch
-        from onnxruntime.quantization import QuantType, quantize_dynamic
-        from onnxruntime.transformers.optimizer import optimize_model
+        import onnxruntime.quantization  # noqa: F401
+        import onnxruntime.transformers.optimizer  # noqa: F401
     except ImportError as exc:  # pragma: no cover - onnxruntime is a dependency
         raise OnnxExportError(f"onnxruntime is not installed: {exc}") from exc
     hf = _transformer(model)
     onnx_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".onnx-", dir=onnx_dir.parent))
+    # The exporter and quantizer chat at INFO on the root logger and warn about tracing: keep the log readable.
+    with warnings.catch_warnings(), _quiet_info_logs():
+        warnings.simplefilter("ignore")
+        result = _export(model, hf, tmp, onnx_dir, source)
+    log.info("exported the encoder to ONNX int8 at %s", onnx_dir)
+    return result
+
+
+@contextlib.contextmanager
+def _quiet_info_logs():  # noqa: ANN202
+    previous = logging.root.manager.disable
+    logging.disable(logging.INFO)
+    try:
+        yield
+    finally:
+        logging.disable(previous)
+
+
+def _export(model, hf, tmp: Path, onnx_dir: Path, source: str) -> OnnxExport:  # noqa: ANN001
+    import torch
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.transformers.optimizer import optimize_model
+
     try:
         features = model.tokenizer(["a short question", "a somewhat longer passage of text"], padding=True, return_tensors="pt")
         names = [n for n in INPUTS if n in features]
@@ -101,7 +125,6 @@ def export_onnx(model, onnx_dir: Path, *, source: str) -> OnnxExport:  # noqa: A
         raise OnnxExportError(f"ONNX export to {onnx_dir} failed: {exc}") from exc
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    log.info("exported the encoder to ONNX int8 at %s", onnx_dir)
     return OnnxExport(onnx_dir / ONNX_FILE, source, RECIPE)
 
 
