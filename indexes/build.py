@@ -119,6 +119,8 @@ def build_index(
             {
                 "retriever": encoder.version,
                 "encoder_path": str(encoder.path),
+                # Encoders that do not say (test doubles, older callers) run PyTorch.
+                "encoder_backend": getattr(getattr(encoder, "backend", None), "value", "torch"),
                 "dim": encoder.dim,
                 "backend": backend.name,
                 "base": base,

@@ -9,7 +9,7 @@ from indexes.loaders import load_paths
 from indexes.segment import token_counter
 from service.artifacts import Registry
 from service.config import Settings
-from service.pipeline import load_encoder
+from service.pipeline import index_encoder_backend, load_encoder
 from service.retrieval.backends import open_backend
 from service.retrieval.encoder import Encoder
 from service.retrieval.store import StoreBackend
@@ -27,13 +27,16 @@ def ingest(
     """Add or update passages from ``paths`` in a new index version based on the active one.
 
     Re-ingesting the same input changes nothing (same doc_ids, same content, no new version).
-    The new version is embedded with the retriever of the active index (or the active
-    retriever when there is no index yet).
+    The new version is embedded with the retriever and encoder runtime of the active index (or
+    the active retriever and FEDQA_ENCODER_BACKEND when there is no index yet).
     """
     registry = Registry(settings.home_dir)
     base = registry.active()["index"]
-    retriever = registry.manifest("index", base).get("retriever") if base else registry.active()["retriever"]
-    encoder = encoder or load_encoder(settings, registry, retriever)
+    base_manifest = registry.manifest("index", base) if base else {}
+    retriever = base_manifest.get("retriever") if base else registry.active()["retriever"]
+    # New passages join the base index's vector space: same retriever, same runtime.
+    encoder_backend = index_encoder_backend(base_manifest) if base else None
+    encoder = encoder or load_encoder(settings, registry, retriever, backend=encoder_backend)
     backend = backend or open_backend(settings)
     passages = load_paths(
         [Path(p) for p in paths],

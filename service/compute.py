@@ -1,8 +1,10 @@
-"""One lock for in-process model compute.
+"""One lock for in-process PyTorch and llama.cpp compute.
 
-On a small CPU machine two model calls at once (torch and llama.cpp, or two torch calls
-with their own thread pools) slow each other down many times over, so every in-process
-model call (router, encoder, embedded LLM) runs under this lock.
+On a small CPU machine two such calls at once (torch and llama.cpp, or two torch calls with
+their own thread pools) slow each other down many times over, so PyTorch model calls (router,
+encoder on its PyTorch fallback, embedded LLM) run under this lock, one model call at a time
+(never a whole request). The ONNX Runtime encoder takes no lock: an InferenceSession is
+thread-safe and shares one intra-op thread pool between concurrent runs.
 """
 
 from __future__ import annotations

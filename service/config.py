@@ -37,6 +37,12 @@ class Settings(BaseSettings):
     router_base_model: str | None = Field(default=None, description="Path of the router's BERT encoder; default: shipped MiniLM.")
     max_passage_tokens: int = Field(default=512, ge=32, le=4096)
     torch_threads: int | None = Field(default=None, ge=1)
+    encoder_backend: Literal["onnx", "torch"] = Field(
+        default="onnx",
+        description="Runtime of the bi-encoder for new indexes: ONNX Runtime int8 (exported once per model version) "
+        "or PyTorch fp32. Queries always use the backend recorded in the active index.",
+    )
+    encoder_cache_size: int = Field(default=1024, ge=0, description="Queries whose vectors are kept in an LRU cache (0: off).")
 
     # Routing and retrieval
     tau0: float = Field(default=0.5, gt=0.0, le=1.0)

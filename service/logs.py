@@ -92,4 +92,29 @@ def configure_logging(
         lg.handlers.clear()
         lg.propagate = True
     logging.getLogger("uvicorn.access").disabled = True
+    if fmt == "json":
+        quiet_progress_bars()
     return handler
+
+
+def quiet_progress_bars() -> None:
+    """Keep a JSON log parseable: no progress bars (model loading, tqdm defaults), warnings as log records.
+
+    Commands run on a terminal keep their bars; ``fedqa serve`` with JSON logs calls this.
+    """
+    import os
+
+    os.environ["TQDM_DISABLE"] = "1"  # tqdm's default for bars not explicitly enabled
+    logging.captureWarnings(True)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover - transformers is a dependency
+        pass
+    try:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    except ImportError:  # pragma: no cover
+        pass

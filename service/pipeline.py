@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from service.generation.extractive import extractive_answer
 from service.generation.llm import LLM, LLMError, open_llm
 from service.generation.prompt import STOP, attribute, build_prompt, citations, drop_bad_citations, grounding
 from service.retrieval.backends import open_backend
-from service.retrieval.encoder import Encoder
+from service.retrieval.encoder import Encoder, model_fingerprint, packaged_minilm_path
 from service.retrieval.federated import merge, search_domains
 from service.retrieval.passage import RankedHit
 from service.retrieval.store import Store, StoreBackend, StoreUnavailable
@@ -107,6 +108,7 @@ class Pipeline:
             "index": self.store.version,
             "router": self.router.version or "uniform",
             "retriever": self.encoder.version,
+            "encoder_backend": self.encoder.backend.value,
             "llm": self.llm.name if self.llm else None,
             "store": self.store.backend,
         }
@@ -384,12 +386,23 @@ def load_pipeline(
         manifest = registry.manifest("index", index_version)
     except ArtifactError as exc:
         raise StoreUnavailable(str(exc)) from exc
-    encoder = load_encoder(settings, registry, manifest.get("retriever"))
+    encoder = load_encoder(settings, registry, manifest.get("retriever"), backend=index_encoder_backend(manifest))
+    warnings: list[str] = []
+    if encoder.backend.value != index_encoder_backend(manifest):
+        warnings.append(
+            f"queries are embedded with {encoder.backend.value} but index {index_version}'s passages with "
+            f"{index_encoder_backend(manifest)} ({encoder.backend_error}): rebuild the index (fedqa index build)"
+        )
+        log.warning(warnings[-1])
+    elif encoder.backend.value != settings.encoder_backend:
+        log.warning(
+            "FEDQA_ENCODER_BACKEND=%s but index %s was embedded with %s: queries use %s (rebuild the index to switch)",
+            settings.encoder_backend, index_version, encoder.backend.value, encoder.backend.value,
+        )
     if store is None or store.version != index_version:
         backend = backend or open_backend(settings)
         store = backend.open(index_version)
 
-    warnings: list[str] = []
     router_version = registry.active()["router"]
     router: Router
     try:
@@ -413,11 +426,27 @@ def load_pipeline(
     return Pipeline(settings, router=router, encoder=encoder, store=store, llm=llm, llm_error=llm_error, warnings=warnings)
 
 
-def load_encoder(settings: Settings, registry: Registry, retriever_version: str | None) -> Encoder:
-    """The bi-encoder of a retriever version (None: the configured or shipped base model)."""
+def load_encoder(
+    settings: Settings, registry: Registry, retriever_version: str | None, *, backend: str | None = None
+) -> Encoder:
+    """The bi-encoder of a retriever version (None: the configured or shipped base model).
+
+    ``backend``: the runtime (default FEDQA_ENCODER_BACKEND). A trained version's ONNX export lies in
+    its own folder (``onnx/``); the base model's in the data home's ``cache/onnx/<fingerprint>``.
+    """
+    backend = backend or settings.encoder_backend
+    common = {"backend": backend, "cache_size": settings.encoder_cache_size, "threads": settings.torch_threads}
     if retriever_version and retriever_version != "base":
-        return Encoder(registry.path("retriever", retriever_version), version=retriever_version)
-    return Encoder(settings.encoder_model, version="base")
+        path = registry.path("retriever", retriever_version)
+        return Encoder(path, version=retriever_version, onnx_dir=path / "onnx", **common)
+    path = Path(settings.encoder_model) if settings.encoder_model else packaged_minilm_path()
+    onnx_dir = settings.home_dir / "cache" / "onnx" / model_fingerprint(path)
+    return Encoder(path, version="base", onnx_dir=onnx_dir, **common)
+
+
+def index_encoder_backend(manifest: dict) -> str:
+    """The runtime an index's passages were embedded with (indexes from before it was recorded: torch)."""
+    return manifest.get("encoder_backend", "torch")
 
 
 def load_router(registry: Registry, version: str, retriever: str, domains: list[str], warnings: list[str]) -> Router:

@@ -15,7 +15,7 @@ def test_every_command_group_is_registered_and_errors_exit_2(tmp_path, monkeypat
     parser = build_parser()
     assert "{" + ",".join(GROUPS) + "}" in parser.format_usage()  # every group, in --help's order
     args = parser.parse_args(["evaluate", "--dataset", "demo"])
-    assert (args.strategies, args.metrics, args.top_k, args.gate) == ("mkpqa,uis,rfs", "retrieval", 5, "deterministic")
+    assert (args.strategies, args.metrics, args.top_k, args.gate) == ("fused,mkpqa,uis,rfs", "retrieval", 5, "deterministic")
     monkeypatch.setenv("FEDQA_HOME", str(tmp_path / "home"))
     from service.config import get_settings
 

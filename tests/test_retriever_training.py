@@ -62,6 +62,13 @@ def test_train_and_save_makes_a_retriever_version_with_base_and_fine_tuned_metri
 
     enc = Encoder(registry.path("retriever", version), version=version)
     assert enc.embed_query("refund").shape == (enc.dim,)
+    # Its ONNX int8 export was stored beside it at the end of training and is used as it is.
+    export = registry.path("retriever", version) / "onnx" / "model_qint8.onnx"
+    assert export.is_file()
+    before = export.stat().st_mtime_ns
+    fast = Encoder(registry.path("retriever", version), version=version, backend="onnx")
+    assert fast.backend.value == "onnx" and export.stat().st_mtime_ns == before
+    assert float(fast.embed_query("refund") @ enc.embed_query("refund")) > 0.97
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from service.artifacts import Registry
 from service.config import Settings
-from service.pipeline import load_encoder
+from service.pipeline import index_encoder_backend, load_encoder
 from service.queries import LabelledQuery
 from service.retrieval.backends import open_backend
 from service.retrieval.store import StoreBackend, StoreUnavailable
@@ -27,7 +27,7 @@ def evaluate_index(
     if not version:
         raise StoreUnavailable(f"no index in {settings.home_dir}")
     manifest = registry.manifest("index", version)
-    encoder = load_encoder(settings, registry, manifest.get("retriever"))
+    encoder = load_encoder(settings, registry, manifest.get("retriever"), backend=index_encoder_backend(manifest))
     queries = [q for q in queries if q.gold_doc_ids]
     vectors = encoder.embed_queries([q.query for q in queries])
     store = (backend or open_backend(settings)).open(version)

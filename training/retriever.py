@@ -218,6 +218,21 @@ def evaluate_on_pool(model: SentenceTransformer, val: Sequence[LabelledQuery], p
     return out
 
 
+def _save_with_onnx(model, path: Path) -> None:  # noqa: ANN001 - a SentenceTransformer
+    """Save the model and its ONNX int8 export beside it (``onnx/``), so serving need not export it.
+
+    A failed export is logged, not fatal: the service then exports at first use or runs PyTorch.
+    """
+    from service.retrieval.encoder import model_fingerprint
+    from service.retrieval.onnx_encoder import OnnxExportError, export_onnx
+
+    model.save(str(path))
+    try:
+        export_onnx(model, path / "onnx", source=model_fingerprint(path))
+    except OnnxExportError as exc:
+        log.warning("retriever saved without its ONNX export: %s", exc)
+
+
 def train_and_save(
     settings: Settings,
     data: TrainingData,
@@ -276,7 +291,7 @@ def train_and_save(
     version = save_version(
         registry,
         "retriever",
-        lambda path: model.save(str(path)),
+        lambda path: _save_with_onnx(model, path),
         metrics,
         {
             "base_model": base,

@@ -241,7 +241,7 @@ def train_and_activate(
     index's passages). ``fitters``: name -> function of the held-out set, whose result is stored under
     ``fitted[name]`` (e.g. the answer's "not covered" threshold).
     """
-    from service.pipeline import load_encoder
+    from service.pipeline import index_encoder_backend, load_encoder
     from service.retrieval.backends import open_backend
 
     t0 = time.perf_counter()
@@ -254,7 +254,7 @@ def train_and_activate(
         raise ValueError("no index yet: ingest documents first (fedqa ingest PATH)")
     index_version = registry.active()["index"]
     domains = sorted(index["domains"])
-    encoder: Encoder = load_encoder(settings, registry, index.get("retriever"))
+    encoder: Encoder = load_encoder(settings, registry, index.get("retriever"), backend=index_encoder_backend(index))
     origins = list(origins) if origins is not None else ["labelled"] * len(queries)
     train = [q for q in queries if not q.domains or any(d in domains for d in q.domains)]
     origins = [o for q, o in zip(queries, origins) if not q.domains or any(d in domains for d in q.domains)]

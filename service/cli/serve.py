@@ -34,7 +34,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.demo:
         from service.cli.demo import setup_demo
 
-        for line in setup_demo(s):
+        for line in setup_demo(s, progress=s.log_format != "json"):  # bars would break the JSON log
             logging.getLogger("fedqa").info(line)
     uvicorn.run(
         create_app(s),

@@ -1,14 +1,33 @@
-"""The bi-encoder: one sentence-transformers model embeds queries and passages (shared weights)."""
+"""The bi-encoder: one sentence-transformers model embeds queries and passages (shared weights).
+
+Two runtimes compute the same vectors (:class:`EncoderBackend`): ONNX Runtime int8 (fast on a
+CPU, thread-safe, no lock) and PyTorch fp32 (the fallback, run under the process's model lock).
+An index records the backend its passages were embedded with; queries use the same one.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
+from enum import Enum
 from pathlib import Path
 
 import numpy as np
 
 from service.compute import MODEL_LOCK
+
+log = logging.getLogger("fedqa.encoder")
+
+
+class EncoderBackend(str, Enum):
+    """The runtime that computes the vectors."""
+
+    ONNX = "onnx"
+    TORCH = "torch"
 
 
 def packaged_minilm_path() -> Path:
@@ -22,10 +41,71 @@ def packaged_minilm_path() -> Path:
     return path
 
 
+def model_fingerprint(path: Path) -> str:
+    """Identifies a model by the content of its weight files (stable when a data home is copied)."""
+    digest = hashlib.sha1()
+    for f in sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin")):
+        digest.update(f.name.encode())
+        with f.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
+class QueryCache:
+    """A small thread-safe LRU map of query text -> vector (size 0: off)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: str) -> np.ndarray | None:
+        """The cached vector, or None (counted as a miss)."""
+        with self._lock:
+            vec = self._items.get(key)
+            if vec is None:
+                self.misses += 1
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return vec
+
+    def put(self, key: str, vec: np.ndarray) -> None:
+        """Store a read-only copy, dropping the least recently used entry when full."""
+        if self.size <= 0:
+            return
+        vec = np.array(vec, dtype=np.float32, copy=True)
+        vec.flags.writeable = False
+        with self._lock:
+            self._items[key] = vec
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
 class Encoder:
     """Embeds text into L2-normalised vectors, so the store's dot product is cosine similarity."""
 
-    def __init__(self, model_path: str | Path | None = None, *, version: str = "base", device: str = "cpu") -> None:
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        version: str = "base",
+        device: str = "cpu",
+        backend: EncoderBackend | str = EncoderBackend.TORCH,
+        onnx_dir: Path | None = None,
+        cache_size: int = 0,
+        threads: int | None = None,
+    ) -> None:
+        """Load the model; with ``backend="onnx"`` also its ONNX export from ``onnx_dir``
+        (default: ``<model>/onnx``), exporting it there first when missing. Whatever fails to
+        export or load falls back to PyTorch with a logged warning (see :attr:`backend`)."""
         from sentence_transformers import SentenceTransformer
 
         from service.artifacts import require_model_files
@@ -37,6 +117,35 @@ class Encoder:
         self.path = path
         self.version = version
         self.model = SentenceTransformer(str(path), device=device, local_files_only=True)
+        self.cache = QueryCache(cache_size)
+        self.backend_error: str | None = None
+        self._onnx = None
+        if EncoderBackend(backend) is EncoderBackend.ONNX:
+            self._onnx = self._load_onnx(onnx_dir or path / "onnx", threads)
+
+    def _load_onnx(self, onnx_dir: Path, threads: int | None):  # noqa: ANN202 - an OnnxSession or None
+        from service.retrieval.onnx_encoder import OnnxExportError, OnnxSession, export_onnx
+
+        try:
+            export = export_onnx(self.model, onnx_dir, source=model_fingerprint(self.path))
+            return OnnxSession(
+                export, tokenizer=self.model.tokenizer, max_seq_length=self.max_seq_length,
+                pooling=self.model[1].pooling_mode, threads=threads,
+            )
+        except (OnnxExportError, OSError, ImportError) as exc:
+            self.backend_error = str(exc)
+            log.warning("ONNX encoder unavailable, falling back to PyTorch: %s", exc)
+            return None
+
+    @property
+    def backend(self) -> EncoderBackend:
+        """The runtime actually in use (PyTorch when ONNX was asked for but failed)."""
+        return EncoderBackend.ONNX if self._onnx is not None else EncoderBackend.TORCH
+
+    @property
+    def max_seq_length(self) -> int:
+        """Tokens per text; longer texts are truncated (the model's own setting)."""
+        return int(self.model.max_seq_length)
 
     @property
     def dim(self) -> int:
@@ -49,8 +158,20 @@ class Encoder:
         return self.model.tokenizer
 
     def embed_queries(self, queries: Sequence[str]) -> np.ndarray:
-        """Embed queries; shape (n, dim), float32, unit length."""
-        return self._encode(list(queries), batch_size=32, progress=False)
+        """Embed queries; shape (n, dim), float32, unit length. Repeated queries come from the LRU cache."""
+        queries = list(queries)
+        if self.cache.size <= 0:
+            return self._encode(queries, batch_size=32, progress=False)
+        found = [self.cache.get(q) for q in queries]
+        missing = sorted({q for q, v in zip(queries, found) if v is None})
+        if missing:
+            fresh = dict(zip(missing, self._encode(missing, batch_size=32, progress=False)))
+            for q, v in fresh.items():
+                self.cache.put(q, v)
+            found = [v if v is not None else fresh[q] for q, v in zip(queries, found)]
+        if not queries:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack(found).astype(np.float32, copy=False)
 
     def embed_query(self, query: str) -> np.ndarray:
         """Embed one query; shape (dim,)."""
@@ -63,6 +184,13 @@ class Encoder:
     def _encode(self, texts: list[str], *, batch_size: int, progress: bool) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self._onnx is not None:  # thread-safe session: no lock
+            if not progress:
+                return self._onnx.encode(texts, batch_size=batch_size)
+            from tqdm.auto import tqdm
+
+            with tqdm(total=len(texts), desc="embedding", unit="text") as bar:
+                return self._onnx.encode(texts, batch_size=batch_size, bar=bar)
         with MODEL_LOCK:
             vecs = self.model.encode(
                 texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=progress

@@ -1,0 +1,82 @@
+"""Ingest speed: passages/s of ``fedqa ingest`` next to a bare PyTorch encode of the same passages.
+
+Takes ``--n`` faq6 passages (every k-th line, so every product and length is represented),
+ingests them with ``python -m service.cli ingest`` into a fresh home (the ONNX export is made by a
+first, tiny ingest and is not timed), then encodes the same texts with a bare sentence-transformers
+PyTorch model at the same max_seq_length, batch 32 (the floor). Prints both rates and their ratio
+(ingest wall time / bare encode time; the whole command is timed: start-up, segmenting, store writes),
+and the same ratio in CPU seconds (steadier on a shared machine).
+
+    python benchmarks/bench_ingest.py --n 2000            # FEDQA_ENCODER_BACKEND=onnx (default)
+    FEDQA_ENCODER_BACKEND=torch python benchmarks/bench_ingest.py --n 500
+Target (issue 13): ratio <= 0.4.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from speed_common import FAQ6, REPO, emit, read_jsonl
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def ingest(home: Path, path: Path, backend: str) -> tuple[float, float]:
+    """Wall and CPU seconds of one ``fedqa ingest --quiet`` run."""
+    env = {**os.environ, "FEDQA_HOME": str(home), "HF_HUB_OFFLINE": "1", "FEDQA_ENCODER_BACKEND": backend}
+    t0, c0 = time.perf_counter(), _children_cpu()
+    subprocess.run([sys.executable, "-m", "service.cli", "ingest", str(path), "--quiet"], cwd=REPO, env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0, _children_cpu() - c0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--docs", default=str(FAQ6 / "docs.jsonl"))
+    ap.add_argument("--n", type=int, default=2000)
+    ap.add_argument("--backend", default=os.environ.get("FEDQA_ENCODER_BACKEND", "onnx"), choices=["onnx", "torch"])
+    args = ap.parse_args()
+    docs = read_jsonl(args.docs)
+    step = max(1, len(docs) // args.n)
+    sample = docs[::step][: args.n]
+    with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp:
+        tmp = Path(tmp)
+        warm, data = tmp / "warm.jsonl", tmp / "sample.jsonl"
+        warm.write_text(json.dumps({"doc_id": "warm/0", "domain": "warmup", "text": "A first passage."}) + "\n")
+        data.write_text("".join(json.dumps(d) + "\n" for d in sample))
+        ingest(tmp / "home", warm, args.backend)  # exports the model once (not timed)
+        t_ingest, cpu_ingest = ingest(tmp / "home", data, args.backend)
+        manifest_dir = sorted((tmp / "home").glob("indexes/*/manifest.json")) or sorted((tmp / "home").rglob("manifest.json"))
+        recorded = [json.loads(p.read_text()).get("encoder_backend") for p in manifest_dir]
+    from sentence_transformers import SentenceTransformer
+
+    from service.retrieval.encoder import packaged_minilm_path
+
+    bare = SentenceTransformer(str(packaged_minilm_path()), device="cpu", local_files_only=True)
+    texts = [d["text"] for d in sample]
+    t0, c0 = time.perf_counter(), time.process_time()
+    bare.encode(texts, batch_size=32, normalize_embeddings=True)
+    t_floor, cpu_floor = time.perf_counter() - t0, time.process_time() - c0
+    emit({
+        "figure": "fedqa ingest passages/s", "backend": args.backend, "passages": len(sample),
+        "ingest_seconds": round(t_ingest, 1), "ingest_passages_per_s": round(len(sample) / t_ingest, 1),
+        "floor_bare_torch_encode_seconds": round(t_floor, 1), "floor_passages_per_s": round(len(sample) / t_floor, 1),
+        "max_seq_length": bare.max_seq_length, "ratio_ingest_to_bare": round(t_ingest / t_floor, 3),
+        "ingest_cpu_seconds": round(cpu_ingest, 1), "floor_cpu_seconds": round(cpu_floor, 1),
+        "cpu_ratio_ingest_to_bare": round(cpu_ingest / cpu_floor, 3), "manifest_encoder_backends": recorded,
+    })
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""Retrieval latency over HTTP next to its floor, measured in the same run, question by question.
+
+For each faq6 dev question: POST /ask {"generate": false} to a ``fedqa serve`` of $FEDQA_HOME
+(started here), then one bare sentence-transformers PyTorch ``encode`` of the same question in this
+process (the naive floor). Prints p50/p95 of both, their ratio, and the server's own store-search
+time (``timings_ms.search``). A second pass over the same questions shows the query cache.
+
+    FEDQA_HOME=/work/homes/faq6-onnx python benchmarks/bench_retrieval.py --n 200
+Targets (issue 13): p95 <= 0.7 x the bare encode's p95, and <= 12 ms on 2 quiet cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import httpx
+from speed_common import FAQ6, emit, percentile, read_jsonl, serve
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--home", default=os.environ.get("FEDQA_HOME"), help="data home to serve (default $FEDQA_HOME)")
+    ap.add_argument("--queries", default=str(FAQ6 / "queries_dev.jsonl"))
+    ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--port", type=int, default=8061)
+    ap.add_argument("--warmup", type=int, default=10)
+    args = ap.parse_args()
+    if not args.home:
+        raise SystemExit("give --home or set FEDQA_HOME")
+    from sentence_transformers import SentenceTransformer
+
+    from service.retrieval.encoder import packaged_minilm_path
+
+    queries = read_jsonl(args.queries, "query")[: args.n]
+    bare = SentenceTransformer(str(packaged_minilm_path()), device="cpu", local_files_only=True)
+    with serve(args.home, args.port, env={"FEDQA_LLM_BACKEND": "none"}), httpx.Client(
+        base_url=f"http://127.0.0.1:{args.port}", timeout=60
+    ) as client:
+        for i in range(args.warmup):  # questions that are not measured: the cache stays cold for the run
+            client.post("/ask", json={"query": f"warm-up question number {i}", "generate": False}).raise_for_status()
+            bare.encode([f"warm-up question number {i}"])
+        http, floor, search, backend = [], [], [], None
+        for q in queries:
+            t0 = time.perf_counter()
+            r = client.post("/ask", json={"query": q, "generate": False})
+            http.append((time.perf_counter() - t0) * 1000)
+            r.raise_for_status()
+            search.append(r.json()["timings_ms"].get("search", float("nan")))
+            t0 = time.perf_counter()
+            bare.encode([q], normalize_embeddings=True)
+            floor.append((time.perf_counter() - t0) * 1000)
+        cached = []
+        for q in queries:
+            t0 = time.perf_counter()
+            client.post("/ask", json={"query": q, "generate": False}).raise_for_status()
+            cached.append((time.perf_counter() - t0) * 1000)
+        backend = client.get("/readyz").json()
+    p = lambda v, q: round(percentile(v, q), 2)  # noqa: E731
+    emit({
+        "figure": "retrieval over HTTP /ask generate=false", "home": args.home, "n": len(queries),
+        "http_p50_ms": p(http, 50), "http_p95_ms": p(http, 95),
+        "floor_bare_torch_encode_p50_ms": p(floor, 50), "floor_bare_torch_encode_p95_ms": p(floor, 95),
+        "ratio_p50": round(p(http, 50) / p(floor, 50), 3), "ratio_p95": round(p(http, 95) / p(floor, 95), 3),
+        "server_store_search_p50_ms": p(search, 50), "server_store_search_p95_ms": p(search, 95),
+        "repeated_questions_http_p50_ms": p(cached, 50), "repeated_questions_http_p95_ms": p(cached, 95),
+        "readyz": backend,
+    })
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""The ONNX Runtime encoder: vectors close to PyTorch's, exported once and reused, PyTorch fallback, query cache."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from service.artifacts import Registry
+from service.demo import DOCS, QUERIES
+from service.retrieval.encoder import Encoder, EncoderBackend, QueryCache
+from service.retrieval.onnx_encoder import META_FILE, ONNX_FILE
+from tests.conftest import make_settings
+
+
+def _demo() -> tuple[list[dict], list[dict]]:
+    """The first 150 demo passages and the demo questions whose gold passages are among them."""
+    read = lambda path: [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]  # noqa: E731
+    docs = read(DOCS)[:150]
+    ids = {d["doc_id"] for d in docs}
+    return docs, [q for q in read(QUERIES) if set(q.get("gold_doc_ids") or []) & ids]
+
+
+@pytest.fixture(scope="module")
+def onnx_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("onnx-export") / "onnx"
+
+
+@pytest.fixture(scope="module")
+def onnx_encoder(onnx_dir: Path) -> Encoder:
+    return Encoder(backend="onnx", onnx_dir=onnx_dir)
+
+
+def test_onnx_vectors_are_close_to_pytorch_and_retrieve_as_well(onnx_encoder, encoder):
+    assert onnx_encoder.backend is EncoderBackend.ONNX and encoder.backend is EncoderBackend.TORCH
+    docs, queries = _demo()
+    texts = [d["text"] for d in docs]
+    d_fast, d_ref = onnx_encoder.embed_passages(texts), encoder.embed_passages(texts)
+    q_fast, q_ref = onnx_encoder.embed_queries([q["query"] for q in queries]), encoder.embed_queries([q["query"] for q in queries])
+    assert d_fast.shape == d_ref.shape and d_fast.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(d_fast, axis=1), 1.0, atol=1e-4)
+    cos_d, cos_q = (d_fast * d_ref).sum(1), (q_fast * q_ref).sum(1)
+    assert cos_d.min() > 0.97 and cos_q.min() > 0.97, (cos_d.min(), cos_q.min())
+    assert cos_d.mean() > 0.99 and cos_q.mean() > 0.99, (cos_d.mean(), cos_q.mean())
+
+    # Top-1 accuracy on the demo questions within 3 points of PyTorch fp32 (faq6 figure: docs/speed.md).
+    def top1(q: np.ndarray, d: np.ndarray) -> float:
+        best = (q @ d.T).argmax(1)
+        return float(np.mean([docs[b]["doc_id"] in set(qq["gold_doc_ids"]) for b, qq in zip(best, queries)]))
+
+    assert top1(q_fast, d_fast) >= top1(q_ref, d_ref) - 0.03, (top1(q_fast, d_fast), top1(q_ref, d_ref))
+    # Vectors come back in input order (batches are formed by length inside; int8 activation
+    # scales are per batch, so a text's vector moves slightly with its batch-mates).
+    again = onnx_encoder.embed_passages(texts[:50][::-1])[::-1]
+    assert (again * d_fast[:50]).sum(1).min() > 0.98
+
+
+def test_export_is_stored_once_and_reused(onnx_encoder, onnx_dir: Path, caplog):
+    model_file = onnx_dir / ONNX_FILE
+    meta = json.loads((onnx_dir / META_FILE).read_text())
+    assert model_file.is_file() and meta["source"]
+    before = model_file.stat().st_mtime_ns
+    with caplog.at_level(logging.INFO, logger="fedqa.encoder"):
+        again = Encoder(backend="onnx", onnx_dir=onnx_dir)
+    assert again.backend is EncoderBackend.ONNX
+    assert model_file.stat().st_mtime_ns == before
+    assert not any("exported" in r.getMessage() for r in caplog.records)
+    np.testing.assert_array_equal(again.embed_query("How do I reset my password?"), onnx_encoder.embed_query("How do I reset my password?"))
+
+
+def test_failed_export_falls_back_to_pytorch_with_a_warning(tmp_path: Path, encoder, caplog):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the export folder's parent should be")
+    with caplog.at_level(logging.WARNING, logger="fedqa.encoder"):
+        enc = Encoder(backend="onnx", onnx_dir=blocker / "onnx")
+    assert enc.backend is EncoderBackend.TORCH and enc.backend_error
+    assert any("falling back to PyTorch" in r.getMessage() for r in caplog.records)
+    np.testing.assert_allclose(enc.embed_query("refund an invoice"), encoder.embed_query("refund an invoice"), atol=1e-5)
+
+
+def test_query_cache_returns_the_same_vector_and_evicts_least_recent(onnx_dir: Path):
+    enc = Encoder(backend="onnx", onnx_dir=onnx_dir, cache_size=2)
+    first = enc.embed_query("how do I merge contacts")
+    assert (enc.cache.hits, enc.cache.misses) == (0, 1)
+    np.testing.assert_array_equal(enc.embed_query("how do I merge contacts"), first)
+    assert enc.cache.hits == 1
+    batch = enc.embed_queries(["refunds", "how do I merge contacts", "refunds"])
+    np.testing.assert_array_equal(batch[1], first)
+    np.testing.assert_array_equal(batch[0], batch[2])
+    enc.embed_query("a third question")  # evicts the least recently used ("how do I merge contacts" was used last but one)
+    assert len(enc.cache) == 2
+    hits = enc.cache.hits
+    enc.embed_query("how do I merge contacts")
+    assert enc.cache.hits == hits  # evicted: computed again
+
+
+def test_query_cache_off_and_lru_order():
+    off = QueryCache(0)
+    off.put("q", np.ones(3, dtype=np.float32))
+    assert off.get("q") is None and len(off) == 0
+    cache = QueryCache(2)
+    for key in ("a", "b"):
+        cache.put(key, np.full(3, ord(key), dtype=np.float32))
+    assert cache.get("a") is not None  # "b" is now least recent
+    cache.put("c", np.zeros(3, dtype=np.float32))
+    assert cache.get("b") is None and cache.get("a") is not None and cache.get("c") is not None
+    with pytest.raises(ValueError):
+        cache.get("a")[0] = 1.0  # cached vectors are read-only
+
+
+def test_index_records_its_backend_and_queries_follow_it(tmp_path: Path, onnx_dir: Path, monkeypatch):
+    from indexes.ingest import ingest
+    from service.pipeline import load_pipeline
+
+    settings = make_settings(tmp_path / "home", encoder_backend="onnx")
+    # The base model's export lives in the data home's cache; reuse the module's export for speed.
+    from service.retrieval.encoder import model_fingerprint, packaged_minilm_path
+
+    cache = settings.home_dir / "cache" / "onnx" / model_fingerprint(packaged_minilm_path())
+    cache.parent.mkdir(parents=True)
+    import shutil
+
+    shutil.copytree(onnx_dir, cache)
+    report = ingest([DOCS], settings, progress=False)
+    manifest = Registry(settings.home_dir).manifest("index", report.version)
+    assert manifest["encoder_backend"] == "onnx"
+    # A server configured for PyTorch still embeds queries as this index's passages were.
+    pipeline = load_pipeline(make_settings(settings.home_dir, encoder_backend="torch"), with_llm=False)
+    try:
+        assert pipeline.encoder.backend is EncoderBackend.ONNX
+        assert not pipeline.warnings or all("embedded with" not in w for w in pipeline.warnings)
+    finally:
+        pipeline.close()
+    # Re-ingesting unchanged input costs nothing; a new product costs only its passages.
+    again = ingest([DOCS], settings, progress=False)
+    assert not again.changed and again.added == 0
+    extra = tmp_path / "extra.jsonl"
+    extra.write_text(json.dumps({"doc_id": "newprod/1", "domain": "newprod", "title": "New", "text": "The new product ships monthly."}) + "\n")
+    added = ingest([extra], settings, progress=False)
+    assert added.changed and added.added == 1 and added.unchanged == 0
+    assert Registry(settings.home_dir).manifest("index", added.version)["encoder_backend"] == "onnx"
+
+
+def test_json_log_of_the_server_gets_no_progress_bars(onnx_encoder, onnx_dir: Path):
+    """What `fedqa serve` does at start (JSON logging, then models loaded) writes only JSON lines."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, warnings\n"
+        "from pathlib import Path\n"
+        "from service.logs import configure_logging\n"
+        "configure_logging('json', 'INFO')\n"
+        "from service.retrieval.encoder import Encoder\n"
+        "from tqdm.auto import tqdm\n"
+        "enc = Encoder(backend='onnx', onnx_dir=Path(sys.argv[1]))\n"
+        "enc.embed_passages(['one passage', 'another passage'])\n"
+        "list(tqdm(range(3), desc='a default bar'))\n"
+        "warnings.warn('a library warning')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(onnx_dir)], capture_output=True, text=True, timeout=300, check=True)
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert lines, "expected at least the warning as a JSON record"
+    records = [json.loads(line) for line in lines]  # raises on a progress bar or a bare warning
+    assert any("a library warning" in r["message"] for r in records)
