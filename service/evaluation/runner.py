@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from service.evaluation import rageval, ragxplain, wixqa
+from service.evaluation import answers, rageval, ragxplain, wixqa
 from service.evaluation.jobs import JobStore
 from service.evaluation.judges import Judge, Outcome, faithfulness, relevancy
 from service.evaluation.retrieval_metrics import (
@@ -60,6 +60,8 @@ def metric_names(spec: dict[str, Any]) -> list[str]:
     names: list[str] = []
     if "retrieval" in groups:
         names += retrieval_metric_names(spec["top_k"])
+    if "answers" in groups:
+        names += list(answers.METRICS)
     if "answer" in groups:
         names += ANSWER_METRICS
     if "wixqa" in groups:
@@ -90,9 +92,27 @@ def needs_judge(spec: dict[str, Any]) -> bool:
     return any(g in spec["metrics"] for g in JUDGED_GROUPS)
 
 
+def needs_answers(spec: dict[str, Any]) -> bool:
+    """The metrics need the answering path's answers."""
+    return needs_judge(spec) or "answers" in spec["metrics"]
+
+
 def needs_llm(spec: dict[str, Any]) -> bool:
-    """Generation (answers) or the lfs selector need an LLM."""
-    return needs_judge(spec) or "lfs" in spec["strategies"]
+    """Answers (through the configured answering path, LLM included) or the lfs selector need the LLM."""
+    return needs_answers(spec) or "lfs" in spec["strategies"]
+
+
+# What a missing answer scores in each judged metric: a failure of the system, never of the judge.
+NO_ANSWER_SCORES = {"relevancy": 0.0, "faithfulness": 0.0, "factuality": 0.0, "completeness": 0.0,
+                    "hallucination": 0.0, "irrelevance": 1.0, **{m: 0.0 for m in ragxplain.METRICS}}
+
+
+def _no_answer(record: dict[str, Any], names: Iterable[str], mode: str) -> None:
+    """Score the judged metrics of a question the system did not answer (RAGEval: every key point missing)."""
+    for n in names:
+        record["metrics"][n] = NO_ANSWER_SCORES.get(n, 0.0)
+        record["outcomes"][n] = {"value": record["metrics"][n], "explanation": f"no answer (answer_mode {mode}): "
+                                 "scored as a failure of the system", "error": None, "kind": None, "calls": 0}
 
 
 def query_record(q: LabelledQuery) -> dict[str, Any]:
@@ -170,8 +190,10 @@ def evaluate_question(
     ranked = [h.passage.doc_id for h in ret.hits]
     gold = q.get("gold_doc_ids") or []
     domains = q.get("domains") or []
+    oos = answers.is_out_of_scope(q)
     record: dict[str, Any] = {
-        "qid": q["qid"], "query": q["query"], "domains": domains, "kind": "cross" if len(domains) > 1 else "uni",
+        "qid": q["qid"], "query": q["query"], "domains": domains,
+        "kind": "oos" if oos else "cross" if len(domains) > 1 else "uni",
         "strategy": strategy, "position": position, "gold_doc_ids": gold,
         "ranking": [{"doc_id": h.passage.doc_id, "domain": h.passage.domain, "title": h.passage.title,
                      "score": round(h.score, 6), "unified_score": round(h.unified_score, 6)} for h in ret.hits],
@@ -195,15 +217,25 @@ def evaluate_question(
         record["metrics"]["retrieval_recall"] = recall_at_k(ranked, gold, top_k)
         record["metrics"]["eir"] = effective_information_rate([(h.passage.doc_id, h.passage.text) for h in ret.hits], gold)
 
+    if needs_answers(spec):
+        ans = pipeline.answer_retrieval(ret, query_vector=getattr(prepared, "vector", None), context_passages=top_k)
+        answer, mode = ans.text, ans.mode.value
+        record.update(answer=answer, answer_mode=mode, answer_error=ans.error, generate_ms=ans.timings_ms["answer"],
+                      confidence=None if ans.confidence is None else ans.confidence.__dict__)
+        if "answers" in groups:
+            record["metrics"].update(answers.scores(answer, mode, q.get("answer"), out_of_scope=oos,
+                                                    answer_ms=ans.timings_ms["answer"]))
     if needs_judge(spec):
-        t_gen = time.perf_counter()
-        answer, mode, error = pipeline.generate(ret, context_passages=top_k)
-        record.update(answer=answer, answer_mode=mode, answer_error=error,
-                      generate_ms=round((time.perf_counter() - t_gen) * 1000, 1))
         context = [(h.passage.title, h.passage.text) for h in ret.hits[:top_k]]
         reference = q.get("answer")
         if judge is None:
             raise EvaluationError("judge metrics need a judge")
+        if not answer:  # scored 0 without asking the judge; context recall does not depend on the answer
+            _no_answer(record, [n for n in judged_metric_names(spec) if n != "context_recall"], mode)
+            if "wixqa" in groups:
+                record["metrics"].update(wixqa.lexical(answer, reference))
+                _outcome_map(record, "context_recall", wixqa.context_recall(judge, reference, context), judge)
+            groups = [g for g in groups if g not in JUDGED_GROUPS]
         if "answer" in groups:
             _outcome_map(record, "relevancy", relevancy(judge, q["query"], answer), judge)
             _outcome_map(record, "faithfulness", faithfulness(judge, q["query"], answer, context), judge)
@@ -330,12 +362,16 @@ def strategy_insights(judge: Judge | None, strategy: str, records: Sequence[dict
 
 
 # --------------------------------------------------------------------------- summary
+def _kind(q: dict[str, Any]) -> str:
+    return "oos" if answers.is_out_of_scope(q) else "cross" if len(q.get("domains") or []) > 1 else "uni"
+
+
 def groups_of(record: dict[str, Any]) -> list[str]:
     return ["all", record["kind"]] + [f"domain:{d}" for d in record.get("domains", [])]
 
 
 def _group_order(names: Iterable[str]) -> list[str]:
-    head = [g for g in ("all", "uni", "cross") if g in names]
+    head = [g for g in ("all", "uni", "cross", "oos") if g in names]
     return head + sorted(g for g in names if g.startswith("domain:"))
 
 
@@ -375,7 +411,7 @@ def summarize(
             if sel and sel.get("failures"):
                 fails.setdefault("lfs_selection", Counter())["call_or_parse"] += sel["failures"]
         failures[s] = {m: dict(c) for m, c in fails.items()}
-    n_by_group = Counter(g for q in queries for g in groups_of({**q, "kind": "cross" if len(q.get("domains") or []) > 1 else "uni"}))
+    n_by_group = Counter(g for q in queries for g in groups_of({**q, "kind": _kind(q)}))
     judge_names = sorted({r["judge"] for r in records if r.get("judge")})
     judge_calls = sum(o.get("calls", 0) for r in records for o in r.get("outcomes", {}).values())
     summary: dict[str, Any] = {
@@ -397,7 +433,10 @@ def summarize(
         "versions": versions or {},
         "job": job_id,
     }
-    if judged:
+    if needs_answers(spec):
+        summary["answers"] = answers.summarize_answers(spec["strategies"], records)
+        summary["notes"].append("a missing answer scores 0 (a failure of the system), never a judge failure")
+    if judged or needs_answers(spec):
         modes: dict[str, dict[str, int]] = {}
         for r in records:
             modes.setdefault(r["strategy"], Counter())[r.get("answer_mode") or "none"] += 1
