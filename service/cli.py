@@ -127,6 +127,19 @@ def cmd_train_router(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train_abstention(args: argparse.Namespace) -> int:
+    from service.queries import load_queries
+    from training.abstention import fit_abstention
+
+    in_scope = [q for f in args.queries for q in load_queries(f)]
+    report = fit_abstention(_settings(), in_scope, load_queries(args.out_of_scope), false_refusal=args.false_refusal,
+                            folds=args.folds, seed=args.seed, save=not args.dry_run)
+    heldout = {k: v for k, v in report.heldout.items() if k != "per_fold"}
+    print(json.dumps({"abstention": report.path, "threshold": report.model.threshold,
+                      "target_false_refusal": args.false_refusal, "heldout": heldout}, indent=2))
+    return 0
+
+
 def cmd_train_retriever(args: argparse.Namespace) -> int:
     from training.checkpoint import StopFlag
     from training.data.dataset import TrainingData
@@ -372,6 +385,15 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--no-activate", action="store_true", help="save the version without activating it")
     t.add_argument("--quiet", action="store_true")
     t.set_defaults(func=cmd_train_router)
+
+    t = tsub.add_parser("abstention", help="fit the 'not covered' decision for the active router (or index) version")
+    t.add_argument("--queries", nargs="+", required=True, help="in-scope questions (the router's validation questions)")
+    t.add_argument("--out-of-scope", required=True, help="questions the documentation does not answer (queries.jsonl format)")
+    t.add_argument("--false-refusal", type=float, default=0.03, help="share of in-scope fitting questions refused")
+    t.add_argument("--folds", type=int, default=5, help="k-fold for the held-out figures")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--dry-run", action="store_true", help="report the held-out figures without storing the model")
+    t.set_defaults(func=cmd_train_abstention)
 
     t = tsub.add_parser("retriever", help="fine-tune the bi-encoder (symmetric InfoNCE) on a training set")
     t.add_argument("--data", required=True, help="training set from 'fedqa data build'")

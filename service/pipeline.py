@@ -80,10 +80,9 @@ class Pipeline:
         warnings: list[str] | None = None,
         abstention: AbstentionModel | None = None,
     ) -> None:
-        self.settings = settings
+        self._settings = settings
         self.encoder = encoder
         self.store = store
-        self.llm = llm
         self.llm_error = llm_error
         self.warnings = list(warnings or [])
         self.domains = store.domains()
@@ -108,6 +107,26 @@ class Pipeline:
         self._descriptions_lock = threading.Lock()
 
     # ------------------------------------------------------------------ info
+    @property
+    def settings(self) -> Settings:
+        """The settings (replacing them also updates the answering component's)."""
+        return self._settings
+
+    @settings.setter
+    def settings(self, value: Settings) -> None:
+        self._settings = value
+        if hasattr(self, "answerer"):
+            self.answerer.settings = value
+
+    @property
+    def llm(self) -> LLM | None:
+        """The LLM the answering component generates with (None: extractive answers)."""
+        return self.answerer.llm
+
+    @llm.setter
+    def llm(self, value: LLM | None) -> None:
+        self.answerer.llm = value
+
     @property
     def versions(self) -> dict[str, str | None]:
         """Versions of everything that produced an answer."""
