@@ -475,7 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--dataset", help="a dataset name: demo, or NAME in $FEDQA_HOME/eval/datasets/NAME.jsonl")
     src.add_argument("--resume", metavar="JOB", help="finish an interrupted job of this home")
     s.add_argument("--strategies", default="mkpqa,uis,rfs", help="comma-separated: mkpqa,uis,rfs,lfs")
-    s.add_argument("--metrics", default="retrieval", help="comma-separated: retrieval,answer,wixqa,rageval,ragxplain")
+    s.add_argument("--metrics", default="retrieval", help="comma-separated: retrieval,answers,answer,wixqa,rageval,ragxplain")
     s.add_argument("--top-k", type=int, default=5)
     s.add_argument("--gate", choices=["deterministic", "stochastic"], default="deterministic")
     s.add_argument("--seed", type=int, help="stochastic gate: question i uses seed + i")

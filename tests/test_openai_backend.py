@@ -1,5 +1,6 @@
 """The OpenAI-compatible backend (the ``openai`` client) against a real OpenAI-compatible server:
-``transformers serve`` with the shipped SmolLM2 GGUF, started on a free port for this module."""
+``transformers serve`` with the shipped SmolLM2 (the GGUF dequantised once per session by the embedded
+backend; the GGUF itself has no architecture in its config for the server), started on a free port."""
 
 from __future__ import annotations
 
@@ -10,13 +11,11 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 
 from service.generation.llm import LLMError
-from service.generation.local_llm import GGUF_FILE, packaged_gguf
 from service.generation.openai_llm import OpenAILLM
 from service.generation.prompt import STOP, build_prompt
 from service.pipeline import Pipeline
@@ -32,18 +31,22 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server_url(tmp_path_factory):
-    """`transformers serve <folder>:<file>.gguf` (the model preloaded) on a free port; its base URL."""
+def model_path(embedded_llm) -> str:
+    return str(embedded_llm.path)
+
+
+@pytest.fixture(scope="module")
+def server_url(tmp_path_factory, model_path):
+    """`transformers serve <model folder>` (the model preloaded) on a free port; its base URL."""
     if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
         pytest.fail("transformers serve needs fastapi and uvicorn (installed with fedqa)")
-    folder, file = packaged_gguf()
     exe = shutil.which("transformers", path=str(Path(sys.executable).parent)) or "transformers"
     port = _free_port()
     log = tmp_path_factory.mktemp("tserve") / "serve.log"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [exe, "serve", f"{folder}:{file}", "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"],
+            [exe, "serve", model_path, "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"],
             stdout=out, stderr=subprocess.STDOUT, env=env,
         )
     url = f"http://127.0.0.1:{port}/v1"
@@ -69,34 +72,29 @@ def server_url(tmp_path_factory):
             proc.kill()
 
 
-def _model(folder_file: tuple[Path, str] | None = None) -> str:
-    folder, file = folder_file or packaged_gguf()
-    return f"{folder}:{file}"
-
-
 def _hit(text: str) -> RankedHit:
     return RankedHit(Passage("d/p#000", "d", "Beacon > Audit", "d/p.md", text), 0.6, 0.9, 0.54)
 
 
-def test_complete_and_stream_give_the_same_greedy_text(server_url):
-    llm = OpenAILLM(server_url, _model())
+def test_complete_and_stream_give_the_same_greedy_text(server_url, model_path):
+    llm = OpenAILLM(server_url, model_path)
     prompt = build_prompt("What does Beacon log?", [_hit("Beacon records every sign-in in the audit log.")])
     text = llm.complete(prompt, max_tokens=16, stop=STOP, timeout_s=120)
     assert text.strip()
     assert "".join(llm.stream(prompt, max_tokens=16, stop=STOP, timeout_s=120)) == text
 
 
-def test_generated_answer_through_the_pipeline(server_url, demo_pipeline):
+def test_generated_answer_through_the_pipeline(server_url, model_path, demo_pipeline):
     pipeline = Pipeline(
         make_settings(demo_pipeline.settings.home_dir, llm_max_tokens=24, llm_timeout_s=120, min_grounding=0.0),
         router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=demo_pipeline.store,
-        llm=OpenAILLM(server_url, _model()),
+        llm=OpenAILLM(server_url, model_path),
     )
     resp = pipeline.answer(AskRequest(query="How do I import contacts from a spreadsheet?", top_k=3))
     assert resp.answer_mode == "generative", resp.error
-    assert resp.answer and resp.versions["llm"] == f"openai:{_model()}"
+    assert resp.answer and resp.versions["llm"] == f"openai:{model_path}"
 
 
 def test_unknown_model_is_an_llm_error(server_url):
     with pytest.raises(LLMError):
-        OpenAILLM(server_url, "no-such-model-" + GGUF_FILE).complete("Hi", max_tokens=4, stop=[], timeout_s=60)
+        OpenAILLM(server_url, "no-such-model").complete("Hi", max_tokens=4, stop=[], timeout_s=60)

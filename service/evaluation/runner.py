@@ -503,9 +503,10 @@ def _split(text: str) -> list[str]:
 
 def _print_table(summary: dict[str, Any], out) -> None:  # noqa: ANN001
     """A short human table of the headline metrics (to stderr)."""
-    metrics = [m for m in ("acc_at_top1", f"recall_at_{summary['spec']['top_k']}", "mrr", "relevancy", "faithfulness")
+    metrics = [m for m in ("acc_at_top1", f"recall_at_{summary['spec']['top_k']}", "mrr", "answer_f1", "answer_rouge_l",
+                           "false_refusal", "abstained", "relevancy", "faithfulness")
                if m in summary["metrics"]]
-    groups = [g for g in ("all", "uni", "cross") if g in summary["n_by_group"]]
+    groups = [g for g in ("all", "uni", "cross", "oos") if g in summary["n_by_group"]]
     print(f"{'strategy':<9}{'group':<7}{'n':>5}" + "".join(f"{m:>14}" for m in metrics), file=out)
     for s, per in summary["results"].items():
         for g in groups:
