@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import os
 import time
 
@@ -64,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 texts = {"meaning": meaning.text, "terms": by_terms(q.query, ret.hits).text, "passage": top_passage(ret.hits).text}
                 for m, text in texts.items():
+                    text = re.sub(r"\s*\[\d{1,2}\]", " ", text) if text else text  # citations are not answer words
                     scores[m]["f1"].append(token_f1(text or "", q.answer))
                     scores[m]["rouge_l"].append(rouge_l(text or "", q.answer) if text else 0.0)
                     scores[m]["bleu"].append(bleu(text or "", q.answer) if text else 0.0)

@@ -2,7 +2,7 @@
 
 Per question, from the answer the configured answering path gives (what /ask would return):
 
-- ``answer_f1`` (SQuAD token F1), ``answer_rouge_l`` (ROUGE-L F-measure, rouge-score with stemming) and
+- ``answer_f1`` (SQuAD token F1; citation markers [n] are removed first, in every metric), ``answer_rouge_l`` (ROUGE-L F-measure, rouge-score with stemming) and
   ``answer_bleu`` (sacrebleu sentence BLEU, 0-1) against the reference answer. A missing answer and a
   "not covered" answer to an in-scope question score 0: they are failures of the system, not of the metric.
 - ``false_refusal``: 1 when an in-scope question is answered ``not_covered``.
@@ -14,6 +14,7 @@ Per question, from the answer the configured answering path gives (what /ask wou
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from functools import lru_cache
@@ -23,6 +24,7 @@ import numpy as np
 
 from service.evaluation.wixqa import bleu, token_f1
 
+_CITATION = re.compile(r"\s*\[\d{1,2}\]")
 METRICS = ("answer_f1", "answer_rouge_l", "answer_bleu", "false_refusal", "abstained", "answer_ms")
 LEXICAL = ("answer_f1", "answer_rouge_l", "answer_bleu")
 NOT_COVERED = "not_covered"
@@ -59,6 +61,7 @@ def scores(text: str | None, mode: str, reference: str | None, *, out_of_scope: 
     if not text or refused:
         out.update({m: 0.0 for m in LEXICAL})
         return out
+    text = _CITATION.sub(" ", text)
     out.update(answer_f1=token_f1(text, reference), answer_rouge_l=rouge_l(text, reference), answer_bleu=bleu(text, reference))
     return out
 
