@@ -41,13 +41,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-of-scope", help="questions the documentation does not answer (oos_dev.jsonl)")
     ap.add_argument("--false-refusal", type=float, default=0.03, help="target false-refusal rate of the fit")
     ap.add_argument("--folds", type=int, default=5)
-    ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--limit", type=int, default=0, help="at most N questions of each side, spread evenly over the file")
     args = ap.parse_args(argv)
 
     inq = [q for f in args.queries for q in load_queries(f) if q.answer]
     outq = load_queries(args.out_of_scope) if args.out_of_scope else []
     if args.limit:
-        inq, outq = inq[: args.limit], outq[: args.limit]
+        inq, outq = inq[:: max(1, -(-len(inq) // args.limit))], outq[:: max(1, -(-len(outq) // args.limit))]
     pipeline = load_pipeline(Settings(sentence_vectors_precompute=0), with_llm=False)
     scores = {m: {"f1": [], "rouge_l": [], "bleu": []} for m in METHODS}
     ev_in, ev_out, ms = [], [], []
