@@ -71,9 +71,9 @@ class Settings(BaseSettings):
         "most words with it (terms), or the top passage verbatim (passage).",
     )
     extractive_sources: int = Field(default=3, ge=1, description="Top passages the extractive answer may quote.")
-    extractive_max_words: int = Field(default=200, ge=5, description="Longest extractive answer, in words.")
+    extractive_max_words: int = Field(default=400, ge=5, description="Longest extractive answer, in words.")
     extractive_margin: float = Field(
-        default=0.25, ge=0.0, le=2.0,
+        default=2.0, ge=0.0, le=2.0,
         description="A sentence joins the extractive span while its similarity is within this margin of the best one.",
     )
     sentence_vectors_precompute: int = Field(

@@ -162,8 +162,8 @@ class ExtractConfig:
 
     method: ExtractiveMethod = ExtractiveMethod.MEANING
     max_sources: int = 3
-    max_words: int = 200
-    margin: float = 0.25
+    max_words: int = 400
+    margin: float = 2.0
 
 
 def by_meaning(
