@@ -323,9 +323,11 @@ class Pipeline:
     def answer(self, req: AskRequest, *, retrieval_query: str | None = None) -> AskResponse:
         """Answer one request (non-streaming). ``retrieval_query``: route and search with this text instead of
         the question (a chat follow-up with its earlier turns); the answer is still to ``req.query``."""
-        return _last_response(self.answer_stream(req, retrieval_query=retrieval_query))
+        return _last_response(self.answer_stream(req, retrieval_query=retrieval_query, incremental=False))
 
-    def answer_stream(self, req: AskRequest, *, retrieval_query: str | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+    def answer_stream(
+        self, req: AskRequest, *, retrieval_query: str | None = None, incremental: bool = True
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
         """Answer as events: ``retrieval`` (routing and sources), ``token`` pieces (``reset``: drop the pieces so
         far, a rejected generation), then ``done`` (the full response)."""
         t_all = time.perf_counter()
@@ -334,7 +336,7 @@ class Pipeline:
                             "sources": [s.model_dump() for s in self._response(ret, Answer(None, AnswerMode.RETRIEVAL), req.strategy).sources]}
         final: Answer | None = None
         for item in self.answerer.stream(req.query, ret.hits, ret.routing.probabilities, generate=req.generate,
-                                         query_vector=prepared.vector):
+                                         query_vector=prepared.vector, incremental=incremental):
             if isinstance(item, Answer):
                 final = item
             elif item.reset:

@@ -73,6 +73,7 @@ class _Job:
     query: str
     hits: Sequence[RankedHit]
     context_passages: int | None
+    incremental: bool = True  # the LLM streams (False: one completion call, for answer())
     extract: Extract | None = None
     confidence: Confidence | None = None
     error: str | None = None
@@ -149,13 +150,14 @@ class Answerer:
     # ------------------------------------------------------------------ entry points
     def stream(
         self, query: str, hits: Sequence[RankedHit], probabilities: Mapping[str, float], *, generate: bool = True,
-        query_vector: np.ndarray | None = None, context_passages: int | None = None,
+        query_vector: np.ndarray | None = None, context_passages: int | None = None, incremental: bool = True,
     ) -> Iterator[Token | Answer]:
         """Answer text as it is produced (:class:`Token`), then the :class:`Answer` (always the last item).
 
-        ``context_passages``: passages in an LLM prompt (default FEDQA_LLM_CONTEXT_PASSAGES)."""
+        ``context_passages``: passages in an LLM prompt (default FEDQA_LLM_CONTEXT_PASSAGES);
+        ``incremental``: stream the LLM's completion (False: one completion call)."""
         t0 = time.perf_counter()
-        job = _Job(query, hits, context_passages)
+        job = _Job(query, hits, context_passages, incremental)
         if generate and hits:
             evidence, meaning = self.evidence(query, hits, probabilities, query_vector=query_vector)
             job.confidence = self._decide(evidence)
@@ -174,7 +176,7 @@ class Answerer:
         """The :class:`Answer` (what :meth:`stream` ends with)."""
         last: Answer | None = None
         for item in self.stream(query, hits, probabilities, generate=generate, query_vector=query_vector,
-                                context_passages=context_passages):
+                                context_passages=context_passages, incremental=False):
             if isinstance(item, Answer):
                 last = item
         assert last is not None
@@ -211,12 +213,14 @@ class Answerer:
         context = list(job.hits[: job.context_passages or self.settings.llm_context_passages])
         prompt = build_prompt(job.query, context, passage_words=self.settings.llm_passage_words)
         pieces: list[str] = []
+        limits = {"max_tokens": self.settings.llm_max_tokens, "stop": STOP, "timeout_s": self.settings.llm_timeout_s}
         try:
-            for piece in self.llm.stream(
-                prompt, max_tokens=self.settings.llm_max_tokens, stop=STOP, timeout_s=self.settings.llm_timeout_s
-            ):
-                pieces.append(piece)
-                yield Token(piece)
+            if not job.incremental:
+                pieces.append(self.llm.complete(prompt, **limits))
+            else:
+                for piece in self.llm.stream(prompt, **limits):
+                    pieces.append(piece)
+                    yield Token(piece)
         except LLMError as exc:
             log.warning("LLM failed: %s", exc)
             yield from self._fallback(job, f"generation failed: {exc}")
