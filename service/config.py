@@ -71,6 +71,22 @@ class Settings(BaseSettings):
         default=0.5, ge=0.0, le=1.0,
         description="A generated answer with fewer of its content words in the sources is replaced by the fallback (0: off).",
     )
+    extractive_method: Literal["meaning", "terms", "passage"] = Field(
+        default="meaning",
+        description="Extractive answer: the span closest in meaning to the question (meaning), sentences sharing "
+        "most words with it (terms), or the top passage verbatim (passage).",
+    )
+    extractive_sources: int = Field(default=3, ge=1, description="Top passages the extractive answer may quote.")
+    extractive_max_words: int = Field(default=400, ge=5, description="Longest extractive answer, in words.")
+    extractive_margin: float = Field(
+        default=2.0, ge=0.0, le=2.0,
+        description="A sentence joins the extractive span while its similarity is within this margin of the best one.",
+    )
+    sentence_vectors_precompute: int = Field(
+        default=2000, ge=0,
+        description="Indexes with at most this many passages get every sentence embedded in the background at start-up "
+        "(0: never); larger ones embed the top passages' sentences per request (cached).",
+    )
     answer_fallback: Literal["extractive", "none"] = Field(
         default="extractive", description="What answers when the LLM fails or times out: quoted sentences, or null."
     )

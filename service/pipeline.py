@@ -1,4 +1,4 @@
-"""The answering pipeline: route -> gate -> embed -> federated search -> generate.
+"""The answering pipeline: route -> gate -> embed -> federated search -> answer (:mod:`service.generation.answer`).
 
 Plain objects and functions, used alike by the HTTP API, the CLI, evaluation and tests.
 """
@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +18,11 @@ import numpy as np
 
 from service.artifacts import ArtifactError, Registry
 from service.config import Settings
-from service.generation.extractive import extractive_answer
-from service.generation.llm import LLM, LLMError, open_llm
-from service.generation.prompt import STOP, attribute, build_prompt, citations, drop_bad_citations, grounding
+from service.generation.abstention import AbstentionModel, abstention_path, load_abstention
+from service.generation.answer import Answer, Answerer, AnswerMode
+from service.generation.extractive import shared_vectors
+from service.generation.backends import open_llm
+from service.generation.llm import LLM
 from service.retrieval.backends import open_backend
 from service.retrieval.encoder import Encoder, model_fingerprint, packaged_minilm_path
 from service.retrieval.federated import merge, search_domains
@@ -29,7 +31,7 @@ from service.retrieval.store import Store, StoreBackend, StoreUnavailable
 from service.retrieval.strategies import DEFAULT_STRATEGY, LLMDomainSelector, Selection, StrategyName, describe_domains, select
 from service.routing.gate import GateMode
 from service.routing.router import HeadRouter, Router, RouterFormatError, UniformRouter
-from service.schemas import AskRequest, AskResponse, Routing, Source
+from service.schemas import AnswerConfidence, AskRequest, AskResponse, Routing, Source
 
 log = logging.getLogger("fedqa.pipeline")
 
@@ -78,11 +80,11 @@ class Pipeline:
         llm: LLM | None = None,
         llm_error: str | None = None,
         warnings: list[str] | None = None,
+        abstention: AbstentionModel | None = None,
     ) -> None:
-        self.settings = settings
+        self._settings = settings
         self.encoder = encoder
         self.store = store
-        self.llm = llm
         self.llm_error = llm_error
         self.warnings = list(warnings or [])
         self.domains = store.domains()
@@ -94,13 +96,39 @@ class Pipeline:
                 "searching every domain until the router is retrained (fedqa train router)"
             )
             router = UniformRouter(self.domains)
+            abstention = None  # fitted for the router that is not used
         self.router = router
+        self.abstention = abstention
+        self.answerer = Answerer(settings, encoder, llm=llm, llm_error=llm_error, abstention=abstention,
+                                 vectors=shared_vectors(encoder, store.version))
+        self._closed = threading.Event()
+        self._warm_sentences()
         self._router_index = [router.domains.index(d) for d in self.domains]
         self._pool = ThreadPoolExecutor(max_workers=min(8, max(1, len(self.domains))), thread_name_prefix="fedqa-search")
         self._descriptions: dict[str, str] | None = None
         self._descriptions_lock = threading.Lock()
 
     # ------------------------------------------------------------------ info
+    @property
+    def settings(self) -> Settings:
+        """The settings (replacing them also updates the answering component's)."""
+        return self._settings
+
+    @settings.setter
+    def settings(self, value: Settings) -> None:
+        self._settings = value
+        if hasattr(self, "answerer"):
+            self.answerer.settings = value
+
+    @property
+    def llm(self) -> LLM | None:
+        """The LLM the answering component generates with (None: extractive answers)."""
+        return self.answerer.llm
+
+    @llm.setter
+    def llm(self, value: LLM | None) -> None:
+        self.answerer.llm = value
+
     @property
     def versions(self) -> dict[str, str | None]:
         """Versions of everything that produced an answer."""
@@ -113,8 +141,33 @@ class Pipeline:
             "store": self.store.backend,
         }
 
+    def _warm_sentences(self) -> None:
+        """Embed every passage's sentences in the background when the index is small (at most
+        FEDQA_SENTENCE_VECTORS_PRECOMPUTE passages): extractive answers then embed nothing at request time."""
+        vectors = self.answerer.extractor.vectors
+        limit = self.settings.sentence_vectors_precompute
+        if vectors is None or limit <= 0 or vectors.filling:
+            return
+        try:
+            total = sum(self.store.count(d) for d in self.domains)
+        except Exception:  # noqa: BLE001 - a store without counts is simply not pre-warmed
+            return
+        if total > min(limit, vectors.capacity):
+            return
+        vectors.filling = True
+
+        def run() -> None:
+            try:
+                passages = [p for d in self.domains for p in self.store.iter_passages(d)]
+                vectors.fill(passages, stop=self._closed.is_set)
+            except Exception as exc:  # noqa: BLE001 - the answers then embed at request time
+                log.warning("sentence vectors not pre-computed: %s", exc)
+
+        threading.Thread(target=run, name="fedqa-sentence-vectors", daemon=True).start()
+
     def close(self, *, close_store: bool = True) -> None:
         """Release the search threads and (unless a newer pipeline shares it) the store."""
+        self._closed.set()
         self._pool.shutdown(wait=False)
         if close_store:
             self.store.close()
@@ -244,64 +297,22 @@ class Pipeline:
         return Selection("given", chosen, {d: 1.0 for d in chosen}, 0.0, {d: 1.0 if d in chosen else 0.0 for d in self.domains},
                          detail={"given": chosen})
 
-    # ------------------------------------------------------------ generation
-    def _prompt(self, ret: Retrieval, context_passages: int | None = None) -> tuple[str, list[RankedHit]]:
-        context = ret.hits[: context_passages or self.settings.llm_context_passages]
-        return build_prompt(ret.query, context, passage_words=self.settings.llm_passage_words), context
-
-    def _finish_generated(self, text: str, context: list[RankedHit]) -> str:
-        answer = drop_bad_citations(text, len(context))
-        if answer and not citations(answer, len(context)):
-            answer = attribute(answer, context)
-        return answer
-
-    def _fallback(self, ret: Retrieval, error: str | None) -> tuple[str | None, str, str | None]:
-        if self.settings.answer_fallback == "extractive":
-            return extractive_answer(ret.query, ret.hits), "extractive", error
-        return None, "none", error
-
-    def generate(self, ret: Retrieval, *, context_passages: int | None = None) -> tuple[str | None, str, str | None]:
-        """(answer, answer_mode, error) for a retrieval; never raises for LLM faults.
-
-        ``context_passages``: passages in the prompt (default FEDQA_LLM_CONTEXT_PASSAGES; evaluation uses top-k)."""
-        if not ret.hits:
-            return None, "none", "no passage matched the query"
-        if self.llm is None:
-            if self.llm_error:
-                return self._fallback(ret, self.llm_error)
-            return extractive_answer(ret.query, ret.hits), "extractive", None
-        prompt, context = self._prompt(ret, context_passages)
-        try:
-            text = self.llm.complete(
-                prompt, max_tokens=self.settings.llm_max_tokens, stop=STOP, timeout_s=self.settings.llm_timeout_s
-            )
-        except LLMError as exc:
-            log.warning("LLM failed: %s", exc)
-            return self._fallback(ret, f"generation failed: {exc}")
-        return self._accept(ret, text, context)
-
-    def _accept(self, ret: Retrieval, text: str, context: list[RankedHit]) -> tuple[str | None, str, str | None]:
-        """(answer, answer_mode, error) for a completion: cleaned and cited, or the fallback when it is
-        empty or too little of it is supported by its sources."""
-        answer = self._finish_generated(text, context)
-        if not answer:
-            return self._fallback(ret, "the LLM returned an empty answer")
-        g = grounding(answer, context)
-        if g < self.settings.min_grounding:
-            return self._fallback(
-                ret,
-                f"the generated answer was not supported by the sources (grounding {g:.2f} < "
-                f"{self.settings.min_grounding:.2f}); it was replaced",
-            )
-        return answer, "generative", None
-
     # ---------------------------------------------------------------- answer
-    def _response(self, ret: Retrieval, answer: str | None, mode: str, error: str | None, strategy: str) -> AskResponse:
+    def answer_retrieval(
+        self, ret: Retrieval, *, generate: bool = True, query_vector: np.ndarray | None = None,
+        context_passages: int | None = None,
+    ) -> Answer:
+        """The :class:`Answer` for a retrieval (the path /ask, chat and evaluation share)."""
+        return self.answerer.answer(ret.query, ret.hits, ret.routing.probabilities, generate=generate,
+                                    query_vector=query_vector, context_passages=context_passages)
+
+    def _response(self, ret: Retrieval, answer: Answer, strategy: str) -> AskResponse:
         return AskResponse(
             query=ret.query,
-            answer=answer,
-            answer_mode=mode,  # type: ignore[arg-type]
-            citations=citations(answer, len(ret.hits)) if answer else [],
+            answer=answer.text,
+            answer_mode=answer.mode.value,  # type: ignore[arg-type]
+            citations=answer.citations,
+            confidence=AnswerConfidence(**asdict(answer.confidence)) if answer.confidence else None,
             sources=[
                 Source(
                     **h.passage.payload(),
@@ -315,54 +326,51 @@ class Pipeline:
             strategy=strategy,  # type: ignore[arg-type]
             timings_ms=ret.timings_ms,
             versions=self.versions,
-            error=error,
+            error=answer.error,
         )
 
-    def answer(self, req: AskRequest) -> AskResponse:
-        """Answer one request (non-streaming)."""
-        t_all = time.perf_counter()
+    def _retrieve_request(self, req: AskRequest, query: str | None = None) -> tuple[Retrieval, Prepared]:
         top_k = self.validate(req)
-        ret = self.retrieve(req.query, top_k=top_k, seed=req.seed, gate_mode=req.gate, strategy=req.strategy, domains=req.domains)
-        if req.generate:
-            t0 = time.perf_counter()
-            answer, mode, error = self.generate(ret)
-            ret.timings_ms["generate"] = _ms(t0)
-        else:
-            answer, mode, error = None, "retrieval", None
-        ret.timings_ms["total"] = _ms(t_all)
-        return self._response(ret, answer, mode, error, req.strategy)
+        prepared = self.prepare(query or req.query)
+        ret = self.retrieve(query or req.query, top_k=top_k, seed=req.seed, gate_mode=req.gate, strategy=req.strategy,
+                            prepared=prepared, domains=req.domains)
+        return ret, prepared
 
-    def answer_stream(self, req: AskRequest) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Answer as events: ``retrieval`` (routing and sources), ``token`` pieces, then ``done`` (the full response)."""
+    def answer(self, req: AskRequest, *, retrieval_query: str | None = None) -> AskResponse:
+        """Answer one request (non-streaming). ``retrieval_query``: route and search with this text instead of
+        the question (a chat follow-up with its earlier turns); the answer is still to ``req.query``."""
+        return _last_response(self.answer_stream(req, retrieval_query=retrieval_query, incremental=False))
+
+    def answer_stream(
+        self, req: AskRequest, *, retrieval_query: str | None = None, incremental: bool = True
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Answer as events: ``retrieval`` (routing and sources), ``token`` pieces (``reset``: drop the pieces so
+        far, a rejected generation), then ``done`` (the full response)."""
         t_all = time.perf_counter()
-        top_k = self.validate(req)
-        ret = self.retrieve(req.query, top_k=top_k, seed=req.seed, gate_mode=req.gate, strategy=req.strategy, domains=req.domains)
-        head = self._response(ret, None, "retrieval", None, req.strategy)
-        yield "retrieval", {"routing": head.routing.model_dump(), "sources": [s.model_dump() for s in head.sources]}
-        answer: str | None
-        error: str | None = None
-        t0 = time.perf_counter()
-        if not req.generate:
-            answer, mode = None, "retrieval"
-        elif self.llm is None or not ret.hits:
-            answer, mode, error = self.generate(ret)
-            if answer:
-                yield "token", {"text": answer}
-        else:
-            prompt, context = self._prompt(ret)
-            pieces: list[str] = []
-            try:
-                for piece in self.llm.stream(
-                    prompt, max_tokens=self.settings.llm_max_tokens, stop=STOP, timeout_s=self.settings.llm_timeout_s
-                ):
-                    pieces.append(piece)
-                    yield "token", {"text": piece}
-                answer, mode, error = self._accept(ret, "".join(pieces), context)
-            except LLMError as exc:
-                answer, mode, error = self._fallback(ret, f"generation failed: {exc}")
-        ret.timings_ms["generate"] = _ms(t0)
+        ret, prepared = self._retrieve_request(req, retrieval_query)
+        yield "retrieval", {"routing": ret.routing.model_dump(),
+                            "sources": [s.model_dump() for s in self._response(ret, Answer(None, AnswerMode.RETRIEVAL), req.strategy).sources]}
+        final: Answer | None = None
+        for item in self.answerer.stream(req.query, ret.hits, ret.routing.probabilities, generate=req.generate,
+                                         query_vector=prepared.vector, incremental=incremental):
+            if isinstance(item, Answer):
+                final = item
+            elif item.reset:
+                yield "reset", {}
+            elif item.text:
+                yield "token", {"text": item.text}
+        assert final is not None
+        if req.generate:
+            ret.timings_ms["generate"] = final.timings_ms["answer"]
         ret.timings_ms["total"] = _ms(t_all)
-        yield "done", self._response(ret, answer, mode, error, req.strategy).model_dump()
+        resp = self._response(ret, final, req.strategy)
+        resp.query = req.query
+        yield "done", resp.model_dump(mode="json")
+
+
+def _last_response(events: Iterator[tuple[str, dict[str, Any]]]) -> AskResponse:
+    done = [data for name, data in events if name == "done"]
+    return AskResponse.model_validate(done[-1])
 
 
 def load_pipeline(
@@ -423,7 +431,13 @@ def load_pipeline(
             llm_error = f"LLM backend could not start: {exc}"
             log.error(llm_error)
             warnings.append(llm_error)
-    return Pipeline(settings, router=router, encoder=encoder, store=store, llm=llm, llm_error=llm_error, warnings=warnings)
+    abstention = load_abstention(abstention_path(registry, router_version, index_version))
+    if abstention is not None and router_version and isinstance(router, UniformRouter):
+        abstention = None  # fitted on the probabilities of a router that cannot serve this index
+    if abstention is None:
+        warnings.append("no abstention model fitted: every question is answered (fedqa train abstention)")
+    return Pipeline(settings, router=router, encoder=encoder, store=store, llm=llm, llm_error=llm_error,
+                    warnings=warnings, abstention=abstention)
 
 
 def load_encoder(

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from service.retrieval.strategies import DEFAULT_STRATEGY, StrategyName  # noqa: E402
 
 Strategy = StrategyName
-AnswerMode = Literal["generative", "extractive", "retrieval", "none"]
+AnswerMode = Literal["generative", "extractive", "not_covered", "retrieval", "none"]  # service.generation.answer.AnswerMode
 
 
 class AskRequest(BaseModel):
@@ -77,6 +77,18 @@ class Routing(BaseModel):
     )
 
 
+class AnswerConfidence(BaseModel):
+    """The decision whether the documentation covers the question, and what it read."""
+
+    covered: bool = Field(description="false: the answer is not_covered.")
+    value: float | None = Field(description="P(covered) under the fitted abstention model; null when none is fitted.")
+    threshold: float | None = Field(description="The fitted threshold on value (at a stated false-refusal rate).")
+    evidence: dict[str, float] = Field(
+        description="max_prob (highest router probability), best_similarity (best s), span_score (best sentence)."
+    )
+    model: str | None = Field(default=None, description="The fitted model that decided (version folder/file).")
+
+
 class AskResponse(BaseModel):
     """Body of ``POST /ask``."""
 
@@ -86,6 +98,7 @@ class AskResponse(BaseModel):
     answer: str | None
     answer_mode: AnswerMode
     citations: list[int] = Field(default_factory=list, description="Source numbers the answer cites.")
+    confidence: AnswerConfidence | None = Field(default=None, description="Whether the documentation covers the question.")
     sources: list[Source]
     routing: Routing
     strategy: Strategy
@@ -122,6 +135,7 @@ class MetricGroup(str, Enum):
     """Metric groups of an evaluation; what each one computes: :data:`service.evaluation.groups.GROUPS`."""
 
     RETRIEVAL = "retrieval"
+    ANSWERS = "answers"
     ANSWER = "answer"
     WIXQA = "wixqa"
     RAGEVAL = "rageval"
@@ -147,7 +161,8 @@ class EvalSpec(BaseModel):
     )
     metrics: list[MetricGroup] = Field(
         default_factory=_default_metrics, min_length=1, validate_default=True,
-        description="retrieval (no LLM); answer (relevancy, faithfulness), wixqa, rageval, ragxplain need a judge.",
+        description="retrieval (no LLM); answers (F1, ROUGE-L, BLEU, abstention, latency of the configured answering "
+        "path; no judge); answer (relevancy, faithfulness), wixqa, rageval, ragxplain need a judge.",
     )
     top_k: int = Field(default=5, ge=1, le=50, description="Passages in the ranking and in the answer's context.")
     gate: Literal["deterministic", "stochastic"] = Field(

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from service import __version__
-from service.api import admin, ask, evaluate, health, metrics, page
+from service.api import admin, ask, chat, evaluate, health, metrics, page
 from service.api.metrics import Metrics
 from service.api.middleware import REQUEST_ID_HEADER, BodyLimitMiddleware, RequestContextMiddleware
 from service.api.security import RateLimiter
@@ -114,6 +114,7 @@ def create_app(settings: Settings | None = None, state: ServiceState | None = No
     install_middleware(app, settings, app.state.metrics)
     app.include_router(health.router)
     app.include_router(ask.router)
+    app.include_router(chat.router)
     app.include_router(metrics.router)
     app.include_router(admin.router)
     app.include_router(evaluate.router)

@@ -51,11 +51,12 @@ def _generators(args: argparse.Namespace, s: Settings) -> tuple[list[QueryGenera
     if args.generator in ("heuristic", "both"):
         generators.append(HeuristicQueryGenerator())
     if args.generator in ("llm", "both") or args.label_relevance:
-        from service.generation.llm import open_llm
+        from service.generation.backends import open_llm
 
         llm = open_llm(s)
         if llm is None:
-            raise ValueError("the LLM generator and relevance labels need an LLM (FEDQA_LLM_BACKEND is 'none')")
+            raise ValueError("the LLM generator and relevance labels need an LLM: set FEDQA_LLM_BASE_URL, "
+                             "or FEDQA_LLM_BACKEND=transformers|llamacpp for the embedded one")
         if args.generator in ("llm", "both"):
             generators.append(LLMQueryGenerator(llm, timeout_s=s.llm_timeout_s))
         if args.label_relevance:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from service.cli.common import settings
 from service.config import Settings
-from service.demo import DOCS, QUERIES
+from service.demo import DOCS, OUT_OF_SCOPE, QUERIES
 
 if TYPE_CHECKING:
     from service.cli.common import Subparsers
@@ -51,4 +51,14 @@ def setup_demo(settings: Settings, *, progress: bool = True, router_epochs: int 
         train, val = stratified_split(load_queries(QUERIES), 0.3)  # val: calibration and the fused strategy's fit
         version = train_and_activate(settings, train, val=val, epochs=router_epochs, progress=progress)
         done.append(f"trained router {version} on the demo questions")
+    from service.generation.abstention import abstention_path
+
+    active = registry.active()
+    path = abstention_path(registry, active["router"], active["index"])
+    if path is not None and not path.is_file():
+        from training.abstention import fit_abstention
+
+        fit = fit_abstention(settings, load_queries(QUERIES), load_queries(OUT_OF_SCOPE))
+        done.append(f"fitted the not-covered decision ({fit.path}): held-out false refusals "
+                    f"{fit.heldout['false_refusal_rate']:.3f}, out-of-scope refused {fit.heldout['abstention_rate']:.3f}")
     return done

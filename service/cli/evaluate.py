@@ -30,7 +30,7 @@ def register(sub: Subparsers) -> None:
     src.add_argument("--resume", metavar="JOB", help="finish an interrupted job of this home")
     s.add_argument("--strategies", default="fused,mkpqa,uis,rfs", help="comma-separated: fused,mkpqa,uis,rfs,lfs")
     s.add_argument("--domains", help="product filter: comma-separated domains every question searches (routing given)")
-    s.add_argument("--metrics", default="retrieval", help="comma-separated: retrieval,answer,wixqa,rageval,ragxplain")
+    s.add_argument("--metrics", default="retrieval", help="comma-separated: retrieval,answers,answer,wixqa,rageval,ragxplain")
     s.add_argument("--top-k", type=int, default=5)
     s.add_argument("--gate", choices=["deterministic", "stochastic"], default="deterministic")
     s.add_argument("--seed", type=int, help="stochastic gate: question i uses seed + i")
@@ -163,9 +163,10 @@ def run_in_process(
 
 def print_table(summary: dict[str, Any], out: IO[str]) -> None:
     """A short human table of the headline metrics."""
-    metrics = [m for m in ("acc_at_top1", f"recall_at_{summary['spec']['top_k']}", "mrr", "relevancy", "faithfulness")
+    metrics = [m for m in ("acc_at_top1", f"recall_at_{summary['spec']['top_k']}", "mrr", "answer_f1", "answer_rouge_l",
+                           "false_refusal", "abstained", "relevancy", "faithfulness")
                if m in summary["metrics"]]
-    groups = [g for g in ("all", "uni", "cross") if g in summary["n_by_group"]]
+    groups = [g for g in ("all", "uni", "cross", "oos") if g in summary["n_by_group"]]
     print(f"{'strategy':<9}{'group':<7}{'n':>5}" + "".join(f"{m:>14}" for m in metrics), file=out)
     for s, per in summary["results"].items():
         for g in groups:

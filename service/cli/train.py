@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from service.cli.common import print_json, settings
+from service.config import Settings
 
 if TYPE_CHECKING:
     from service.cli.common import Subparsers
@@ -20,6 +21,7 @@ def register(sub: Subparsers) -> None:
     s = sub.add_parser("train", help="train models")
     tsub = s.add_subparsers(dest="what", required=True)
     _register_router(tsub)
+    _register_abstention(tsub)
     _register_retriever(tsub)
 
 
@@ -37,6 +39,17 @@ def _register_router(tsub: Subparsers) -> None:
     t.add_argument("--no-activate", action="store_true", help="save the version without activating it")
     t.add_argument("--quiet", action="store_true")
     t.set_defaults(func=cmd_train_router)
+
+
+def _register_abstention(tsub: Subparsers) -> None:
+    t = tsub.add_parser("abstention", help="fit the 'not covered' decision for the active router (or index) version")
+    t.add_argument("--queries", nargs="+", required=True, help="in-scope questions (the router's validation questions)")
+    t.add_argument("--out-of-scope", required=True, help="questions the documentation does not answer (queries.jsonl format)")
+    t.add_argument("--false-refusal", type=float, default=0.03, help="share of in-scope fitting questions refused")
+    t.add_argument("--folds", type=int, default=5, help="k-fold for the held-out figures")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--dry-run", action="store_true", help="report the held-out figures without storing the model")
+    t.set_defaults(func=cmd_train_abstention)
 
 
 def _register_retriever(tsub: Subparsers) -> None:
@@ -108,6 +121,7 @@ def cmd_train_router(args: argparse.Namespace) -> int:
             progress=not args.quiet, activate=not args.no_activate, data_fingerprint=sets.data_fingerprint,
             data_path=sets.data_path, stop=stop,
         )
+    abstention = _fit_abstention_after_router(s, sets.val) if not args.no_activate else None
     registry = Registry(s.home_dir)
     manifest = registry.manifest("router", version)
     metrics = manifest.get("metrics") or {}
@@ -125,10 +139,38 @@ def cmd_train_router(args: argparse.Namespace) -> int:
             "calibration": metrics.get("calibration"),
             "fusion": metrics.get("fusion"),
             "seconds": metrics.get("train_seconds"),
+            "abstention": abstention,
             "metrics": str(registry.path("router", version) / "metrics.json"),
         },
         indent=None,
     )
+    return 0
+
+
+def _fit_abstention_after_router(s: Settings, val: list[LabelledQuery]) -> dict | None:
+    """Fit the "not covered" decision for the new router on its validation questions when they include
+    out-of-scope ones (``fedqa data build --out-of-scope``); its held-out figures, or None."""
+    in_scope, out_of_scope = [q for q in val if q.domains], [q for q in val if not q.domains]
+    if not in_scope or not out_of_scope:
+        return None
+    from training.abstention import fit_abstention
+
+    report = fit_abstention(s, in_scope, out_of_scope)
+    return {"path": str(report.path), "threshold": report.model.threshold,
+            "heldout": {k: v for k, v in report.heldout.items() if k != "per_fold"}}
+
+
+def cmd_train_abstention(args: argparse.Namespace) -> int:
+    """Fit (or with --dry-run only measure) the "not covered" decision and print its held-out figures."""
+    from service.queries import load_queries
+    from training.abstention import fit_abstention
+
+    in_scope = [q for f in args.queries for q in load_queries(f)]
+    report = fit_abstention(settings(), in_scope, load_queries(args.out_of_scope), false_refusal=args.false_refusal,
+                            folds=args.folds, seed=args.seed, save=not args.dry_run)
+    heldout = {k: v for k, v in report.heldout.items() if k != "per_fold"}
+    print_json({"abstention": str(report.path) if report.path else None, "threshold": report.model.threshold,
+                "target_false_refusal": args.false_refusal, "heldout": heldout})
     return 0
 
 

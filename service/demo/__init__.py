@@ -10,3 +10,4 @@ from pathlib import Path
 DATA = Path(__file__).parent / "data"
 DOCS = DATA / "docs.jsonl"
 QUERIES = DATA / "queries.jsonl"
+OUT_OF_SCOPE = DATA / "out_of_scope.jsonl"  # generic questions the demo does not cover (written for fedqa)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from service.evaluation import rageval, ragxplain, wixqa
+from service.evaluation import answers, rageval, ragxplain, wixqa
 from service.evaluation.judges import Judge, Outcome, faithfulness, relevancy
 from service.evaluation.retrieval_metrics import (
     acc_at_top1,
@@ -43,6 +43,8 @@ class Scoring:
     top_k: int
     judge: Judge | None = None
     answer: str | None = None
+    answer_mode: str | None = None
+    answer_ms: float | None = None
     key_points: Callable[[], Outcome] | None = None
 
     @property
@@ -88,9 +90,14 @@ class Group:
     score_answer: Scorer | None = None
 
     @property
-    def needs_judge(self) -> bool:
-        """The group scores generated answers with the judge."""
+    def needs_answer(self) -> bool:
+        """The group scores the answering path's answers."""
         return self.score_answer is not None
+
+    @property
+    def needs_judge(self) -> bool:
+        """The group scores answers with the judge."""
+        return self.score_answer is not None and bool(self.judged)
 
 
 def retrieval_metric_names(top_k: int) -> list[str]:
@@ -111,6 +118,11 @@ def _retrieval(s: Scoring) -> None:
 def _rageval_ranking(s: Scoring) -> None:
     s.record["metrics"]["retrieval_recall"] = recall_at_k(s.ranked, s.gold, s.top_k)
     s.record["metrics"]["eir"] = effective_information_rate([(h.passage.doc_id, h.passage.text) for h in s.hits], s.gold)
+
+
+def _answers(s: Scoring) -> None:
+    s.record["metrics"].update(answers.scores(s.answer, s.answer_mode or "none", s.query.get("answer"),
+                                              out_of_scope=answers.is_out_of_scope(s.query), answer_ms=s.answer_ms))
 
 
 def _answer(s: Scoring) -> None:
@@ -150,6 +162,7 @@ def _ragxplain(s: Scoring) -> None:
 # --------------------------------------------------------------------------- the dispatch table
 GROUPS: dict[MetricGroup, Group] = {
     MetricGroup.RETRIEVAL: Group(metrics=retrieval_metric_names, score_ranking=_retrieval),
+    MetricGroup.ANSWERS: Group(metrics=lambda k: list(answers.METRICS), score_answer=_answers),
     MetricGroup.ANSWER: Group(
         metrics=lambda k: list(ANSWER_METRICS), judged=ANSWER_METRICS,
         answer_calls={"relevancy": 1, "faithfulness": 2}, score_answer=_answer,
@@ -189,5 +202,10 @@ def judged_metric_names(spec: dict[str, Any]) -> list[str]:
 
 
 def needs_judge(spec: dict[str, Any]) -> bool:
-    """Some metric group scores generated answers with the judge."""
+    """Some metric group scores answers with the judge."""
     return any(GROUPS[g].needs_judge for g in metric_groups(spec))
+
+
+def needs_answers(spec: dict[str, Any]) -> bool:
+    """Some metric group scores the answering path's answers."""
+    return any(GROUPS[g].needs_answer for g in metric_groups(spec))

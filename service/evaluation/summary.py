@@ -1,6 +1,7 @@
 """The summary of an evaluation job: means per strategy and group, 95% intervals, counts, failures.
 
-Groups of the summary: ``all``; ``uni`` or ``cross`` (a question with more than one domain is cross);
+Groups of the summary: ``all``; ``uni``, ``cross`` (a question with more than one domain) or ``oos`` (out of
+scope: no domain and no gold passage);
 ``domain:<name>`` for each domain a question belongs to (a cross question counts in each of its domains).
 """
 
@@ -10,12 +11,17 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from service.evaluation import ragxplain
-from service.evaluation.groups import judged_metric_names, metric_names
+from service.evaluation import answers, ragxplain
+from service.evaluation.groups import judged_metric_names, metric_names, needs_answers
 from service.evaluation.judges import Judge
 from service.evaluation.stats import mean_ci
 
 Record = dict[str, Any]
+
+
+def kind_of(q: dict[str, Any]) -> str:
+    """``oos``, ``cross`` or ``uni``: the summary group of a question by its labels."""
+    return "oos" if answers.is_out_of_scope(q) else "cross" if len(q.get("domains") or []) > 1 else "uni"
 
 
 def groups_of(record: Record) -> list[str]:
@@ -24,7 +30,7 @@ def groups_of(record: Record) -> list[str]:
 
 
 def _group_order(names: Iterable[str]) -> list[str]:
-    head = [g for g in ("all", "uni", "cross") if g in names]
+    head = [g for g in ("all", "uni", "cross", "oos") if g in names]
     return head + sorted(g for g in names if g.startswith("domain:"))
 
 
@@ -59,9 +65,11 @@ def _failures(records: Iterable[Record]) -> dict[str, dict[str, int]]:
 
 
 def _extras(spec: dict[str, Any], records: Sequence[Record], versions: dict[str, Any], judged: bool) -> dict[str, Any]:
-    """Answer modes per strategy (when answers were generated) and the lfs selector's record."""
+    """Answer quality and modes per strategy (when answers were made) and the lfs selector's record."""
     out: dict[str, Any] = {}
-    if judged:
+    if needs_answers(spec):
+        out["answers"] = answers.summarize_answers(spec["strategies"], records)
+    if judged or needs_answers(spec):
         modes: dict[str, Counter[str]] = {}
         for r in records:
             modes.setdefault(r["strategy"], Counter())[r.get("answer_mode") or "none"] += 1
@@ -93,7 +101,7 @@ def summarize(
     for s in spec["strategies"]:
         results[s], ci95[s], counts[s] = _means(by[s], names)
         failures[s] = _failures(by[s]["all"])
-    n_by_group = Counter(g for q in queries for g in groups_of({**q, "kind": "cross" if len(q.get("domains") or []) > 1 else "uni"}))
+    n_by_group = Counter(g for q in queries for g in groups_of({**q, "kind": kind_of(q)}))
     judge_names = sorted({r["judge"] for r in records if r.get("judge")})
     judge_calls = sum(o.get("calls", 0) for r in records for o in r.get("outcomes", {}).values())
     summary: dict[str, Any] = {
@@ -110,6 +118,7 @@ def summarize(
             f"gate: {spec['gate']}" + (f" (seed {spec['seed']} + question index)" if spec.get("seed") is not None else ""),
             "a question with more than one domain counts as cross, and in each of its domains",
             "failed judge calls are counted in 'failures' and left out of the means, never scored 0",
+            *(["a missing answer scores 0 (a failure of the system), never a judge failure"] if needs_answers(spec) else []),
         ],
         "judge": {"model": ", ".join(judge_names) or None, "metrics": sorted(judged), "llm_calls": judge_calls} if judged else None,
         "versions": versions or {},

@@ -68,9 +68,12 @@ def rouge(prediction: str, reference: str) -> dict[str, float]:
 
 
 def lexical(prediction: str | None, reference: str | None) -> dict[str, float | None]:
-    """token_f1, bleu, rouge1, rouge2 of an answer against the reference (None where either is missing)."""
-    if not prediction or not reference:
+    """token_f1, bleu, rouge1, rouge2 of an answer against the reference: None without a reference, 0 for a
+    missing answer (a failure of the system)."""
+    if not reference:
         return {"token_f1": None, "bleu": None, "rouge1": None, "rouge2": None}
+    if not prediction:
+        return {"token_f1": 0.0, "bleu": 0.0, "rouge1": 0.0, "rouge2": 0.0}
     return {"token_f1": token_f1(prediction, reference), "bleu": bleu(prediction, reference), **rouge(prediction, reference)}
 
 

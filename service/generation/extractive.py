@@ -1,11 +1,32 @@
-"""Extractive answers: sentences quoted from the top passages, each with its citation."""
+"""Extractive answers: spans quoted from the top passages, each cited as [n].
+
+Three methods (FEDQA_EXTRACTIVE_METHOD), one dispatch table:
+
+- ``meaning`` (default): every sentence of the top passages is embedded with the retriever's encoder and
+  scored by cosine similarity with the question; the passage holding the best sentence gives the answer,
+  a contiguous span grown around that sentence (in source order) while its neighbours stay within
+  ``margin`` of the best score and the span stays under ``max_words``.
+- ``terms``: the earlier answer, sentences sharing most content words with the question.
+- ``passage``: the top passage verbatim (a baseline for evaluation).
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from service.retrieval.passage import RankedHit
+
+if TYPE_CHECKING:
+    from service.retrieval.encoder import Encoder
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 _WORD = re.compile(r"[a-z0-9]+")
@@ -15,24 +36,163 @@ _STOPWORDS = frozenset(
 )
 
 
+class ExtractiveMethod(str, Enum):
+    """How the extractive answer is chosen (FEDQA_EXTRACTIVE_METHOD)."""
+
+    MEANING = "meaning"
+    TERMS = "terms"
+    PASSAGE = "passage"
+
+
+@dataclass(frozen=True)
+class Span:
+    """Contiguous text of one source: its 1-based number in the ranking and its score."""
+
+    source: int
+    text: str
+    score: float
+
+
+@dataclass(frozen=True)
+class Extract:
+    """An extractive answer: its spans in source order, and the best sentence's score (the span score)."""
+
+    spans: list[Span] = field(default_factory=list)
+    score: float = 0.0
+
+    @property
+    def text(self) -> str | None:
+        """The spans joined, each followed by its citation; None when nothing was found."""
+        return " ".join(f"{s.text} [{s.source}]" for s in self.spans) or None
+
+
 def terms(text: str) -> set[str]:
     """Lower-cased content words of ``text``."""
     return {w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS}
 
 
-def sentences(text: str) -> list[str]:
-    """Split a passage into sentences (newlines also end a sentence)."""
-    out: list[str] = []
-    for block in text.splitlines():
-        out.extend(s.strip() for s in _SENTENCE.split(block) if s.strip())
+def sentence_bounds(text: str) -> list[tuple[int, int]]:
+    """(start, end) character offsets of the sentences of ``text`` (newlines also end a sentence)."""
+    out: list[tuple[int, int]] = []
+    pos = 0
+    for line in text.splitlines(keepends=True):
+        cuts = [0] + [m.end() for m in _SENTENCE.finditer(line)] + [len(line)]
+        for a, b in zip(cuts, cuts[1:]):
+            seg = line[a:b]
+            if seg.strip():
+                lead = len(seg) - len(seg.lstrip())
+                out.append((pos + a + lead, pos + a + len(seg.rstrip())))
+        pos += len(line)
     return out
 
 
-def extractive_answer(query: str, hits: Sequence[RankedHit], *, max_sentences: int = 3, max_sources: int = 3) -> str | None:
-    """Quote the sentences of the top passages that share most terms with the query, cited as [n].
+def sentences(text: str) -> list[str]:
+    """Split a passage into sentences (newlines also end a sentence)."""
+    return [text[a:b] for a, b in sentence_bounds(text)]
 
-    Sentences keep the order of their sources. None when there is nothing to quote.
-    """
+
+class SentenceVectors:
+    """Sentence offsets and unit vectors of passages, computed once per passage (LRU by doc_id)."""
+
+    def __init__(self, encoder: "Encoder", *, capacity: int = 4096) -> None:
+        self.encoder = encoder
+        self.capacity = capacity
+        self._cache: OrderedDict[str, tuple[list[tuple[int, int]], np.ndarray]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.filling = False  # a background fill was started (once per cache)
+
+    def fill(self, passages: Sequence, *, batch: int = 16, stop: Callable[[], bool] = lambda: False) -> int:
+        """Compute and cache the sentence vectors of ``passages`` (objects with doc_id and text), a few at a
+        time so that requests interleave; returns how many were added."""
+        added = 0
+        for start in range(0, len(passages), batch):
+            if stop():
+                break
+            chunk = [RankedHit(p, 0.0, 0.0, 0.0) for p in passages[start : start + batch]]
+            self.get(chunk)
+            added += len(chunk)
+        return added
+
+    def clear(self) -> None:
+        """Forget every cached passage."""
+        with self._lock:
+            self._cache.clear()
+
+    def get(self, hits: Sequence[RankedHit]) -> list[tuple[list[tuple[int, int]], np.ndarray]]:
+        """Per hit: its sentence bounds and their vectors (one encoder call for every passage not cached)."""
+        with self._lock:
+            cached = {h.passage.doc_id: self._cache.get(h.passage.doc_id) for h in hits}
+        missing = [h for h in hits if cached[h.passage.doc_id] is None]
+        if missing:
+            bounds = [sentence_bounds(h.passage.text) for h in missing]
+            texts = [h.passage.text[a:b] for h, bs in zip(missing, bounds) for a, b in bs]
+            vecs = self.encoder.embed_passages(texts, batch_size=64)
+            k = 0
+            with self._lock:
+                for h, bs in zip(missing, bounds):
+                    entry = (bs, vecs[k : k + len(bs)])
+                    k += len(bs)
+                    cached[h.passage.doc_id] = entry
+                    self._cache[h.passage.doc_id] = entry
+                    self._cache.move_to_end(h.passage.doc_id)
+                while len(self._cache) > self.capacity:
+                    self._cache.popitem(last=False)
+        return [cached[h.passage.doc_id] for h in hits]  # type: ignore[misc]
+
+
+def grow_span(scores: np.ndarray, words: Sequence[int], *, margin: float, max_words: int) -> tuple[int, int]:
+    """[i, j) around the best sentence, grown one neighbour at a time (the better-scored side first)
+    while the neighbour scores within ``margin`` of the best and the span stays within ``max_words``."""
+    best = int(np.argmax(scores))
+    floor = float(scores[best]) - margin
+    i, j, n_words = best, best + 1, words[best]
+    while True:
+        options = [(float(scores[k]), k) for k in (i - 1, j) if 0 <= k < len(scores) and scores[k] >= floor]
+        options = [(s, k) for s, k in options if n_words + words[k] <= max_words]
+        if not options:
+            return i, j
+        _, k = max(options)
+        n_words += words[k]
+        i, j = (k, j) if k < i else (i, k + 1)
+
+
+@dataclass(frozen=True)
+class ExtractConfig:
+    """Limits of the extractive answer (FEDQA_EXTRACTIVE_*)."""
+
+    method: ExtractiveMethod = ExtractiveMethod.MEANING
+    max_sources: int = 3
+    max_words: int = 400
+    margin: float = 2.0
+
+
+def by_meaning(
+    query_vector: np.ndarray, hits: Sequence[RankedHit], vectors: SentenceVectors, config: ExtractConfig
+) -> Extract:
+    """The span of the top passages closest in meaning to the question (see the module docstring)."""
+    top = list(hits[: config.max_sources])
+    if not top:
+        return Extract()
+    per_hit = vectors.get(top)
+    best: tuple[float, int] | None = None
+    sims: list[np.ndarray] = []
+    for n, (bounds, vecs) in enumerate(per_hit):
+        s = vecs @ query_vector if len(bounds) else np.zeros(0, dtype=np.float32)
+        sims.append(s)
+        if len(s) and (best is None or float(s.max()) > best[0]):
+            best = (float(s.max()), n)
+    if best is None:
+        return Extract()
+    n = best[1]
+    bounds, text = per_hit[n][0], top[n].passage.text
+    words = [len(text[a:b].split()) for a, b in bounds]
+    i, j = grow_span(sims[n], words, margin=config.margin, max_words=config.max_words)
+    span = Span(source=n + 1, text=text[bounds[i][0] : bounds[j - 1][1]], score=best[0])
+    return Extract(spans=[span], score=best[0])
+
+
+def by_terms(query: str, hits: Sequence[RankedHit], *, max_sentences: int = 3, max_sources: int = 3) -> Extract:
+    """Quote the sentences of the top passages that share most terms with the query (the earlier answer)."""
     q = terms(query)
     scored: list[tuple[float, int, int, str]] = []
     for i, h in enumerate(hits[:max_sources], 1):
@@ -41,7 +201,66 @@ def extractive_answer(query: str, hits: Sequence[RankedHit], *, max_sentences: i
             # Prefer overlap, then higher-ranked sources, then earlier sentences.
             scored.append((overlap + 1.0 / (i + 1) + 0.01 / (j + 1), i, j, sent))
     if not scored:
-        return None
+        return Extract()
     best = sorted(scored, key=lambda t: -t[0])[:max_sentences]
     best.sort(key=lambda t: (t[1], t[2]))
-    return " ".join(f"{s} [{i}]" for _, i, _, s in best)
+    return Extract(spans=[Span(i, s, float(sc)) for sc, i, _, s in best], score=float(best[0][0]))
+
+
+def top_passage(hits: Sequence[RankedHit]) -> Extract:
+    """The top passage verbatim."""
+    if not hits:
+        return Extract()
+    return Extract(spans=[Span(1, hits[0].passage.text.strip(), hits[0].score)], score=hits[0].score)
+
+
+def extractive_answer(query: str, hits: Sequence[RankedHit], *, max_sentences: int = 3, max_sources: int = 3) -> str | None:
+    """Sentences sharing most terms with the query, cited as [n] (the ``terms`` method as text)."""
+    return by_terms(query, hits, max_sentences=max_sentences, max_sources=max_sources).text
+
+
+class Extractor:
+    """Chooses the extractive answer by the configured method (one dispatch table)."""
+
+    def __init__(
+        self, encoder: "Encoder | None", config: ExtractConfig | None = None, vectors: SentenceVectors | None = None
+    ) -> None:
+        self.encoder = encoder
+        self.config = config or ExtractConfig()
+        self.vectors = vectors or (SentenceVectors(encoder) if encoder is not None else None)
+        self._methods: dict[ExtractiveMethod, Callable[[str, np.ndarray | None, Sequence[RankedHit]], Extract]] = {
+            ExtractiveMethod.MEANING: self._meaning,
+            ExtractiveMethod.TERMS: lambda q, v, hits: by_terms(q, hits, max_sources=self.config.max_sources),
+            ExtractiveMethod.PASSAGE: lambda q, v, hits: top_passage(hits),
+        }
+
+    def meaning(self, query: str, hits: Sequence[RankedHit], *, query_vector: np.ndarray | None = None) -> Extract:
+        """The ``meaning`` extract (also the evidence for abstention, whatever the configured method)."""
+        return self._meaning(query, query_vector, hits)
+
+    def _meaning(self, query: str, vector: np.ndarray | None, hits: Sequence[RankedHit]) -> Extract:
+        if self.vectors is None:
+            return by_terms(query, hits, max_sources=self.config.max_sources)
+        if vector is None:
+            vector = self.vectors.encoder.embed_queries([query])[0]
+        return by_meaning(vector, hits, self.vectors, self.config)
+
+    def extract(self, query: str, hits: Sequence[RankedHit], *, query_vector: np.ndarray | None = None) -> Extract:
+        """The extractive answer of ``hits`` for ``query`` (``query_vector``: its embedding, when known)."""
+        return self._methods[self.config.method](query, query_vector, hits)
+
+
+_SHARED: "weakref.WeakValueDictionary[tuple[int, str], SentenceVectors]" = weakref.WeakValueDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_vectors(encoder: "Encoder", index_version: str) -> SentenceVectors:
+    """One sentence-vector cache per (encoder, index version), shared by the pipelines that use both
+    (a reload that keeps the index keeps its cache)."""
+    key = (id(encoder), index_version)
+    with _SHARED_LOCK:
+        vectors = _SHARED.get(key)
+        if vectors is None or vectors.encoder is not encoder:
+            vectors = SentenceVectors(encoder)
+            _SHARED[key] = vectors
+        return vectors

@@ -55,6 +55,7 @@ class TransformersLLM:
             tokenizer.save_pretrained(str(tmp))
             shutil.rmtree(cache, ignore_errors=True)
             os.replace(tmp, cache)
+        self.path = cache  # a transformers model folder (config with its architecture, safetensors, tokenizer)
         self.tokenizer = AutoTokenizer.from_pretrained(str(cache), local_files_only=True)
         self.model = AutoModelForCausalLM.from_pretrained(str(cache), local_files_only=True)
         self.model.eval()

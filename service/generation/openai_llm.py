@@ -1,18 +1,18 @@
-"""Any OpenAI-compatible endpoint (vLLM, Ollama, OpenAI...) over HTTP."""
+"""Any OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp server, `transformers serve`, OpenAI) through the
+official ``openai`` client."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
-import httpx
+import openai
 
 from service.generation.llm import LLMError, LLMTimeout
 
 
 class OpenAILLM:
-    """Chat or legacy completions API at ``base_url`` (which includes ``/v1``)."""
+    """Chat or legacy completions API at ``base_url`` (which includes ``/v1``); greedy, no client retries."""
 
     def __init__(
         self, base_url: str, model: str, *, api_key: str | None = None, api: Literal["chat", "completions"] = "chat"
@@ -21,59 +21,58 @@ class OpenAILLM:
         self.model = model
         self.api = api
         self.name = f"openai:{model}"
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        # The client insists on a key; endpoints without auth ignore it.
+        self.client = openai.OpenAI(base_url=self.base_url, api_key=api_key or "unused", max_retries=0)
 
-    def _request(self, prompt: str, max_tokens: int, stop: Sequence[str], stream: bool) -> tuple[str, dict[str, Any]]:
-        body: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "temperature": 0.0, "stream": stream}
+    def _create(self, prompt: str, max_tokens: int, stop: Sequence[str], timeout_s: float, stream: bool) -> Any:
+        kwargs: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "temperature": 0.0, "stream": stream,
+                                  "timeout": timeout_s}
         if stop:
-            body["stop"] = list(stop)[:4]
+            kwargs["stop"] = list(stop)[:4]
         if self.api == "chat":
-            body["messages"] = [{"role": "user", "content": prompt}]
-            return f"{self.base_url}/chat/completions", body
-        body["prompt"] = prompt
-        return f"{self.base_url}/completions", body
+            return self.client.chat.completions.create(messages=[{"role": "user", "content": prompt}], **kwargs)
+        return self.client.completions.create(prompt=prompt, **kwargs)
 
-    def _text(self, choice: dict[str, Any], delta: bool) -> str:
+    def _text(self, choice: Any, delta: bool) -> str:
         if self.api == "chat":
-            part = choice.get("delta" if delta else "message") or {}
-            return part.get("content") or ""
-        return choice.get("text") or ""
+            part = choice.delta if delta else choice.message
+            return (part.content if part is not None else None) or ""
+        return choice.text or ""
 
     def complete(self, prompt: str, *, max_tokens: int, stop: Sequence[str], timeout_s: float) -> str:
-        url, body = self._request(prompt, max_tokens, stop, stream=False)
-        try:
-            r = httpx.post(url, json=body, headers=self._headers, timeout=timeout_s)
-        except httpx.TimeoutException as exc:
-            raise LLMTimeout(f"LLM endpoint timed out after {timeout_s:.0f} s") from exc
-        except httpx.HTTPError as exc:
-            raise LLMError(f"LLM endpoint unreachable: {type(exc).__name__}") from exc
-        if r.status_code != 200:
-            raise LLMError(f"LLM endpoint answered HTTP {r.status_code}")
-        try:
-            return self._text(r.json()["choices"][0], delta=False)
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise LLMError("LLM endpoint sent a malformed completion") from exc
+        with _errors(timeout_s):
+            response = self._create(prompt, max_tokens, stop, timeout_s, stream=False)
+            try:
+                return self._text(response.choices[0], delta=False)
+            except (AttributeError, IndexError, TypeError) as exc:
+                raise LLMError("LLM endpoint sent a malformed completion") from exc
 
     def stream(self, prompt: str, *, max_tokens: int, stop: Sequence[str], timeout_s: float) -> Iterator[str]:
-        url, body = self._request(prompt, max_tokens, stop, stream=True)
-        try:
-            with httpx.stream("POST", url, json=body, headers=self._headers, timeout=timeout_s) as r:
-                if r.status_code != 200:
-                    raise LLMError(f"LLM endpoint answered HTTP {r.status_code}")
-                for line in r.iter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        break
-                    try:
-                        choice = json.loads(data)["choices"][0]
-                    except (ValueError, KeyError, IndexError) as exc:
-                        raise LLMError("LLM endpoint sent a malformed stream event") from exc
-                    text = self._text(choice, delta=True)
-                    if text:
-                        yield text
-        except httpx.TimeoutException as exc:
-            raise LLMTimeout(f"LLM endpoint timed out after {timeout_s:.0f} s") from exc
-        except httpx.HTTPError as exc:
-            raise LLMError(f"LLM endpoint unreachable: {type(exc).__name__}") from exc
+        with _errors(timeout_s):
+            for chunk in self._create(prompt, max_tokens, stop, timeout_s, stream=True):
+                if not chunk.choices:
+                    continue
+                text = self._text(chunk.choices[0], delta=True)
+                if text:
+                    yield text
+
+
+class _errors:
+    """Map the client's exceptions to LLMError / LLMTimeout with a short message."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, tb) -> bool:  # noqa: ANN001
+        if exc is None or isinstance(exc, LLMError) or not isinstance(exc, openai.OpenAIError):
+            return False
+        if isinstance(exc, openai.APITimeoutError):
+            raise LLMTimeout(f"LLM endpoint timed out after {self.timeout_s:.0f} s") from exc
+        if isinstance(exc, openai.APIConnectionError):
+            raise LLMError(f"LLM endpoint unreachable: {type(exc.__cause__ or exc).__name__}") from exc
+        if isinstance(exc, openai.APIStatusError):
+            raise LLMError(f"LLM endpoint answered HTTP {exc.status_code}") from exc
+        raise LLMError(f"LLM endpoint sent a malformed reply: {type(exc).__name__}") from exc

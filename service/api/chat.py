@@ -1,0 +1,160 @@
+"""OpenAI-compatible chat: ``POST /v1/chat/completions`` and ``GET /v1/models``, so that any OpenAI client or
+chat front-end can use fedqa as a model.
+
+The last user message is the question. When earlier user turns exist, the previous one is prepended to the
+question for routing and retrieval, so that a follow-up ("and in Perl?") is searched with its context; the
+answer is still to the last question. The answer text carries [n] citations; sources, routing, answer mode
+and confidence come back in the extra field ``fedqa``. ``stream: true`` sends ``chat.completion.chunk``
+events and ``data: [DONE]``; the last chunk carries ``fedqa``. A generated answer that the grounding check
+rejects after it was streamed is followed by the quoted replacement (after a blank line).
+Same API keys as /ask.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import StreamingResponse
+from starlette.background import BackgroundTask
+from pydantic import BaseModel, ConfigDict, Field
+
+from service.api.deps import acquire_pipeline, get_state
+from service.api.metrics import record_answer
+from service.api.security import require_api_key
+from service.api.state import Lease, ServiceState
+from service.pipeline import Pipeline, RequestError
+from service.retrieval.strategies import DEFAULT_STRATEGY
+from service.schemas import AskRequest, Strategy
+
+log = logging.getLogger("fedqa.api")
+
+MODEL_ID = "fedqa"
+
+router = APIRouter(tags=["chat"], dependencies=[Depends(require_api_key)])
+
+
+class ChatMessage(BaseModel):
+    """One turn; ``content`` is text or a list of OpenAI content parts (their text parts are read)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, list):
+            return " ".join(str(p.get("text", "")) for p in self.content if p.get("type") == "text").strip()
+        return (self.content or "").strip()
+
+
+class ChatRequest(BaseModel):
+    """The OpenAI chat-completions body (sampling options are accepted and ignored) plus fedqa's own options."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = MODEL_ID
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    top_k: int | None = Field(default=None, description="fedqa: passages in the ranking.")
+    strategy: Strategy = Field(default=DEFAULT_STRATEGY, description="fedqa: retrieval strategy.")
+
+
+def _question(req: ChatRequest) -> tuple[str, str]:
+    """(question, retrieval query): the last user message, and that message with the previous user turn."""
+    users = [m.text() for m in req.messages if m.role == "user" and m.text()]
+    if not users or req.messages[-1].role != "user":
+        raise RequestError("messages", "the last message must be a non-empty user message")
+    question = users[-1]
+    return question, (f"{users[-2]} {question}" if len(users) > 1 else question)
+
+
+def _extra(done: dict[str, Any]) -> dict[str, Any]:
+    keys = ("answer_mode", "citations", "confidence", "sources", "routing", "strategy", "versions", "error", "timings_ms")
+    return {"retrieval_query": done.get("query"), **{k: done.get(k) for k in keys}}
+
+
+def _events(pipeline: Pipeline, req: ChatRequest) -> tuple[str, Iterator[tuple[str, dict[str, Any]]]]:
+    question, retrieval_query = _question(req)
+    ask = AskRequest(query=question, top_k=req.top_k, strategy=req.strategy)
+    return retrieval_query, pipeline.answer_stream(ask, retrieval_query=retrieval_query)
+
+
+def _chunk(cid: str, created: int, model: str, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+    body = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+    return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+
+def _stream(
+    events: Iterator[tuple[str, dict[str, Any]]], model: str, retrieval_query: str, request: Request, lease: Lease
+) -> Iterator[str]:
+    """OpenAI chunks; the pipeline's lease is given back when the stream ends."""
+    try:
+        yield from _chunks(events, model, retrieval_query, request)
+    finally:
+        lease.release()
+
+
+def _chunks(events: Iterator[tuple[str, dict[str, Any]]], model: str, retrieval_query: str, request: Request) -> Iterator[str]:
+    cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+    yield _chunk(cid, created, model, {"role": "assistant", "content": ""})
+    sent, separate = False, False
+    try:
+        for name, data in events:
+            if name == "token" and data.get("text"):
+                yield _chunk(cid, created, model, {"content": ("\n\n" if separate else "") + data["text"]})
+                sent, separate = True, False
+            elif name == "reset":
+                separate = sent
+            elif name == "done":
+                record_answer(request, data)
+                yield _chunk(cid, created, model, {}, "stop", fedqa={**_extra(data), "retrieval_query": retrieval_query})
+    except Exception:  # noqa: BLE001 - the 200 is already sent: end the stream with an error chunk
+        log.exception("chat stream failed after it started")
+        yield f"data: {json.dumps({'error': {'message': 'internal error; see the service log', 'type': 'server_error'}})}\n\n"
+    yield "data: [DONE]\n\n"
+
+
+@router.post("/v1/chat/completions", summary="OpenAI-compatible chat: answer the last user message with citations")
+def chat_completions(req: ChatRequest, request: Request, state: ServiceState = Depends(get_state)):  # noqa: ANN201
+    lease = acquire_pipeline(state)  # held until the answer (or the stream) is complete, so a reload cannot close it
+    try:
+        retrieval_query, events = _events(lease.pipeline, req)
+        first = next(events)  # validation, routing and search run now, so their errors keep their status (422/503)
+        if req.stream:
+            stream = _stream(_chain(first, events), req.model, retrieval_query, request, lease)
+            return StreamingResponse(stream, media_type="text/event-stream", background=BackgroundTask(lease.release))
+        done = [data for name, data in _chain(first, events) if name == "done"][-1]
+    except BaseException:
+        lease.release()
+        raise
+    if not req.stream:
+        lease.release()
+    record_answer(request, done)
+    text = done.get("answer") or ""
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": req.model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": len(retrieval_query.split()), "completion_tokens": len(text.split()),
+                  "total_tokens": len(retrieval_query.split()) + len(text.split())},
+        "fedqa": {**_extra(done), "retrieval_query": retrieval_query},
+    }
+
+
+def _chain(first: tuple[str, dict[str, Any]], rest: Iterator[tuple[str, dict[str, Any]]]) -> Iterator[tuple[str, dict[str, Any]]]:
+    yield first
+    yield from rest
+
+
+@router.get("/v1/models", summary="OpenAI-compatible model list: fedqa itself")
+def models() -> dict[str, Any]:
+    return {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "fedqa"}]}

@@ -1,0 +1,125 @@
+"""Deciding that the documentation does not cover a question ("not covered").
+
+The evidence for one question is a few numbers the answering path has anyway: the router's highest
+probability (multi-label sigmoids: all low = no product), the best similarity s of the ranking, and the
+score of the extractive answer's best sentence. A logistic model over them (fitted by
+:mod:`training.abstention` on in-scope and out-of-scope questions) gives the confidence that the
+documentation covers the question; below the fitted threshold the answer is ``not_covered``.
+The fitted model is a JSON file stored with the router version it was fitted for.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from service.artifacts import Registry, write_json_atomic
+from service.retrieval.passage import RankedHit
+
+ABSTENTION_FILE = "abstention.json"
+FEATURES = ("max_prob", "best_similarity", "span_score")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the abstention decision reads for one question."""
+
+    max_prob: float
+    best_similarity: float
+    span_score: float
+
+    @classmethod
+    def of(cls, probabilities: Mapping[str, float], hits: Sequence[RankedHit], span_score: float) -> "Evidence":
+        """Evidence from the routing probabilities, the ranking and the extractive span's score."""
+        return cls(
+            max_prob=max(probabilities.values(), default=0.0),
+            best_similarity=max((h.score for h in hits), default=0.0),
+            span_score=span_score,
+        )
+
+    def vector(self, names: Sequence[str] = FEATURES) -> list[float]:
+        """The features in ``names`` order."""
+        return [float(getattr(self, n)) for n in names]
+
+
+@dataclass(frozen=True)
+class Confidence:
+    """The decision for one answer: P(covered), the threshold it was compared with, and its evidence."""
+
+    covered: bool
+    value: float | None
+    threshold: float | None
+    evidence: dict[str, float]
+    model: str | None = None
+
+
+@dataclass
+class AbstentionModel:
+    """Logistic confidence over standardised evidence, and the threshold fitted at a false-refusal rate."""
+
+    features: list[str]
+    mean: list[float]
+    scale: list[float]
+    coef: list[float]
+    intercept: float
+    threshold: float
+    target_false_refusal: float
+    fit: dict[str, Any] = field(default_factory=dict)
+    name: str = ABSTENTION_FILE
+
+    def confidence(self, evidence: Evidence) -> float:
+        """P(the documentation covers the question) under the fitted model."""
+        x = evidence.vector(self.features)
+        z = self.intercept + sum(c * (v - m) / s for c, v, m, s in zip(self.coef, x, self.mean, self.scale))
+        return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
+
+    def decide(self, evidence: Evidence) -> Confidence:
+        """Covered when the confidence reaches the threshold."""
+        value = self.confidence(evidence)
+        return Confidence(value >= self.threshold, round(value, 6), round(self.threshold, 6), _round(evidence), self.name)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("name")
+        return d
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], name: str = ABSTENTION_FILE) -> "AbstentionModel":
+        keys = ("features", "mean", "scale", "coef", "intercept", "threshold", "target_false_refusal", "fit")
+        return cls(**{k: data[k] for k in keys if k in data}, name=name)
+
+
+def undecided(evidence: Evidence) -> Confidence:
+    """No fitted model: every question counts as covered; the evidence is still reported."""
+    return Confidence(True, None, None, _round(evidence), None)
+
+
+def _round(evidence: Evidence) -> dict[str, float]:
+    return {k: round(float(v), 6) for k, v in asdict(evidence).items()}
+
+
+def abstention_path(registry: Registry, router_version: str | None, index_version: str | None) -> Path | None:
+    """Where the model for these versions lives: the router version's folder, or the index version's
+    folder when no router is trained (the evidence then has no router signal)."""
+    if router_version:
+        return registry.path("router", router_version) / ABSTENTION_FILE
+    if index_version:
+        return registry.path("index", index_version) / ABSTENTION_FILE
+    return None
+
+
+def save_abstention(model: AbstentionModel, path: Path) -> None:
+    """Write the fitted model atomically."""
+    write_json_atomic(path, model.to_json())
+
+
+def load_abstention(path: Path | None) -> AbstentionModel | None:
+    """The fitted model at ``path``, or None when none was fitted."""
+    if path is None or not path.is_file():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return AbstentionModel.from_json(data, name=f"{path.parent.name}/{path.name}")

@@ -1,0 +1,241 @@
+"""The answering component: a ranking in, one named :class:`Answer` out (streamed as it is produced).
+
+Every caller (/ask JSON and SSE, the chat endpoint, evaluation, the CLI) goes through
+:meth:`Answerer.stream` (or :meth:`Answerer.answer`, its last item), so they all answer alike.
+The mode is chosen once, then one producer per mode (one dispatch table) makes the answer:
+
+- ``retrieval``: the caller asked for the ranking only;
+- ``none``: nothing matched (or the LLM failed and FEDQA_ANSWER_FALLBACK=none);
+- ``not_covered``: the fitted abstention model says the documentation does not cover the question;
+- ``generative``: an LLM is configured; its completion is cited and must pass the grounding check,
+  else the extractive answer replaces it (with the reason in ``error``);
+- ``extractive``: the span of the top passages closest in meaning to the question.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+import numpy as np
+
+from service.config import Settings
+from service.generation.abstention import AbstentionModel, Confidence, Evidence, undecided
+from service.generation.extractive import Extract, ExtractConfig, ExtractiveMethod, Extractor, SentenceVectors
+from service.generation.llm import LLM, LLMError
+from service.generation.prompt import STOP, attribute, build_prompt, citations, drop_bad_citations, grounding
+from service.retrieval.encoder import Encoder
+from service.retrieval.passage import RankedHit
+
+log = logging.getLogger("fedqa.answer")
+
+NOT_COVERED_TEXT = "The documentation does not cover this question; the nearest sources are listed below."
+
+
+class AnswerMode(str, Enum):
+    """What produced an answer (``answer_mode`` in responses)."""
+
+    GENERATIVE = "generative"
+    EXTRACTIVE = "extractive"
+    NOT_COVERED = "not_covered"
+    RETRIEVAL = "retrieval"
+    NONE = "none"
+
+
+@dataclass
+class Answer:
+    """One answer: its text with [n] citations, what produced it, the cited sources, the coverage decision."""
+
+    text: str | None
+    mode: AnswerMode
+    citations: list[int] = field(default_factory=list)
+    confidence: Confidence | None = None
+    error: str | None = None
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Token:
+    """A piece of answer text, as streamed; ``reset``: drop what was streamed so far (a generated answer
+    was rejected and the fallback follows)."""
+
+    text: str
+    reset: bool = False
+
+
+@dataclass
+class _Job:
+    """What the producers share for one question."""
+
+    query: str
+    hits: Sequence[RankedHit]
+    context_passages: int | None
+    incremental: bool = True  # the LLM streams (False: one completion call, for answer())
+    extract: Extract | None = None
+    confidence: Confidence | None = None
+    error: str | None = None
+
+
+def _ms(t0: float) -> float:
+    return round((time.perf_counter() - t0) * 1000.0, 3)
+
+
+class Answerer:
+    """Turns a ranking into an :class:`Answer`: extractive by meaning, an LLM when configured, or
+    ``not_covered`` below the fitted abstention threshold."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        encoder: Encoder | None,
+        *,
+        llm: LLM | None = None,
+        llm_error: str | None = None,
+        abstention: AbstentionModel | None = None,
+        vectors: SentenceVectors | None = None,
+    ) -> None:
+        self.settings = settings
+        self.llm = llm
+        self.llm_error = llm_error
+        self.abstention = abstention
+        self.extractor = Extractor(
+            encoder,
+            ExtractConfig(
+                method=ExtractiveMethod(settings.extractive_method), max_sources=settings.extractive_sources,
+                max_words=settings.extractive_max_words, margin=settings.extractive_margin,
+            ),
+            vectors,
+        )
+        self._producers: dict[AnswerMode, Callable[[_Job], Iterator[Token | Answer]]] = {
+            AnswerMode.RETRIEVAL: lambda job: iter([Answer(None, AnswerMode.RETRIEVAL)]),
+            AnswerMode.NONE: self._none,
+            AnswerMode.NOT_COVERED: self._not_covered,
+            AnswerMode.GENERATIVE: self._generative,
+            AnswerMode.EXTRACTIVE: self._extractive,
+        }
+
+    # ------------------------------------------------------------------ decisions
+    def evidence(
+        self, query: str, hits: Sequence[RankedHit], probabilities: Mapping[str, float], *,
+        query_vector: np.ndarray | None = None,
+    ) -> tuple[Evidence, Extract]:
+        """The abstention evidence of a ranking, and the meaning extract it was read from."""
+        meaning = self.extractor.meaning(query, hits, query_vector=query_vector)
+        return Evidence.of(probabilities, hits, meaning.score), meaning
+
+    def _decide(self, evidence: Evidence) -> Confidence:
+        return self.abstention.decide(evidence) if self.abstention else undecided(evidence)
+
+    def _mode(self, job: _Job, generate: bool) -> AnswerMode:
+        if not generate:
+            return AnswerMode.RETRIEVAL
+        if not job.hits:
+            job.error = "no passage matched the query"
+            return AnswerMode.NONE
+        if job.confidence is not None and not job.confidence.covered:
+            return AnswerMode.NOT_COVERED
+        if self.llm is not None:
+            return AnswerMode.GENERATIVE
+        if self.llm_error:
+            job.error = self.llm_error
+            return self._fallback_mode()
+        return AnswerMode.EXTRACTIVE
+
+    def _fallback_mode(self) -> AnswerMode:
+        return AnswerMode.EXTRACTIVE if self.settings.answer_fallback == "extractive" else AnswerMode.NONE
+
+    # ------------------------------------------------------------------ entry points
+    def stream(
+        self, query: str, hits: Sequence[RankedHit], probabilities: Mapping[str, float], *, generate: bool = True,
+        query_vector: np.ndarray | None = None, context_passages: int | None = None, incremental: bool = True,
+    ) -> Iterator[Token | Answer]:
+        """Answer text as it is produced (:class:`Token`), then the :class:`Answer` (always the last item).
+
+        ``context_passages``: passages in an LLM prompt (default FEDQA_LLM_CONTEXT_PASSAGES);
+        ``incremental``: stream the LLM's completion (False: one completion call)."""
+        t0 = time.perf_counter()
+        job = _Job(query, hits, context_passages, incremental)
+        if generate and hits:
+            evidence, meaning = self.evidence(query, hits, probabilities, query_vector=query_vector)
+            job.confidence = self._decide(evidence)
+            job.extract = meaning if self.extractor.config.method == ExtractiveMethod.MEANING else None
+        mode = self._mode(job, generate)
+        for item in self._producers[mode](job):
+            if isinstance(item, Answer):
+                item.confidence = item.confidence or job.confidence
+                item.timings_ms["answer"] = _ms(t0)
+            yield item
+
+    def answer(
+        self, query: str, hits: Sequence[RankedHit], probabilities: Mapping[str, float], *, generate: bool = True,
+        query_vector: np.ndarray | None = None, context_passages: int | None = None,
+    ) -> Answer:
+        """The :class:`Answer` (what :meth:`stream` ends with)."""
+        last: Answer | None = None
+        for item in self.stream(query, hits, probabilities, generate=generate, query_vector=query_vector,
+                                context_passages=context_passages, incremental=False):
+            if isinstance(item, Answer):
+                last = item
+        assert last is not None
+        return last
+
+    # ------------------------------------------------------------------ producers
+    def _none(self, job: _Job) -> Iterator[Token | Answer]:
+        yield Answer(None, AnswerMode.NONE, error=job.error)
+
+    def _not_covered(self, job: _Job) -> Iterator[Token | Answer]:
+        yield Token(NOT_COVERED_TEXT)
+        yield Answer(NOT_COVERED_TEXT, AnswerMode.NOT_COVERED, error=job.error)
+
+    def _extract(self, job: _Job) -> Extract:
+        if job.extract is None:
+            job.extract = self.extractor.extract(job.query, job.hits)
+        return job.extract
+
+    def _extractive(self, job: _Job) -> Iterator[Token | Answer]:
+        text = self._extract(job).text
+        if not text:
+            yield Answer(None, AnswerMode.NONE, error=job.error or "nothing to quote in the sources")
+            return
+        yield Token(text)
+        yield Answer(text, AnswerMode.EXTRACTIVE, citations(text, len(job.hits)), error=job.error)
+
+    def _fallback(self, job: _Job, error: str) -> Iterator[Token | Answer]:
+        job.error = error
+        yield Token("", reset=True)
+        yield from self._producers[self._fallback_mode()](job)
+
+    def _generative(self, job: _Job) -> Iterator[Token | Answer]:
+        assert self.llm is not None
+        context = list(job.hits[: job.context_passages or self.settings.llm_context_passages])
+        prompt = build_prompt(job.query, context, passage_words=self.settings.llm_passage_words)
+        pieces: list[str] = []
+        limits = {"max_tokens": self.settings.llm_max_tokens, "stop": STOP, "timeout_s": self.settings.llm_timeout_s}
+        try:
+            if not job.incremental:
+                pieces.append(self.llm.complete(prompt, **limits))
+            else:
+                for piece in self.llm.stream(prompt, **limits):
+                    pieces.append(piece)
+                    yield Token(piece)
+        except LLMError as exc:
+            log.warning("LLM failed: %s", exc)
+            yield from self._fallback(job, f"generation failed: {exc}")
+            return
+        text = drop_bad_citations("".join(pieces), len(context))
+        if text and not citations(text, len(context)):
+            text = attribute(text, context)
+        if not text:
+            yield from self._fallback(job, "the LLM returned an empty answer")
+            return
+        g = grounding(text, context)
+        if g < self.settings.min_grounding:
+            yield from self._fallback(
+                job, f"the generated answer was not supported by the sources (grounding {g:.2f} < "
+                f"{self.settings.min_grounding:.2f}); it was replaced",
+            )
+            return
+        yield Answer(text, AnswerMode.GENERATIVE, citations(text, len(context)))

@@ -1,0 +1,139 @@
+"""The answering component: extractive answers chosen by meaning, one Answer streamed and returned, the
+"not covered" decision fitted on real demo questions, and the LLM backend registry."""
+
+from __future__ import annotations
+
+import typing
+
+import numpy as np
+import pytest
+
+from service.config import Settings
+from service.demo import OUT_OF_SCOPE, QUERIES
+from service.generation.abstention import AbstentionModel, Evidence, load_abstention, save_abstention
+from service.generation.answer import NOT_COVERED_TEXT, Answer, Answerer, AnswerMode, Token
+from service.generation.backends import LLMBackend, open_llm
+from service.generation.extractive import ExtractConfig, Extractor, by_terms, grow_span, sentence_bounds
+from service.pipeline import Pipeline
+from service.queries import load_queries
+from service.retrieval.passage import Passage, RankedHit
+from service.schemas import AnswerMode as AnswerModeLiteral
+from service.schemas import AskRequest
+from tests.conftest import make_settings
+from training.abstention import collect_evidence, fit, measure
+
+
+def _hit(i: int, text: str) -> RankedHit:
+    return RankedHit(Passage(f"d/p#{i:03d}", "d", "Guide > Section", "d/p.md", text), 0.5, 0.9, 0.45)
+
+
+def test_answer_modes_are_the_api_modes():
+    assert {m.value for m in AnswerMode} == set(typing.get_args(AnswerModeLiteral))
+
+
+def test_sentence_bounds_are_offsets_into_the_passage():
+    text = "First one. Second one!\n- a list item\n\nLast (one)."
+    assert [text[a:b] for a, b in sentence_bounds(text)] == ["First one.", "Second one!", "- a list item", "Last (one)."]
+
+
+def test_span_grows_around_the_best_sentence_within_margin_and_length():
+    scores = np.array([0.1, 0.5, 0.9, 0.8, 0.2])
+    assert grow_span(scores, [5] * 5, margin=0.45, max_words=100) == (1, 4)
+    assert grow_span(scores, [5] * 5, margin=0.15, max_words=100) == (2, 4)
+    assert grow_span(scores, [5] * 5, margin=1.0, max_words=10) == (2, 4)
+
+
+def test_meaning_finds_the_answer_that_shares_no_word_with_the_question(encoder):
+    hits = [
+        _hit(0, "Invoices are emailed on the first day of each month. Every invoice lists the VAT number."),
+        _hit(1, "Refunds reach the original card within five business days. Partial refunds are possible."),
+    ]
+    question = "How long until my money comes back?"
+    extract = Extractor(encoder, ExtractConfig(margin=0.0)).extract(question, hits)
+    assert extract.text == "Refunds reach the original card within five business days. [2]"
+    # Shared words alone cannot tell: the earlier method quotes the first source.
+    assert by_terms(question, hits, max_sentences=1).spans[0].source == 1
+
+
+def test_extractive_answer_quotes_the_demo_passage_and_streams_the_same_answer(demo_pipeline):
+    req = AskRequest(query="How do I import contacts from a spreadsheet?")
+    resp = demo_pipeline.answer(req)
+    assert resp.answer_mode == "extractive" and resp.error is None
+    assert resp.citations and "Import" in resp.answer
+    cited = resp.sources[resp.citations[0] - 1]
+    quoted = resp.answer.rsplit(" [", 1)[0]
+    assert quoted in cited.text and cited.doc_id.startswith("orbit/import-export")
+    assert resp.confidence is not None and resp.confidence.evidence["span_score"] > 0.5
+    events = list(demo_pipeline.answer_stream(req))
+    assert [e for e, _ in events] == ["retrieval", "token", "done"]
+    assert events[1][1]["text"] == events[-1][1]["answer"] == resp.answer
+
+
+def test_stream_ends_with_the_answer_it_returns(demo_pipeline):
+    ret = demo_pipeline.retrieve("How is the CSAT score calculated?", top_k=5, gate_mode="deterministic")
+    items = list(demo_pipeline.answerer.stream(ret.query, ret.hits, ret.routing.probabilities))
+    assert isinstance(items[-1], Answer) and all(isinstance(i, Token) for i in items[:-1])
+    answer = demo_pipeline.answerer.answer(ret.query, ret.hits, ret.routing.probabilities)
+    assert answer.text == items[-1].text == "".join(i.text for i in items[:-1])
+    assert answer.mode is AnswerMode.EXTRACTIVE and "answer" in answer.timings_ms
+
+
+def test_no_hits_and_ranking_only(demo_pipeline):
+    answerer = demo_pipeline.answerer
+    none = answerer.answer("anything", [], {"orbit": 0.9})
+    assert none.mode is AnswerMode.NONE and none.text is None and none.error
+    ranking = answerer.answer("anything", [_hit(0, "Text.")], {"orbit": 0.9}, generate=False)
+    assert ranking.mode is AnswerMode.RETRIEVAL and ranking.text is None
+
+
+@pytest.fixture(scope="module")
+def demo_abstention(demo_pipeline) -> tuple[AbstentionModel, dict]:
+    """Fitted on half of the demo questions and half of the shipped out-of-scope ones; measured on the rest."""
+    inq = [q.query for q in load_queries(QUERIES)]
+    outq = [q.query for q in load_queries(OUT_OF_SCOPE)]
+    ev_in, ev_out = collect_evidence(demo_pipeline, inq[::4] + inq[1::4]), collect_evidence(demo_pipeline, outq)
+    model = fit(ev_in[::2], ev_out[::2], false_refusal=0.05)
+    return model, measure(model, ev_in[1::2], ev_out[1::2])
+
+
+def test_abstention_fitted_on_real_questions_refuses_out_of_scope_ones(demo_abstention):
+    model, heldout = demo_abstention
+    assert heldout["abstention_rate"] >= 0.8 and heldout["false_refusal_rate"] <= 0.15, heldout
+    assert 0.0 < model.threshold < 1.0 and model.target_false_refusal == 0.05
+
+
+def test_not_covered_answer_lists_sources_and_the_confidence(demo_pipeline, demo_abstention, tmp_path):
+    model = demo_abstention[0]
+    save_abstention(model, tmp_path / "abstention.json")
+    loaded = load_abstention(tmp_path / "abstention.json")
+    assert loaded is not None and loaded.coef == model.coef
+    pipeline = Pipeline(make_settings(demo_pipeline.settings.home_dir), router=demo_pipeline.router,
+                        encoder=demo_pipeline.encoder, store=demo_pipeline.store, abstention=loaded)
+    off = pipeline.answer(AskRequest(query="What is the meaning of life?"))
+    assert off.answer_mode == "not_covered" and off.answer == NOT_COVERED_TEXT and off.citations == []
+    assert len(off.sources) == 5
+    assert not off.confidence.covered and off.confidence.value < off.confidence.threshold
+    assert set(off.confidence.evidence) == {"max_prob", "best_similarity", "span_score"}
+    on = pipeline.answer(AskRequest(query="How do I import contacts from a spreadsheet?"))
+    assert on.answer_mode == "extractive" and on.confidence.covered and on.confidence.value >= on.confidence.threshold
+
+
+def test_evidence_reads_router_similarity_and_span():
+    ev = Evidence.of({"a": 0.2, "b": 0.7}, [_hit(0, "x"), RankedHit(_hit(1, "y").passage, 0.8, 1, 0.8)], 0.4)
+    assert ev.vector() == [0.7, 0.8, 0.4]
+
+
+def test_llm_backends_by_name(tmp_path):
+    assert open_llm(Settings(home=tmp_path, llm_backend="auto", llm_base_url=None)) is None  # auto: extractive
+    assert open_llm(Settings(home=tmp_path, llm_backend="none")) is None
+    endpoint = open_llm(Settings(home=tmp_path, llm_backend="auto", llm_base_url="http://127.0.0.1:9/v1"))
+    assert endpoint is not None and endpoint.name.startswith("openai:")
+    assert {b.value for b in LLMBackend} == set(typing.get_args(Settings.model_fields["llm_backend"].annotation))
+
+
+def test_answerer_without_an_llm_and_with_a_broken_one(demo_pipeline):
+    ret = demo_pipeline.retrieve("How do refunds work?", top_k=3, gate_mode="deterministic")
+    broken = Answerer(make_settings(demo_pipeline.settings.home_dir, answer_fallback="none"), demo_pipeline.encoder,
+                      llm_error="LLM backend could not start: no model")
+    out = broken.answer(ret.query, ret.hits, ret.routing.probabilities)
+    assert out.mode is AnswerMode.NONE and out.text is None and "could not start" in out.error

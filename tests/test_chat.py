@@ -1,0 +1,101 @@
+"""/v1/chat/completions and /v1/models through the official ``openai`` client against the app served by a
+real uvicorn server on a free port (demo home, extractive answers)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import openai
+import pytest
+import uvicorn
+
+from service.api.app import create_app
+from service.api.state import ServiceState
+from tests.conftest import make_settings
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def base_url(demo_pipeline):
+    settings = make_settings(demo_pipeline.settings.home_dir, api_keys="chat-key")
+    state = ServiceState(settings)
+    state.pipeline = demo_pipeline
+    app = create_app(settings, state)
+    app.router.lifespan_context = None  # type: ignore[assignment] - the shared pipeline stays open
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started
+    yield f"http://127.0.0.1:{port}/v1"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def client(base_url) -> openai.OpenAI:
+    return openai.OpenAI(base_url=base_url, api_key="chat-key", max_retries=0, timeout=120)
+
+
+def test_models_lists_fedqa(client):
+    assert [m.id for m in client.models.list().data] == ["fedqa"]
+
+
+def test_chat_answer_cites_sources_with_routing_in_the_extra_field(client):
+    r = client.chat.completions.create(
+        model="fedqa", messages=[{"role": "user", "content": "How do I import contacts from a spreadsheet?"}]
+    )
+    text = r.choices[0].message.content
+    extra = r.model_extra["fedqa"]
+    assert r.object == "chat.completion" and r.choices[0].finish_reason == "stop"
+    assert "[1]" in text or "[2]" in text or "[3]" in text
+    assert extra["answer_mode"] == "extractive" and extra["citations"]
+    cited = extra["sources"][extra["citations"][0] - 1]
+    assert cited["domain"] == "orbit" and text.rsplit(" [", 1)[0] in cited["text"]
+    assert "orbit" in extra["routing"]["active_domains"]
+
+
+def test_streamed_chunks_build_the_same_answer(client):
+    messages = [{"role": "user", "content": "How is the CSAT score calculated?"}]
+    plain = client.chat.completions.create(model="fedqa", messages=messages)
+    chunks = list(client.chat.completions.create(model="fedqa", messages=messages, stream=True))
+    assert all(c.object == "chat.completion.chunk" for c in chunks)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks)
+    assert streamed == plain.choices[0].message.content
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    assert chunks[-1].model_extra["fedqa"]["answer_mode"] == "extractive"
+
+
+def test_follow_up_is_routed_with_the_earlier_turn(client):
+    follow_up = "What is the largest file I can use?"
+    alone = client.chat.completions.create(model="fedqa", messages=[{"role": "user", "content": follow_up}])
+    turns = [
+        {"role": "user", "content": "How do I import contacts from a spreadsheet?"},
+        {"role": "assistant", "content": "Go to Contacts > Import and upload your CSV or XLSX file [1]."},
+        {"role": "user", "content": follow_up},
+    ]
+    r = client.chat.completions.create(model="fedqa", messages=turns)
+    extra = r.model_extra["fedqa"]
+    probs = extra["routing"]["probabilities"]
+    assert max(probs, key=probs.get) == "orbit"
+    assert extra["sources"][0]["domain"] == "orbit"
+    assert probs["orbit"] > alone.model_extra["fedqa"]["routing"]["probabilities"]["orbit"]
+    assert extra["retrieval_query"].startswith("How do I import contacts")
+
+
+def test_chat_needs_the_api_key_and_a_user_question(base_url, client):
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=base_url, api_key="wrong", max_retries=0).models.list()
+    with pytest.raises(openai.UnprocessableEntityError):
+        client.chat.completions.create(model="fedqa", messages=[{"role": "assistant", "content": "hello"}])

@@ -1,0 +1,151 @@
+"""Fitting the "not covered" decision on in-scope and out-of-scope questions.
+
+For every question the serving pipeline gives its evidence (:class:`service.generation.abstention.Evidence`:
+the router's highest probability, the best similarity of the ranking, the extractive span's score). A logistic
+regression separates in-scope from out-of-scope questions; its threshold is the confidence below which a share
+``false_refusal`` of the in-scope fitting questions falls. The model is stored with the router version (or the
+index version when no router is trained) and reported with figures from questions not used to fit it
+(k-fold: each fold is measured by a model fitted on the other folds).
+
+Use the router's validation questions as the in-scope side: the router has seen its training questions and is
+over-confident on them. Product names are never features: only the three scores are.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from service.artifacts import Registry
+from service.config import Settings
+from service.generation.abstention import FEATURES, AbstentionModel, Evidence, abstention_path, save_abstention
+from service.queries import LabelledQuery
+
+BATCH = 32
+
+
+@dataclass(frozen=True)
+class AbstentionReport:
+    """The fitted model, where it was stored, and its held-out figures."""
+
+    model: AbstentionModel
+    path: str | None
+    heldout: dict[str, Any]
+
+
+def collect_evidence(pipeline, queries: Sequence[str], *, top_k: int = 5, strategy: str = "mkpqa") -> np.ndarray:  # noqa: ANN001
+    """Evidence of each question through the serving path (deterministic gate); shape (n, len(FEATURES))."""
+    rows: list[list[float]] = []
+    for start in range(0, len(queries), BATCH):
+        window = list(queries[start : start + BATCH])
+        for q, prep in zip(window, pipeline.prepare_many(window)):
+            ret = pipeline.retrieve(q, top_k=top_k, gate_mode="deterministic", strategy=strategy, prepared=prep)
+            ev, _ = pipeline.answerer.evidence(q, ret.hits, ret.routing.probabilities, query_vector=prep.vector)
+            rows.append(ev.vector(FEATURES))
+    return np.asarray(rows, dtype=np.float64).reshape(-1, len(FEATURES))
+
+
+def fit(in_scope: np.ndarray, out_of_scope: np.ndarray, *, false_refusal: float) -> AbstentionModel:
+    """Logistic regression (balanced classes) on standardised evidence; threshold at the in-scope
+    ``false_refusal`` quantile of its confidence."""
+    from sklearn.linear_model import LogisticRegression
+
+    if len(in_scope) < 2 or len(out_of_scope) < 2:
+        raise ValueError("fitting abstention needs at least 2 in-scope and 2 out-of-scope questions")
+    x = np.vstack([in_scope, out_of_scope])
+    y = np.r_[np.ones(len(in_scope)), np.zeros(len(out_of_scope))]
+    mean, scale = x.mean(axis=0), x.std(axis=0)
+    scale[scale == 0] = 1.0
+    clf = LogisticRegression(class_weight="balanced", max_iter=1000).fit((x - mean) / scale, y)
+    model = AbstentionModel(
+        features=list(FEATURES), mean=mean.tolist(), scale=scale.tolist(), coef=clf.coef_[0].tolist(),
+        intercept=float(clf.intercept_[0]), threshold=0.0, target_false_refusal=false_refusal,
+    )
+    conf = confidences(model, in_scope)
+    model.threshold = float(np.quantile(conf, false_refusal, method="lower")) if false_refusal > 0 else float(conf.min())
+    return model
+
+
+def confidences(model: AbstentionModel, rows: np.ndarray) -> np.ndarray:
+    """The model's confidence for each evidence row."""
+    return np.array([model.confidence(Evidence(*r)) for r in rows.reshape(-1, len(FEATURES))])
+
+
+def measure(model: AbstentionModel, in_scope: np.ndarray, out_of_scope: np.ndarray) -> dict[str, Any]:
+    """Share of in-scope questions refused and of out-of-scope ones answered not_covered."""
+    return {
+        "false_refusal_rate": float(np.mean(confidences(model, in_scope) < model.threshold)) if len(in_scope) else None,
+        "abstention_rate": float(np.mean(confidences(model, out_of_scope) < model.threshold)) if len(out_of_scope) else None,
+        "in_scope": int(len(in_scope)),
+        "out_of_scope": int(len(out_of_scope)),
+    }
+
+
+def cross_validate(
+    in_scope: np.ndarray, out_of_scope: np.ndarray, *, false_refusal: float, folds: int = 5, seed: int = 0
+) -> dict[str, Any]:
+    """k-fold held-out figures: each fold's questions are measured by a model fitted on the other folds."""
+    rng = np.random.default_rng(seed)
+    fin = rng.permutation(len(in_scope)) % folds
+    fout = rng.permutation(len(out_of_scope)) % folds
+    refused = abstained = 0
+    per_fold = []
+    for k in range(folds):
+        model = fit(in_scope[fin != k], out_of_scope[fout != k], false_refusal=false_refusal)
+        m = measure(model, in_scope[fin == k], out_of_scope[fout == k])
+        per_fold.append(m)
+        refused += round((m["false_refusal_rate"] or 0) * m["in_scope"])
+        abstained += round((m["abstention_rate"] or 0) * m["out_of_scope"])
+    return {
+        "folds": folds,
+        "false_refusal_rate": refused / max(1, len(in_scope)),
+        "abstention_rate": abstained / max(1, len(out_of_scope)),
+        "in_scope": int(len(in_scope)),
+        "out_of_scope": int(len(out_of_scope)),
+        "per_fold": per_fold,
+    }
+
+
+def fit_abstention(
+    settings: Settings, in_scope: Sequence[LabelledQuery], out_of_scope: Sequence[LabelledQuery], *,
+    false_refusal: float = 0.03, folds: int = 5, seed: int = 0, save: bool = True, pipeline=None,  # noqa: ANN001
+) -> AbstentionReport:
+    """Fit the abstention model for the active versions of ``settings``' home, report k-fold held-out
+    figures and (``save``) store it with the active router version (the index version without a router).
+
+    ``in_scope``: questions the documentation answers (the router's validation questions);
+    ``out_of_scope``: questions it does not (``kind: "oos"``). ``pipeline``: an open pipeline of that home.
+    """
+    from service.pipeline import load_pipeline
+
+    t0 = time.perf_counter()
+    own = pipeline is None
+    pipeline = pipeline or load_pipeline(settings, with_llm=False)
+    try:
+        ev_in = collect_evidence(pipeline, [q.query for q in in_scope])
+        ev_out = collect_evidence(pipeline, [q.query for q in out_of_scope])
+        versions = pipeline.versions
+    finally:
+        if own:
+            pipeline.close()
+    heldout = cross_validate(ev_in, ev_out, false_refusal=false_refusal, folds=folds, seed=seed)
+    model = fit(ev_in, ev_out, false_refusal=false_refusal)
+    model.fit = {
+        "heldout": {k: v for k, v in heldout.items() if k != "per_fold"},
+        "on_fit_questions": measure(model, ev_in, ev_out),
+        "router": versions.get("router"), "index": versions.get("index"), "retriever": versions.get("retriever"),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+    path = None
+    if save:
+        registry = Registry(settings.home_dir)
+        router = versions.get("router")
+        target = abstention_path(registry, None if router == "uniform" else router, versions.get("index"))
+        if target is not None:
+            save_abstention(model, target)
+            path = str(target)
+    return AbstentionReport(model=model, path=path, heldout=heldout)
