@@ -20,8 +20,8 @@ from service.artifacts import ArtifactError, Registry
 from service.config import Settings
 from service.generation.abstention import AbstentionModel, abstention_path, load_abstention
 from service.generation.answer import Answer, Answerer, AnswerMode
-from service.generation.extractive import shared_vectors
 from service.generation.backends import open_llm
+from service.generation.extractive import shared_vectors
 from service.generation.llm import LLM
 from service.retrieval.backends import open_backend
 from service.retrieval.encoder import Encoder, model_fingerprint, packaged_minilm_path

@@ -42,7 +42,7 @@ def collect_evidence(pipeline, queries: Sequence[str], *, top_k: int = 5, strate
     rows: list[list[float]] = []
     for start in range(0, len(queries), BATCH):
         window = list(queries[start : start + BATCH])
-        for q, prep in zip(window, pipeline.prepare_many(window)):
+        for q, prep in zip(window, pipeline.prepare_many(window), strict=True):
             ret = pipeline.retrieve(q, top_k=top_k, gate_mode="deterministic", strategy=strategy, prepared=prep)
             ev, _ = pipeline.answerer.evidence(q, ret.hits, ret.routing.probabilities, query_vector=prep.vector)
             rows.append(ev.vector(FEATURES))

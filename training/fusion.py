@@ -111,9 +111,9 @@ def fit_fusion(questions: Sequence[FitQuestion], domains: Sequence[str], *, top_
     def score(params: FusionParams) -> tuple[float, float]:
         key = (params.w_prior, params.w_best, params.w_share, params.bias)
         if key not in fused_cache:
-            fused_cache[key] = [fuse(q.p, ev, params) for q, ev in zip(questions, evidence)]
+            fused_cache[key] = [fuse(q.p, ev, params) for q, ev in zip(questions, evidence, strict=True)]
         probs = fused_cache[key]
-        s = np.array([_scores(pr, c, params, top_k) for pr, c in zip(probs, prepared)])
+        s = np.array([_scores(pr, c, params, top_k) for pr, c in zip(probs, prepared, strict=True)])
         return float(s[:, 0].mean()), float(s[:, 1].mean())
 
     best, best_score = None, (-1.0, -1.0)

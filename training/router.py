@@ -117,9 +117,9 @@ def sample_weights(queries: Sequence[LabelledQuery], origins: Sequence[str], lab
     raw = np.array([1.0 if o == "synthetic" else labelled_weight for o in origins], dtype=np.float64)
     groups = [group_of(q) for q in queries]
     totals: Counter = Counter()
-    for g, w in zip(groups, raw):
+    for g, w in zip(groups, raw, strict=True):
         totals[g] += w
-    return np.array([w / totals[g] for g, w in zip(groups, raw)], dtype=np.float64)
+    return np.array([w / totals[g] for g, w in zip(groups, raw, strict=True)], dtype=np.float64)
 
 
 def synthetic_router_queries(passages: Sequence[Passage], per_domain: int | None, *, seed: int = 0) -> list[LabelledQuery]:
@@ -206,7 +206,7 @@ def fit_questions(settings: Settings, index_version: str, held: HeldOut, limit: 
     try:
         out = []
         held.extra["hits"] = []
-        for q, v, p in zip(held.queries, held.vectors, held.probs):
+        for q, v, p in zip(held.queries, held.vectors, held.probs, strict=True):
             hits, _ = search_domains(store, v, held.domains, limit)
             held.extra["hits"].append(hits)  # every held-out question's per-domain hits, for further fitters
             if q.domains and q.gold_doc_ids:
@@ -257,7 +257,7 @@ def train_and_activate(
     encoder: Encoder = load_encoder(settings, registry, index.get("retriever"), backend=index_encoder_backend(index))
     origins = list(origins) if origins is not None else ["labelled"] * len(queries)
     train = [q for q in queries if not q.domains or any(d in domains for d in q.domains)]
-    origins = [o for q, o in zip(queries, origins) if not q.domains or any(d in domains for d in q.domains)]
+    origins = [o for q, o in zip(queries, origins, strict=True) if not q.domains or any(d in domains for d in q.domains)]
     if not any(q.domains for q in train):
         raise ValueError(f"no labelled query belongs to the index's domains {domains}")
     if synthetic is None:
@@ -343,7 +343,7 @@ def stratified_split(queries: Sequence[LabelledQuery], fraction: float, seed: in
 
 
 def router_queries_from_data(
-    data: "TrainingData", *, synthetic_per_domain: int | None = 2000, seed: int = 0  # noqa: F821
+    data: TrainingData, *, synthetic_per_domain: int | None = 2000, seed: int = 0  # noqa: F821
 ) -> tuple[list[LabelledQuery], list[str], list[LabelledQuery]]:
     """(expert questions, their origins, synthetic questions) of a training-set folder.
 

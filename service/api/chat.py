@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
-from starlette.background import BackgroundTask
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.background import BackgroundTask
 
 from service.api.deps import acquire_pipeline, get_state
 from service.api.metrics import record_answer

@@ -32,7 +32,7 @@ from service.evaluation.runner import (
     plan,
     run_job,
 )
-from service.schemas import EvaluateJob, EvaluateRequest, ErrorBody
+from service.schemas import ErrorBody, EvaluateJob, EvaluateRequest
 
 log = logging.getLogger("fedqa.api")
 

@@ -23,7 +23,7 @@ log = logging.getLogger("fedqa.api")
 class Lease:
     """One user's hold on a pipeline; :meth:`release` gives it back (once, however often it is called)."""
 
-    def __init__(self, state: "ServiceState", pipeline: Pipeline) -> None:
+    def __init__(self, state: ServiceState, pipeline: Pipeline) -> None:
         self.pipeline = pipeline
         self._state = state
         self._released = False

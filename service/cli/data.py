@@ -24,7 +24,8 @@ def register(sub: Subparsers) -> None:
     t.add_argument("--domain", help="domain of the pages (when a corpus path is one domain's folder)")
     t.add_argument("--queries", nargs="*", default=[], help="labelled queries (queries.jsonl format), e.g. queries_dev.jsonl cross_dev.jsonl")
     t.add_argument("--out-of-scope", nargs="*", default=[], metavar="FILE",
-                   help="questions no domain answers (queries.jsonl format, domains []), e.g. oos_dev.jsonl: router rows with every domain 0, part held out")
+                   help="questions no domain answers (queries.jsonl format, domains []), e.g. oos_dev.jsonl: "
+                        "router rows with every domain 0, part held out")
     t.add_argument("--router-synthetic-per-domain", type=int, default=2000, help="passages per domain given heuristic router-only questions")
     t.add_argument("--out", required=True, help="output folder")
     t.add_argument("--val-fraction", type=float, default=0.3, help="share of labelled queries held out (per domain, by qid)")

@@ -2,7 +2,8 @@
 
 Per question, from the answer the configured answering path gives (what /ask would return):
 
-- ``answer_f1`` (SQuAD token F1; citation markers [n] are removed first, in every metric), ``answer_rouge_l`` (ROUGE-L F-measure, rouge-score with stemming) and
+- ``answer_f1`` (SQuAD token F1; citation markers [n] are removed first, in every metric),
+  ``answer_rouge_l`` (ROUGE-L F-measure, rouge-score with stemming) and
   ``answer_bleu`` (sacrebleu sentence BLEU, 0-1) against the reference answer. A missing answer and a
   "not covered" answer to an in-scope question score 0: they are failures of the system, not of the metric.
 - ``false_refusal``: 1 when an in-scope question is answered ``not_covered``.

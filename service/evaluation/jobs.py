@@ -104,12 +104,12 @@ class JobStore:
             ) from exc
 
     @classmethod
-    def for_home(cls, home: Path) -> "JobStore":
+    def for_home(cls, home: Path) -> JobStore:
         """The store of a data home (its default location)."""
         return cls(Path(home).expanduser() / "eval" / "jobs.sqlite")
 
     @classmethod
-    def for_settings(cls, settings: Any) -> "JobStore":
+    def for_settings(cls, settings: Any) -> JobStore:
         """The store the settings name (FEDQA_JOBS_DB, else under FEDQA_HOME)."""
         return cls(settings.jobs_path)
 
@@ -298,7 +298,7 @@ class Heartbeat:
             except sqlite3.Error:  # a busy database: the next beat tries again
                 log.warning("heartbeat of job %s failed", self.job_id, exc_info=True)
 
-    def __enter__(self) -> "Heartbeat":
+    def __enter__(self) -> Heartbeat:
         self.store.heartbeat(self.job_id, self.owner)
         self._thread.start()
         return self

@@ -33,7 +33,7 @@ class Evidence:
     span_score: float
 
     @classmethod
-    def of(cls, probabilities: Mapping[str, float], hits: Sequence[RankedHit], span_score: float) -> "Evidence":
+    def of(cls, probabilities: Mapping[str, float], hits: Sequence[RankedHit], span_score: float) -> Evidence:
         """Evidence from the routing probabilities, the ranking and the extractive span's score."""
         return cls(
             max_prob=max(probabilities.values(), default=0.0),
@@ -74,7 +74,7 @@ class AbstentionModel:
     def confidence(self, evidence: Evidence) -> float:
         """P(the documentation covers the question) under the fitted model."""
         x = evidence.vector(self.features)
-        z = self.intercept + sum(c * (v - m) / s for c, v, m, s in zip(self.coef, x, self.mean, self.scale))
+        z = self.intercept + sum(c * (v - m) / s for c, v, m, s in zip(self.coef, x, self.mean, self.scale, strict=True))
         return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
 
     def decide(self, evidence: Evidence) -> Confidence:
@@ -88,7 +88,7 @@ class AbstentionModel:
         return d
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], name: str = ABSTENTION_FILE) -> "AbstentionModel":
+    def from_json(cls, data: Mapping[str, Any], name: str = ABSTENTION_FILE) -> AbstentionModel:
         keys = ("features", "mean", "scale", "coef", "intercept", "threshold", "target_false_refusal", "fit")
         return cls(**{k: data[k] for k in keys if k in data}, name=name)
 

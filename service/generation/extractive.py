@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -77,7 +78,7 @@ def sentence_bounds(text: str) -> list[tuple[int, int]]:
     pos = 0
     for line in text.splitlines(keepends=True):
         cuts = [0] + [m.end() for m in _SENTENCE.finditer(line)] + [len(line)]
-        for a, b in zip(cuts, cuts[1:]):
+        for a, b in pairwise(cuts):
             seg = line[a:b]
             if seg.strip():
                 lead = len(seg) - len(seg.lstrip())
@@ -94,7 +95,7 @@ def sentences(text: str) -> list[str]:
 class SentenceVectors:
     """Sentence offsets and unit vectors of passages, computed once per passage (LRU by doc_id)."""
 
-    def __init__(self, encoder: "Encoder", *, capacity: int = 4096) -> None:
+    def __init__(self, encoder: Encoder, *, capacity: int = 4096) -> None:
         self.encoder = encoder
         self.capacity = capacity
         self._cache: OrderedDict[str, tuple[list[tuple[int, int]], np.ndarray]] = OrderedDict()
@@ -125,11 +126,11 @@ class SentenceVectors:
         missing = [h for h in hits if cached[h.passage.doc_id] is None]
         if missing:
             bounds = [sentence_bounds(h.passage.text) for h in missing]
-            texts = [h.passage.text[a:b] for h, bs in zip(missing, bounds) for a, b in bs]
+            texts = [h.passage.text[a:b] for h, bs in zip(missing, bounds, strict=True) for a, b in bs]
             vecs = self.encoder.embed_passages(texts, batch_size=64)
             k = 0
             with self._lock:
-                for h, bs in zip(missing, bounds):
+                for h, bs in zip(missing, bounds, strict=True):
                     entry = (bs, vecs[k : k + len(bs)])
                     k += len(bs)
                     cached[h.passage.doc_id] = entry
@@ -223,7 +224,7 @@ class Extractor:
     """Chooses the extractive answer by the configured method (one dispatch table)."""
 
     def __init__(
-        self, encoder: "Encoder | None", config: ExtractConfig | None = None, vectors: SentenceVectors | None = None
+        self, encoder: Encoder | None, config: ExtractConfig | None = None, vectors: SentenceVectors | None = None
     ) -> None:
         self.encoder = encoder
         self.config = config or ExtractConfig()
@@ -250,11 +251,11 @@ class Extractor:
         return self._methods[self.config.method](query, query_vector, hits)
 
 
-_SHARED: "weakref.WeakValueDictionary[tuple[int, str], SentenceVectors]" = weakref.WeakValueDictionary()
+_SHARED: weakref.WeakValueDictionary[tuple[int, str], SentenceVectors] = weakref.WeakValueDictionary()
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_vectors(encoder: "Encoder", index_version: str) -> SentenceVectors:
+def shared_vectors(encoder: Encoder, index_version: str) -> SentenceVectors:
     """One sentence-vector cache per (encoder, index version), shared by the pipelines that use both
     (a reload that keeps the index keeps its cache)."""
     key = (id(encoder), index_version)

@@ -163,12 +163,12 @@ class Encoder:
         if self.cache.size <= 0:
             return self._encode(queries, batch_size=32, progress=False)
         found = [self.cache.get(q) for q in queries]
-        missing = sorted({q for q, v in zip(queries, found) if v is None})
+        missing = sorted({q for q, v in zip(queries, found, strict=True) if v is None})
         if missing:
-            fresh = dict(zip(missing, self._encode(missing, batch_size=32, progress=False)))
+            fresh = dict(zip(missing, self._encode(missing, batch_size=32, progress=False), strict=True))
             for q, v in fresh.items():
                 self.cache.put(q, v)
-            found = [v if v is not None else fresh[q] for q, v in zip(queries, found)]
+            found = [v if v is not None else fresh[q] for q, v in zip(queries, found, strict=True)]
         if not queries:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack(found).astype(np.float32, copy=False)

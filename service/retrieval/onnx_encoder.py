@@ -155,7 +155,7 @@ class _LastHiddenState:
                 self.hf = hf
 
             def forward(self, *tensors):  # noqa: ANN002, ANN202
-                return self.hf(**dict(zip(names, tensors))).last_hidden_state
+                return self.hf(**dict(zip(names, tensors, strict=False))).last_hidden_state
 
         return Wrapper().eval()
 

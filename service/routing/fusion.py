@@ -42,12 +42,12 @@ class FusionParams:
     evidence_k: int
 
     @classmethod
-    def paper(cls, tau0: float, evidence_k: int = 20) -> "FusionParams":
+    def paper(cls, tau0: float, evidence_k: int = 20) -> FusionParams:
         """The MKP-QA formula: q = p, U = p * s+, the gate with ``tau0``, no fallback to every domain."""
         return cls(1.0, 0.0, 0.0, 0.0, 1.0, tau0, 0.0, evidence_k)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "FusionParams":
+    def from_dict(cls, d: Mapping[str, Any]) -> FusionParams:
         """Read stored parameters (unknown keys are ignored)."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})

@@ -79,7 +79,7 @@ class HeadRouter:
         self.version = version
 
     @classmethod
-    def new(cls, domains: Sequence[str], dim: int, *, hidden: int = 256, retriever: str | None = None) -> "HeadRouter":
+    def new(cls, domains: Sequence[str], dim: int, *, hidden: int = 256, retriever: str | None = None) -> HeadRouter:
         """An untrained head (for training)."""
         return cls(head_module(dim, len(domains), hidden), domains, dim=dim, hidden=hidden, retriever=retriever)
 
@@ -121,7 +121,7 @@ class HeadRouter:
         (path / ROUTER_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True), encoding="utf-8")
 
     @classmethod
-    def load(cls, path: str | Path, version: str | None = None) -> "HeadRouter":
+    def load(cls, path: str | Path, version: str | None = None) -> HeadRouter:
         """Load a router saved with :meth:`save`; RouterFormatError for an older BERT router."""
         from safetensors.torch import load_file
 

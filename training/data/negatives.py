@@ -97,7 +97,7 @@ class HardNegativeSampler:
 
 
 def drop_false_negatives(
-    examples: Sequence["RetrieverExample"],  # noqa: F821 - training.data.dataset.RetrieverExample
+    examples: Sequence[RetrieverExample],  # noqa: F821 - training.data.dataset.RetrieverExample
     passages: dict[str, Passage],
     model,  # noqa: ANN001 - the SentenceTransformer about to be fine-tuned (the current model)
     *,
@@ -122,7 +122,7 @@ def drop_false_negatives(
     q_vecs = model.encode([e.query for e in examples], batch_size=batch_size, normalize_embeddings=True,
                           convert_to_numpy=True, show_progress_bar=False)
     out, checked, dropped = [], 0, 0
-    for e, qv in zip(examples, q_vecs):
+    for e, qv in zip(examples, q_vecs, strict=True):
         pos = [float(np.dot(qv, p_vecs[index[d]])) for d in e.positives if d in index]
         if not pos:
             out.append(e)

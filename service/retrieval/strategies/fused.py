@@ -28,16 +28,16 @@ def select(inp: StrategyInput) -> Selection:
     if params is None:
         decision = gate(p, inp.tau0, mode="deterministic")
         return Selection("fused", domains, {d: 1.0 for d in domains}, decision.threshold,
-                         {d: float(a) for d, a in zip(domains, decision.activation)}, True,
+                         {d: float(a) for d, a in zip(domains, decision.activation, strict=True)}, True,
                          {"fused": None, "reason": "no fitted fusion parameters: every domain, ranked by s"}, hits)
     q = fuse(p, domain_evidence(hits, domains, params.evidence_k), params)
     decision = gate(q, params.tau0, mode="deterministic")
-    detail = {"fused": {d: round(float(v), 6) for d, v in zip(domains, q)}}
-    activation = {d: float(a) for d, a in zip(domains, decision.activation)}
+    detail = {"fused": {d: round(float(v), 6) for d, v in zip(domains, q, strict=True)}}
+    activation = {d: float(a) for d, a in zip(domains, decision.activation, strict=True)}
     if q.max() < params.unsure:
         detail["reason"] = f"router unsure (max q {q.max():.3f} < {params.unsure:.3f}): every domain, ranked by s"
         return Selection("fused", domains, {d: 1.0 for d in domains}, decision.threshold, activation, True, detail, hits)
     w = domain_weights(q, params.sharpness)
-    active = [d for d, a in zip(domains, decision.active) if a]
+    active = [d for d, a in zip(domains, decision.active, strict=True) if a]
     return Selection("fused", active, {d: float(w[domains.index(d)]) for d in active}, decision.threshold, activation,
                      decision.fallback, detail, hits)

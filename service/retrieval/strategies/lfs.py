@@ -128,5 +128,5 @@ def select(inp: StrategyInput) -> Selection:
         "errors": errors,
         "llm_calls": len(domains) if selector and selector.llm is not None else 0,
     }
-    activation = {d: float(a) for d, a in zip(domains, decision.activation)}
+    activation = {d: float(a) for d, a in zip(domains, decision.activation, strict=True)}
     return Selection("lfs", chosen, {d: 1.0 for d in chosen}, decision.threshold, activation, fallback, detail)
