@@ -259,7 +259,7 @@ class Pipeline:
             selection = self._given(domains, probs)
         else:
             selection = select(
-                strategy, probs, self.domains, tau0=self.settings.tau0, gate_mode=mode, rng=np.random.default_rng(seed),
+                strategy.value, probs, self.domains, tau0=self.settings.tau0, gate_mode=mode, rng=np.random.default_rng(seed),
                 query=query, selector=self.lfs_selector if strategy.value == "lfs" else None, search=search, top_k=top_k,
                 fitted=self.router.fitted,
             )
@@ -306,11 +306,11 @@ class Pipeline:
         return self.answerer.answer(ret.query, ret.hits, ret.routing.probabilities, generate=generate,
                                     query_vector=query_vector, context_passages=context_passages)
 
-    def _response(self, ret: Retrieval, answer: Answer, strategy: str) -> AskResponse:
+    def _response(self, ret: Retrieval, answer: Answer, strategy: StrategyName | str) -> AskResponse:
         return AskResponse(
             query=ret.query,
             answer=answer.text,
-            answer_mode=answer.mode.value,  # type: ignore[arg-type]
+            answer_mode=answer.mode.value,
             citations=answer.citations,
             confidence=AnswerConfidence(**asdict(answer.confidence)) if answer.confidence else None,
             sources=[
@@ -449,7 +449,7 @@ def load_encoder(
     its own folder (``onnx/``); the base model's in the data home's ``cache/onnx/<fingerprint>``.
     """
     backend = backend or settings.encoder_backend
-    common = {"backend": backend, "cache_size": settings.encoder_cache_size, "threads": settings.torch_threads}
+    common: dict[str, Any] = {"backend": backend, "cache_size": settings.encoder_cache_size, "threads": settings.torch_threads}
     if retriever_version and retriever_version != "base":
         path = registry.path("retriever", retriever_version)
         return Encoder(path, version=retriever_version, onnx_dir=path / "onnx", **common)

@@ -149,12 +149,16 @@ def _default_metrics() -> list[MetricGroup]:
     return [MetricGroup.RETRIEVAL]
 
 
+def _default_strategies() -> list[Strategy]:
+    return [StrategyName(s) for s in ("fused", "mkpqa", "uis", "rfs")]
+
+
 class EvalSpec(BaseModel):
     """What an evaluation runs: strategies, metric groups and retrieval settings."""
 
     model_config = ConfigDict(extra="forbid", use_enum_values=True)
 
-    strategies: list[Strategy] = Field(default_factory=lambda: ["fused", "mkpqa", "uis", "rfs"], min_length=1)
+    strategies: list[Strategy] = Field(default_factory=_default_strategies, min_length=1, validate_default=True)
     domains: list[Annotated[str, StringConstraints(min_length=1)]] | None = Field(
         default=None, min_length=1,
         description="Product filter for every question: search only these domains (routing given, not predicted).",

@@ -116,7 +116,8 @@ def fit_fusion(questions: Sequence[FitQuestion], domains: Sequence[str], *, top_
         s = np.array([_scores(pr, c, params, top_k) for pr, c in zip(probs, prepared, strict=True)])
         return float(s[:, 0].mean()), float(s[:, 1].mean())
 
-    best, best_score = None, (-1.0, -1.0)
+    best: FusionParams | None = None
+    best_score = (-1.0, -1.0)
     for sharp in SHARPNESS_GRID:
         for unsure in UNSURE_GRID:
             for tau0 in TAU0_GRID:
@@ -124,6 +125,7 @@ def fit_fusion(questions: Sequence[FitQuestion], domains: Sequence[str], *, top_
                 sc = score(params)
                 if sc > best_score:
                     best, best_score = params, sc
+    assert best is not None  # the grids are not empty
     uis = FusionParams(1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, evidence_k)
     report = {
         "questions": len(questions),

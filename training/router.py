@@ -260,6 +260,8 @@ def train_and_activate(
     origins = [o for q, o in zip(queries, origins, strict=True) if not q.domains or any(d in domains for d in q.domains)]
     if not any(q.domains for q in train):
         raise ValueError(f"no labelled query belongs to the index's domains {domains}")
+    if not index_version:
+        raise ValueError("no active index version")
     if synthetic is None:
         store = open_backend(settings).open(index_version)
         try:

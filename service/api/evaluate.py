@@ -51,7 +51,10 @@ def _worker(app: FastAPI) -> EvalWorker:
             with state.lease() as pipeline:  # a reload meanwhile closes this pipeline only after the job
                 if pipeline is None:
                     raise EvaluationError("no pipeline loaded")
-                judge = open_judge(state.settings, pipeline.llm) if needs_judge(store.get(job_id)["spec"]) else None
+                job = store.get(job_id)
+                if job is None:
+                    raise EvaluationError(f"no evaluation job {job_id}")
+                judge = open_judge(state.settings, pipeline.llm) if needs_judge(job["spec"]) else None
                 run_job(pipeline, judge, store, job_id, should_stop=should_stop)
 
         worker = EvalWorker(store, run, ready=lambda: state.pipeline is not None)

@@ -48,7 +48,7 @@ def is_out_of_scope(q: dict[str, Any]) -> bool:
     return q.get("kind") == "oos" or (not q.get("domains") and not q.get("gold_doc_ids"))
 
 
-def scores(text: str | None, mode: str, reference: str | None, *, out_of_scope: bool, answer_ms: float) -> dict[str, float | None]:
+def scores(text: str | None, mode: str, reference: str | None, *, out_of_scope: bool, answer_ms: float | None) -> dict[str, float | None]:
     """The ``answers`` metrics of one answer (see the module docstring)."""
     refused = mode == NOT_COVERED
     out: dict[str, float | None] = {m: None for m in METRICS}

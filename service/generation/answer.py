@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 import numpy as np
 
@@ -213,7 +214,7 @@ class Answerer:
         context = list(job.hits[: job.context_passages or self.settings.llm_context_passages])
         prompt = build_prompt(job.query, context, passage_words=self.settings.llm_passage_words)
         pieces: list[str] = []
-        limits = {"max_tokens": self.settings.llm_max_tokens, "stop": STOP, "timeout_s": self.settings.llm_timeout_s}
+        limits: dict[str, Any] = {"max_tokens": self.settings.llm_max_tokens, "stop": STOP, "timeout_s": self.settings.llm_timeout_s}
         try:
             if not job.incremental:
                 pieces.append(self.llm.complete(prompt, **limits))

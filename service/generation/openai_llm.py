@@ -4,6 +4,7 @@ official ``openai`` client."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Literal
 
 import openai
@@ -57,22 +58,16 @@ class OpenAILLM:
                     yield text
 
 
-class _errors:
+@contextmanager
+def _errors(timeout_s: float) -> Iterator[None]:
     """Map the client's exceptions to LLMError / LLMTimeout with a short message."""
-
-    def __init__(self, timeout_s: float) -> None:
-        self.timeout_s = timeout_s
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind, exc, tb) -> bool:  # noqa: ANN001
-        if exc is None or isinstance(exc, LLMError) or not isinstance(exc, openai.OpenAIError):
-            return False
-        if isinstance(exc, openai.APITimeoutError):
-            raise LLMTimeout(f"LLM endpoint timed out after {self.timeout_s:.0f} s") from exc
-        if isinstance(exc, openai.APIConnectionError):
-            raise LLMError(f"LLM endpoint unreachable: {type(exc.__cause__ or exc).__name__}") from exc
-        if isinstance(exc, openai.APIStatusError):
-            raise LLMError(f"LLM endpoint answered HTTP {exc.status_code}") from exc
+    try:
+        yield
+    except openai.APITimeoutError as exc:
+        raise LLMTimeout(f"LLM endpoint timed out after {timeout_s:.0f} s") from exc
+    except openai.APIConnectionError as exc:
+        raise LLMError(f"LLM endpoint unreachable: {type(exc.__cause__ or exc).__name__}") from exc
+    except openai.APIStatusError as exc:
+        raise LLMError(f"LLM endpoint answered HTTP {exc.status_code}") from exc
+    except openai.OpenAIError as exc:
         raise LLMError(f"LLM endpoint sent a malformed reply: {type(exc).__name__}") from exc

@@ -171,7 +171,7 @@ class Encoder:
             found = [v if v is not None else fresh[q] for q, v in zip(queries, found, strict=True)]
         if not queries:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack(found).astype(np.float32, copy=False)
+        return np.stack([v for v in found if v is not None]).astype(np.float32, copy=False)
 
     def embed_query(self, query: str) -> np.ndarray:
         """Embed one query; shape (dim,)."""

@@ -151,11 +151,10 @@ class HeadRouter:
 class UniformRouter:
     """Stand-in when no router is trained yet: every domain equally likely, so every domain is searched."""
 
-    version = None
-    retriever = None
-
     def __init__(self, domains: Sequence[str]) -> None:
         self.domains = list(domains)
+        self.version: str | None = None
+        self.retriever: str | None = None
         self.fitted: dict[str, Any] = {}
 
     def predict_vectors(self, vectors: np.ndarray) -> np.ndarray:

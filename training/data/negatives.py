@@ -14,8 +14,12 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from service.retrieval.passage import Passage
+
+if TYPE_CHECKING:
+    from training.data.dataset import RetrieverExample
 
 
 def _path_parts(source: str) -> list[str]:
@@ -97,7 +101,7 @@ class HardNegativeSampler:
 
 
 def drop_false_negatives(
-    examples: Sequence[RetrieverExample],  # noqa: F821 - training.data.dataset.RetrieverExample
+    examples: Sequence[RetrieverExample],
     passages: dict[str, Passage],
     model,  # noqa: ANN001 - the SentenceTransformer about to be fine-tuned (the current model)
     *,

@@ -36,7 +36,7 @@ REGISTRY: dict[str, Callable[[StrategyInput], Selection]] = {
 
 StrategyName = Enum("StrategyName", {name.upper(): name for name in REGISTRY}, type=str)  # type: ignore[misc]
 StrategyName.__doc__ = "A retrieval strategy's name (the keys of REGISTRY)."
-StrategyName.__str__ = lambda self: self.value  # type: ignore[method-assign]
+StrategyName.__str__ = lambda self: self.value  # type: ignore[method-assign,attr-defined]
 STRATEGIES: tuple[str, ...] = tuple(REGISTRY)
 DEFAULT_STRATEGY = StrategyName("fused")
 

@@ -10,6 +10,8 @@ Always deterministic: its parameters are fitted for the deterministic gate.
 
 from __future__ import annotations
 
+from typing import Any
+
 from service.retrieval.strategies.base import Selection, StrategyInput
 from service.routing.fusion import FusionParams, domain_evidence, domain_weights, fuse
 from service.routing.gate import gate
@@ -32,7 +34,7 @@ def select(inp: StrategyInput) -> Selection:
                          {"fused": None, "reason": "no fitted fusion parameters: every domain, ranked by s"}, hits)
     q = fuse(p, domain_evidence(hits, domains, params.evidence_k), params)
     decision = gate(q, params.tau0, mode="deterministic")
-    detail = {"fused": {d: round(float(v), 6) for d, v in zip(domains, q, strict=True)}}
+    detail: dict[str, Any] = {"fused": {d: round(float(v), 6) for d, v in zip(domains, q, strict=True)}}
     activation = {d: float(a) for d, a in zip(domains, decision.activation, strict=True)}
     if q.max() < params.unsure:
         detail["reason"] = f"router unsure (max q {q.max():.3f} < {params.unsure:.3f}): every domain, ranked by s"
