@@ -79,18 +79,21 @@ def _paper_activation(probs: dict[str, float], tau0: float) -> dict[str, float]:
 
 
 def _uncertain_question(client) -> dict:
-    """A demo question whose gate has a domain with 0 < activation < 1 (its draw depends on the seed)."""
-    for q in load_queries(QUERIES):
+    """The demo question whose gate is least sure of some domain (activation nearest 0.5: its draw depends on the seed)."""
+    best, best_margin = None, 0.0
+    for q in load_queries(QUERIES)[:80]:
         body = {"query": q.query, "generate": False, "gate": "stochastic", "strategy": "mkpqa"}
         act = client.post("/ask", json={**body, "seed": 0}).json()["routing"]["activation"]
-        if sum(0.05 < a < 0.95 for a in act.values()) >= 2:
-            return body
-    raise AssertionError("no demo question has an uncertain gate")
+        margin = max(min(a, 1.0 - a) for a in act.values())
+        if margin > best_margin:
+            best, best_margin = body, margin
+    assert best is not None and best_margin > 0.05, "no demo question has an uncertain gate"
+    return best
 
 
 def test_same_seed_same_routing(client):
     q = _uncertain_question(client)
-    runs = {seed: [client.post("/ask", json={**q, "seed": seed}).json() for _ in range(2)] for seed in range(12)}
+    runs = {seed: [client.post("/ask", json={**q, "seed": seed}).json() for _ in range(2)] for seed in range(32)}
     for a, b in runs.values():  # the same seed: the same draw and the same ranking
         assert a["routing"]["active_domains"] == b["routing"]["active_domains"]
         assert [s["doc_id"] for s in a["sources"]] == [s["doc_id"] for s in b["sources"]]
