@@ -163,11 +163,18 @@ class Pipeline:
             except Exception as exc:  # noqa: BLE001 - the answers then embed at request time
                 log.warning("sentence vectors not pre-computed: %s", exc)
 
-        threading.Thread(target=run, name="fedqa-sentence-vectors", daemon=True).start()
+        self._warm_thread = threading.Thread(target=run, name="fedqa-sentence-vectors", daemon=True)
+        self._warm_thread.start()
 
     def close(self, *, close_store: bool = True) -> None:
-        """Release the search threads and (unless a newer pipeline shares it) the store."""
+        """Release the search threads and (unless a newer pipeline shares it) the store.
+
+        The background sentence embedding stops at its next batch and is waited for, so it neither reads a
+        closed store nor is cut off inside the model runtime when the process exits."""
         self._closed.set()
+        warm = getattr(self, "_warm_thread", None)
+        if warm is not None and warm is not threading.current_thread():
+            warm.join(timeout=60)
         self._pool.shutdown(wait=False)
         if close_store:
             self.store.close()

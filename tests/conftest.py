@@ -39,9 +39,8 @@ def demo_home(tmp_path_factory: pytest.TempPathFactory, encoder: Encoder) -> Pat
     """A home with the shipped demo knowledge base ingested and a router trained on its questions
     (FEDQA_TEST_DEMO_HOME: copy one built before instead, to iterate quickly on a busy machine)."""
     from indexes.ingest import ingest
-    from service.demo import DOCS, QUERIES
-    from service.queries import load_queries
-    from training.router import train_and_activate
+    from service.cli.demo import setup_demo
+    from service.demo import DOCS
 
     home = tmp_path_factory.mktemp("demo-home")
     prebuilt = os.environ.get("FEDQA_TEST_DEMO_HOME")
@@ -51,8 +50,8 @@ def demo_home(tmp_path_factory: pytest.TempPathFactory, encoder: Encoder) -> Pat
         shutil.copytree(prebuilt, home, dirs_exist_ok=True)
         return home
     settings = make_settings(home)
-    ingest([DOCS], settings, encoder=encoder, progress=False)
-    train_and_activate(settings, load_queries(QUERIES), epochs=4, progress=False)
+    ingest([DOCS], settings, encoder=encoder, progress=False)  # the session's encoder: embedded once per session
+    setup_demo(settings, progress=False)  # then what 'fedqa demo' does: router (held-out split), "not covered" fit
     return home
 
 

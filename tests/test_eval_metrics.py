@@ -88,7 +88,9 @@ def test_rouge_by_hand():
     # unigrams 3 of 3 predicted, 3 of 4 reference: F = 6/7; bigrams 2/2 and 2/3: F = 0.8
     r = rouge("the cat sat", "the cat sat down")
     assert r["rouge1"] == pytest.approx(6 / 7) and r["rouge2"] == pytest.approx(0.8)
-    assert lexical(None, "x") == {"token_f1": None, "bleu": None, "rouge1": None, "rouge2": None}
+    # A missing answer to a question with a reference is a failure of the system (0); no reference: not scored.
+    assert lexical(None, "x") == {"token_f1": 0.0, "bleu": 0.0, "rouge1": 0.0, "rouge2": 0.0}
+    assert lexical("x", None) == {"token_f1": None, "bleu": None, "rouge1": None, "rouge2": None}
 
 
 def test_context_recall_score_and_reference_sentences():

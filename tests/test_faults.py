@@ -55,8 +55,8 @@ def test_encoder_model_path_missing_at_startup(tmp_path):
 def test_router_weights_deleted_at_startup(home_copy):
     reg = Registry(home_copy)
     router_dir = reg.path("router", reg.active()["router"])
-    (router_dir / "model.safetensors").unlink()
-    _not_ready(make_settings(home_copy), str(router_dir / "model.safetensors"))
+    (router_dir / "head.safetensors").unlink()
+    _not_ready(make_settings(home_copy), str(router_dir / "head.safetensors"))
 
 
 def test_encoder_weights_deleted_at_startup(home_copy, encoder, tmp_path):

@@ -11,6 +11,7 @@ close) what answers it.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -37,8 +38,16 @@ from service.schemas import ErrorBody, EvaluateJob, EvaluateRequest
 log = logging.getLogger("fedqa.api")
 
 
+_WORKER_LOCK = threading.Lock()
+
+
 def _worker(app: FastAPI) -> EvalWorker:
     """The app's evaluation worker (created on first use); 503 when the jobs database cannot be written."""
+    with _WORKER_LOCK:  # concurrent first requests must not open (and migrate) the jobs database twice
+        return _worker_locked(app)
+
+
+def _worker_locked(app: FastAPI) -> EvalWorker:
     worker = getattr(app.state, "eval_worker", None)
     if worker is None:
         state = app.state.fedqa
