@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
+from sentence_transformers import SentenceTransformer
 
 from service.artifacts import Registry
 from service.demo import DOCS, QUERIES
 from service.queries import load_queries
+from service.retrieval.encoder import packaged_minilm_path
 from training.checkpoint import StopFlag, TrainingInterrupted, load_checkpoint_state
 from training.data.build import DataConfig, build_training_data
 from training.data.corpus import load_corpus
@@ -82,4 +85,12 @@ def test_interrupted_retriever_training_keeps_a_checkpoint_and_resumes(tmp_path,
     assert last == tmp_path / "ckpt" / "last" and load_checkpoint_state(last)["global_step"] == 1
     assert (last / "model" / "modules.json").is_file() and (last / "optimizer.pt").is_file()
     model = train_retriever(examples, demo_data.passages, config=TINY, progress=False, resume=last)
-    assert model.encode(["refund"]).shape[-1] == 384
+    # Resumed training ends where an uninterrupted run with the same seed ends (weights, optimizer, schedule
+    # and the dropout RNG all continue), and training moved the model away from where it started.
+    whole = train_retriever(examples, demo_data.passages, config=TINY, progress=False)
+    probe = ["refund a payment", "import contacts from a spreadsheet", "create a survey"]
+    resumed_vecs, whole_vecs = model.encode(probe), whole.encode(probe)
+    assert resumed_vecs.shape == (3, 384)
+    assert np.allclose(resumed_vecs, whole_vecs, atol=1e-5)
+    base = SentenceTransformer(str(packaged_minilm_path()), device="cpu", local_files_only=True)
+    assert not np.allclose(base.encode(probe), whole_vecs, atol=1e-3)

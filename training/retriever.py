@@ -150,6 +150,8 @@ def train_retriever(
             saved = load_extra(Path(resume), name)
             if saved is not None:
                 obj.load_state_dict(saved)
+        if (rng := load_extra(Path(resume), "rng")) is not None:
+            torch.set_rng_state(rng)  # dropout draws continue where the interrupted run stopped
     stop = stop or StopFlag()
 
     def checkpoint() -> Path | None:
@@ -159,7 +161,7 @@ def train_retriever(
             Path(checkpoint_dir),
             lambda p: model.save(str(p)),
             {**state, "config": asdict(cfg), "examples": len(usable), "kind": "retriever"},
-            {"optimizer": opt.state_dict(), "scheduler": sched.state_dict()},
+            {"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "rng": torch.get_rng_state()},
         )
 
     model.train()
