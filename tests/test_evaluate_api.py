@@ -135,7 +135,10 @@ def test_cancel(demo_pipeline, tmp_path):
         job_id = c.post("/evaluate", json={"dataset": "demo", "strategies": ["uis"]}).json()["id"]
         r = c.delete(f"/evaluate/{job_id}")
         assert r.status_code == 200 and r.json()["status"] == "cancelled"
-        time.sleep(0.3)
+        worker, t0 = c.app.state.eval_worker, time.monotonic()
+        while worker.current == job_id and time.monotonic() - t0 < 30:  # the worker lets go of the cancelled job
+            time.sleep(0.02)
+        assert worker.current != job_id
         body = c.get(f"/evaluate/{job_id}").json()
         assert body["status"] == "cancelled" and body["results"] is None and body["progress"]["done"] < body["progress"]["total"]
         assert c.get(f"/evaluate/{job_id}/report").status_code == 409
