@@ -3,23 +3,12 @@ real uvicorn server on a free port (demo home, extractive answers)."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-
 import openai
 import pytest
-import uvicorn
 
 from service.api.app import create_app
 from service.api.state import ServiceState
-from tests.conftest import make_settings
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.utils import make_settings, served_app
 
 
 @pytest.fixture(scope="module")
@@ -29,17 +18,8 @@ def base_url(demo_pipeline):
     state.pipeline = demo_pipeline
     app = create_app(settings, state)
     app.router.lifespan_context = None  # type: ignore[assignment] - the shared pipeline stays open
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started
-    yield f"http://127.0.0.1:{port}/v1"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with served_app(app) as url:
+        yield f"{url}/v1"
 
 
 @pytest.fixture(scope="module")

@@ -11,15 +11,13 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from service.api.app import create_app
 from service.api.state import ServiceState
-from tests.utils import free_port, make_settings
+from tests.utils import free_port, make_settings, served_app
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,18 +28,8 @@ def live_url(demo_pipeline):
     settings = make_settings(demo_pipeline.settings.home_dir, rate_limit_per_minute=0)
     state = ServiceState(settings)
     state.pipeline = demo_pipeline
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings, state), host="127.0.0.1", port=free_port(), lifespan="off", log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started
-    yield f"http://127.0.0.1:{server.config.port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with served_app(create_app(settings, state)) as url:
+        yield url
 
 
 def test_locust_headless_script_reports_per_endpoint(live_url, tmp_path):

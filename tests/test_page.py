@@ -7,8 +7,6 @@ API keys on. What the page shows is checked against the API's own answers to the
 from __future__ import annotations
 
 import shutil
-import socket
-import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,11 +14,10 @@ from urllib.parse import urlencode
 
 import httpx
 import pytest
-import uvicorn
 
 from service.api.app import create_app
 from service.api.state import ServiceState
-from tests.conftest import make_settings
+from tests.utils import make_settings, served_app
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra (./scripts/setup.sh)")
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").is_file() else None)
@@ -38,12 +35,6 @@ OFF_TOPIC = (
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(demo_pipeline, tmp_path_factory):
     """The real app with API keys on, on the shared demo pipeline; evaluation jobs go to a home of its own."""
@@ -51,22 +42,11 @@ def server(demo_pipeline, tmp_path_factory):
     state = ServiceState(settings)
     state.pipeline = demo_pipeline
     app = create_app(settings, state)
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=_free_port(), lifespan="off", log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started
-    url = f"http://127.0.0.1:{server.config.port}"
-    yield SimpleNamespace(url=url, schema=httpx.get(f"{url}/openapi.json", timeout=10).json())
-    worker = getattr(app.state, "eval_worker", None)
-    if worker is not None:
-        worker.stop()
-    server.should_exit = True
-    thread.join(timeout=10)
+    with served_app(app) as url:
+        yield SimpleNamespace(url=url, schema=httpx.get(f"{url}/openapi.json", timeout=10).json())
+        worker = getattr(app.state, "eval_worker", None)
+        if worker is not None:
+            worker.stop()
 
 
 @pytest.fixture(scope="module")

@@ -10,29 +10,21 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
-import socket
 import threading
 import time
 
 import httpx
 import pytest
-import uvicorn
 
 from service.api.app import create_app
 from service.api.state import ServiceState
 from service.artifacts import Registry
 from service.pipeline import Pipeline
 from service.retrieval.edge_store import EdgeBackend
-from tests.conftest import make_settings
+from tests.utils import make_settings, served_app
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 DURATION_S = 4.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture()
@@ -55,17 +47,8 @@ def served(demo_home, demo_pipeline, tmp_path):
 
     settings = make_settings(home, admin_key="admin-secret", rate_limit_per_minute=0)
     state = ServiceState(settings, loader=loader)
-    server = uvicorn.Server(uvicorn.Config(create_app(settings, state), host="127.0.0.1", port=_free_port(),
-                                           log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started
-    yield f"http://127.0.0.1:{server.config.port}", state, loaded
-    server.should_exit = True
-    thread.join(timeout=30)
+    with served_app(create_app(settings, state), lifespan="auto") as url:
+        yield url, state, loaded
 
 
 def _burst(url: str, stop: threading.Event, errors: list[str], counts: dict[str, int], lock: threading.Lock, k: int) -> None:

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import copy
 import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import uvicorn
 
 from service.config import Settings
 
@@ -35,3 +41,20 @@ def pipeline_with(pipeline: Any, **attrs: Any) -> Any:
         setattr(clone, name, value)
     clone.close = lambda **_: None
     return clone
+
+
+@contextmanager
+def served_app(app: Any, *, lifespan: str = "off") -> Iterator[str]:
+    """Run an ASGI app under a real uvicorn server on a free loopback port (in a thread); yields its base URL."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), lifespan=lifespan, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started, "uvicorn did not start"
+    try:
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
