@@ -12,6 +12,8 @@ import json
 import shutil
 import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import pytest
@@ -27,9 +29,9 @@ ADMIN = {"Authorization": "Bearer admin-secret"}
 DURATION_S = 4.0
 
 
-@pytest.fixture()
-def served(demo_home, demo_pipeline, tmp_path):
-    """The app on a copy of the demo home; each load opens a fresh copy of the index (a new version)."""
+def _cloning_loader(demo_home, demo_pipeline, tmp_path) -> tuple[Path, Callable[..., Pipeline], list[Pipeline]]:  # noqa: ANN001
+    """A copy of the demo home, a pipeline loader that opens a fresh clone of its index each time (a new
+    version, so the previous pipeline's store must be closed), and the list of the pipelines it loaded."""
     home = tmp_path / "home"
     shutil.copytree(demo_home, home)
     registry = Registry(home)
@@ -45,6 +47,13 @@ def served(demo_home, demo_pipeline, tmp_path):
         loaded.append(p)
         return p
 
+    return home, loader, loaded
+
+
+@pytest.fixture()
+def served(demo_home, demo_pipeline, tmp_path):
+    """The app on a copy of the demo home; each load opens a fresh copy of the index (a new version)."""
+    home, loader, loaded = _cloning_loader(demo_home, demo_pipeline, tmp_path)
     settings = make_settings(home, admin_key="admin-secret", rate_limit_per_minute=0)
     state = ServiceState(settings, loader=loader)
     with served_app(create_app(settings, state), lifespan="auto") as url:
@@ -123,18 +132,7 @@ def test_reload_during_a_burst_of_requests_streams_and_a_job_loses_nothing(serve
 
 
 def test_a_lease_keeps_the_old_pipeline_open_until_it_is_given_back(demo_home, demo_pipeline, tmp_path):
-    home = tmp_path / "home"
-    shutil.copytree(demo_home, home)
-    registry = Registry(home)
-    backend = EdgeBackend(registry)
-    base = registry.active()["index"]
-    versions = iter(range(10))
-
-    def loader(settings, backend_=None, store=None):  # noqa: ANN001
-        version = f"{base}-v{next(versions)}"
-        backend.clone(base, version)
-        return Pipeline(settings, router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=backend.open(version))
-
+    home, loader, _ = _cloning_loader(demo_home, demo_pipeline, tmp_path)
     state = ServiceState(make_settings(home), loader=loader)
     state.load()
     first = state.pipeline

@@ -134,8 +134,7 @@ def chat_completions(req: ChatRequest, request: Request, state: ServiceState = D
     except BaseException:
         lease.release()
         raise
-    if not req.stream:
-        lease.release()
+    lease.release()  # a streamed answer releases it when the stream ends
     record_answer(request, done)
     text = done.get("answer") or ""
     return {
