@@ -9,7 +9,7 @@ filter), an upper bound for routing.
 
 ``--crossfit K``: the router version's temperature and fused parameters were fitted on its validation
 split; to score questions of that split without scoring a question with parameters fitted on it, the
-questions are cut into K folds and, for each fold, the temperature (with the ``--oos`` questions) and
+questions are cut into K folds and, for each fold, the calibration (temperature and per-domain biases, with the ``--oos`` questions) and
 the fused parameters are refitted on the other folds (training/calibration.py, training/fusion.py),
 then the fold is scored with every strategy. Without it the stored parameters are used (for questions
 kept apart from training and fitting).
@@ -55,25 +55,26 @@ def score(pipeline, q: LabelledQuery, prepared, strategy: str, top_k: int) -> di
 
 def refit(pipeline, fit_qs: list[LabelledQuery], fit_preps: list, oos_vecs: np.ndarray, top_k: int) -> dict:  # noqa: ANN001
     """Temperature and fused parameters refitted on ``fit_qs`` (+ out-of-scope vectors); set on the pipeline's router."""
-    from training.calibration import fit_temperature
+    from training.calibration import fit_calibration
     from training.fusion import FitQuestion, fit_fusion
     from training.router import label_matrix
 
     router, domains = pipeline.router, pipeline.domains
     vecs = np.stack([p.vector for p in fit_preps] + list(oos_vecs)) if len(oos_vecs) else np.stack([p.vector for p in fit_preps])
     labels = label_matrix(fit_qs + [LabelledQuery(f"oos{i}", "", []) for i in range(len(oos_vecs))], router.domains)
-    cal = fit_temperature(router.raw_logits(vecs), labels)
-    router.temperature = cal.temperature
+    cal = fit_calibration(router.raw_logits(vecs), labels)
+    router.temperature, router.bias = cal.temperature, list(cal.bias)
     k = int((router.fitted.get("fusion") or {}).get("evidence_k", 20))
     fit = []
-    for q, prep in zip(fit_qs, fit_preps):
+    for q, prep in zip(fit_qs, fit_preps, strict=True):
         p = router.predict_vectors(prep.vector)[0]
         probs = {d: float(p[router.domains.index(d)]) for d in domains}
         fit.append(FitQuestion(np.array([probs[d] for d in domains]), search_domains(pipeline.store, prep.vector, domains, max(k, top_k))[0],
                                list(q.domains), set(q.gold_doc_ids)))
     params, _ = fit_fusion(fit, domains, top_k=top_k, evidence_k=k)
     router.fitted["fusion"] = params.as_dict()
-    return {"temperature": round(cal.temperature, 4), **{k2: round(v, 4) if isinstance(v, float) else v for k2, v in params.as_dict().items()}}
+    rounded = {k2: round(v, 4) if isinstance(v, float) else v for k2, v in params.as_dict().items()}
+    return {"temperature": round(cal.temperature, 4), "bias": [round(b, 3) for b in cal.bias], **rounded}
 
 
 def groups(q: LabelledQuery) -> list[str]:
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", nargs="+", required=True, help="labelled questions (queries.jsonl format)")
     ap.add_argument("--strategies", default="fused,mkpqa,uis,rfs,oracle")
     ap.add_argument("--top-k", type=int, default=5)
-    ap.add_argument("--crossfit", type=int, default=0, help="K folds: refit temperature and fused parameters on the other folds")
+    ap.add_argument("--crossfit", type=int, default=0, help="K folds: refit calibration and fused parameters on the other folds")
     ap.add_argument("--oos", nargs="*", default=[], help="out-of-scope questions for the temperature refit (with --crossfit)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", help="write the summary as JSON here")
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             folds = [sorted(order[i :: args.crossfit]) for i in range(args.crossfit)]
             oos = [q for f in args.oos for q in load_queries(f)]
             oos_vecs = pipeline.encoder.embed_queries([q.query for q in oos]) if oos else np.zeros((0, pipeline.encoder.dim))
-            saved = (pipeline.router.temperature, dict(pipeline.router.fitted))
+            saved = (pipeline.router.temperature, list(pipeline.router.bias), dict(pipeline.router.fitted))
         records = []
         for fold in folds:
             if args.crossfit > 1:
@@ -146,11 +147,11 @@ def main(argv: list[str] | None = None) -> int:
                 fold_preps = pipeline.prepare_many([qs[i].query for i in fold])  # probabilities with this fold's temperature
             else:
                 fold_preps = [preps[i] for i in fold]
-            for i, prep in zip(fold, fold_preps):
+            for i, prep in zip(fold, fold_preps, strict=True):
                 for s in strategies:
                     records.append((s, qs[i], score(pipeline, qs[i], prep, s, args.top_k)))
         if args.crossfit > 1:
-            pipeline.router.temperature, pipeline.router.fitted = saved[0], saved[1]
+            pipeline.router.temperature, pipeline.router.bias, pipeline.router.fitted = saved
         summary = summarize(records, strategies, args.top_k)
         result = {"queries": [str(f) for f in args.queries], "n": len(qs), "top_k": args.top_k, "versions": pipeline.versions,
                   "crossfit": args.crossfit, "fold_params": fitted, "results": summary}

@@ -1,4 +1,4 @@
-"""Router calibration (temperature) and the router head's files."""
+"""Router calibration (temperature, per-domain biases) and the router head's files."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from service.routing.router import HeadRouter, RouterFormatError
-from training.calibration import bce_nll, fit_temperature, sigmoid
+from training.calibration import bce_nll, fit_calibration, fit_temperature, sigmoid
 
 
 def test_temperature_lowers_nll_and_ece_of_an_over_confident_router():
@@ -35,6 +35,42 @@ def test_temperature_keeps_a_calibrated_router_about_as_is():
     assert fit_temperature(z, labels).temperature == pytest.approx(1.0, abs=0.15)
 
 
+def _balanced_head_on_skewed_questions(n: int = 600, seed: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """Logits of a head trained on balanced domains, on questions where domain 0 is four times as common as
+    each other one and the logits alone cannot tell domains 0 and 1 apart for a third of the questions."""
+    rng = np.random.default_rng(seed)
+    m = 4
+    truth = rng.choice(m, size=n, p=[4 / 7, 1 / 7, 1 / 7, 1 / 7])
+    labels = np.zeros((n, m))
+    labels[np.arange(n), truth] = 1
+    logits = np.where(labels > 0, 2.0, -2.0) + rng.normal(0, 1.0, size=(n, m))
+    ambiguous = (truth <= 1) & (rng.random(n) < 0.33)
+    logits[ambiguous, 0] = logits[ambiguous, 1] = 0.5  # same logit for domains 0 and 1
+    return logits, labels
+
+
+def test_per_domain_biases_give_back_the_prior_odds_and_lower_nll_below_the_temperature_alone():
+    logits, labels = _balanced_head_on_skewed_questions()
+    t_only = fit_temperature(logits, labels)
+    cal = fit_calibration(logits, labels)
+    assert cal.bias[0] > max(cal.bias[1:]) + 0.5  # the common domain's prior odds are put back
+    assert cal.nll_after < t_only.nll_after
+    assert cal.nll_after == pytest.approx(bce_nll(cal.apply(logits), labels))
+    # between domains 0 and 1, the common domain now wins the questions whose logits tie
+    tie = np.isclose(logits[:, 0], logits[:, 1])
+    p = cal.apply(logits[tie])
+    assert tie.sum() > 50 and (p[:, 0] > p[:, 1]).all()
+
+
+def test_a_domain_without_held_out_questions_gets_the_median_bias_not_a_large_negative_one():
+    logits, labels = _balanced_head_on_skewed_questions()
+    logits = np.concatenate([logits, np.full((len(logits), 1), -2.0)], axis=1)  # domain 4: nobody asked about it
+    labels = np.concatenate([labels, np.zeros((len(labels), 1))], axis=1)
+    cal = fit_calibration(logits, labels)
+    assert cal.bias[4] == pytest.approx(float(np.median(cal.bias[:4])))
+    assert fit_temperature(logits, labels).bias == []
+
+
 def test_head_router_round_trip_independent_sigmoids_and_temperature(tmp_path):
     router = HeadRouter.new(["a", "b", "c"], 8, hidden=0, retriever="base")
     router.temperature = 2.0
@@ -47,6 +83,10 @@ def test_head_router_round_trip_independent_sigmoids_and_temperature(tmp_path):
     back = HeadRouter.load(tmp_path / "r", version="router-x")
     assert back.retriever == "base" and back.temperature == 2.0 and back.fitted == {"fusion": {"sharpness": 0.5}}
     assert np.allclose(back.predict_vectors(v), p)
+    router.bias = [1.0, 0.0, -1.0]
+    assert np.allclose(router.predict_vectors(v), sigmoid(router.raw_logits(v) / 2.0 + np.array([1.0, 0.0, -1.0])))
+    router.save(tmp_path / "r2")
+    assert HeadRouter.load(tmp_path / "r2").bias == [1.0, 0.0, -1.0]
 
 
 def test_an_older_bert_router_is_refused_with_a_message_and_the_service_searches_everything(tmp_path, demo_home):

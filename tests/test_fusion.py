@@ -8,7 +8,7 @@ import pytest
 from service.retrieval.federated import merge, search_domains
 from service.retrieval.passage import Hit, Passage
 from service.routing.fusion import Evidence, FusionParams, domain_evidence, domain_weights, fuse
-from training.fusion import FitQuestion, fit_fusion
+from training.fusion import FitQuestion, as_uis, fit_fusion
 
 
 def _hit(doc: str, domain: str, s: float) -> Hit:
@@ -131,3 +131,37 @@ def test_product_filter_searches_only_the_given_domains(demo_pipeline):
     assert {s["domain"] for s in body["sources"]} <= set(two)
     r = client.post("/ask", json={"query": query, "generate": False, "domains": ["nope"]})
     assert r.status_code == 422 and "domains" in r.text
+
+
+def _routing_questions(n: int, informative: bool, seed: int) -> list[FitQuestion]:
+    """Questions over domains a/b, one gold passage each in its own domain, one passage of the other domain.
+
+    ``informative``: the other domain's passage has the higher s (uis is always wrong) and the router's p says
+    the gold domain (0.9 vs 0.1). Otherwise which passage has the higher s and both p are random: any routing
+    setting that wins on these questions wins by chance."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        gold_dom, other = ("a", "b") if rng.random() < 0.5 else ("b", "a")
+        if informative:
+            s_gold, s_other, p_gold, p_other = 0.60, 0.62, 0.9, 0.1
+        else:
+            s_gold, s_other = (0.60, 0.62) if rng.random() < 0.5 else (0.62, 0.60)
+            p_gold, p_other = rng.uniform(0.05, 0.95, size=2)
+        p = {gold_dom: p_gold, other: p_other}
+        hits = {gold_dom: [_hit(f"g{i}", gold_dom, s_gold)], other: [_hit(f"x{i}", other, s_other)]}
+        out.append(FitQuestion(np.array([p["a"], p["b"]]), hits, [gold_dom], {f"g{i}"}))
+    return out
+
+
+def test_the_guard_keeps_a_fitted_setting_that_pays_out_of_fold_and_falls_back_to_uis_when_it_does_not():
+    params, report = fit_fusion(_routing_questions(60, True, 0), ["a", "b"], top_k=5, evidence_k=2)
+    assert report["guard"]["chosen"] == "fitted" and params != as_uis(params)  # routing decides
+    assert report["guard"]["wins"] == 60 and report["guard"]["losses"] == 0
+
+    random_qs = _routing_questions(40, False, 0)
+    unguarded, report = fit_fusion(random_qs, ["a", "b"], top_k=5, evidence_k=2, guard_folds=0)
+    assert unguarded != as_uis(unguarded) and report["acc_at_top1"] > report["uis_acc_at_top1"]  # won by chance
+    params, report = fit_fusion(random_qs, ["a", "b"], top_k=5, evidence_k=2)
+    assert report["guard"]["chosen"] == "uis" and not report["guard"]["pays"]
+    assert (params.sharpness, params.tau0, params.unsure) == (0.0, 0.0, 0.0)  # every domain, ranked by s

@@ -7,7 +7,7 @@ the expert ones: synthetic questions from every domain's passages (titles, first
 ones when the data build made them), joined cross-domain questions (both domains 1) and
 out-of-scope questions (every domain 0), weighted so that each domain counts the same whatever its
 number of questions. On held-out questions (the validation split; out-of-scope ones included) it
-then fits the temperature (training/calibration.py) and the fused strategy's parameters
+then fits the calibration (temperature and per-domain biases, training/calibration.py) and the fused strategy's parameters
 (training/fusion.py), and any further fitter given (e.g. the "not covered" threshold), all stored
 with the router version, with NLL/ECE before and after calibration in ``metrics.json``.
 
@@ -38,7 +38,7 @@ from service.retrieval.encoder import Encoder
 from service.retrieval.federated import search_domains
 from service.retrieval.passage import Passage
 from service.routing.router import HeadRouter
-from training.calibration import fit_temperature
+from training.calibration import fit_calibration
 from training.checkpoint import StopFlag, TrainingInterrupted
 from training.fusion import FitQuestion, fit_fusion
 from training.metrics import router_metrics
@@ -284,9 +284,9 @@ def train_and_activate(
     if val:
         val_vectors = embed_cached(encoder, [q.query for q in val], cache)
         val_labels = label_matrix(val, domains)
-        calibration = fit_temperature(router.raw_logits(val_vectors), val_labels)
+        calibration = fit_calibration(router.raw_logits(val_vectors), val_labels)
         metrics["validation_uncalibrated"] = routing_report(router.predict_vectors(val_vectors), val, domains)
-        router.temperature = calibration.temperature
+        router.temperature, router.bias = calibration.temperature, list(calibration.bias)
         router.fitted["calibration"] = calibration.as_dict()
         held = HeldOut(list(val), val_vectors, router.predict_vectors(val_vectors), val_labels, domains)
         metrics["validation"] = routing_report(held.probs, val, domains)

@@ -1,9 +1,10 @@
-"""The router: p_j = sigmoid(head(v) / T), one independent probability per domain.
+"""The router: p_j = sigmoid(head(v)_j / T + b_j), one independent probability per domain.
 
 ``v`` is the retriever's own query vector (service/retrieval/encoder.py), so one encoder forward per
 question gives both the router's probabilities and the vector searched with. The head is a small
-MLP (or linear layer) trained with binary cross-entropy per domain (training/router.py); ``T`` is a
-temperature fitted on held-out questions (service/routing/calibration.py). A router version records
+MLP (or linear layer) trained with binary cross-entropy per domain (training/router.py); ``T`` and
+``b`` are a temperature and per-domain biases fitted on held-out questions (training/calibration.py),
+which give back the products' prior odds that domain-balanced training removes. A router version records
 the retriever version whose vectors it reads, and the fitted parameters of the strategies that use
 it (``fitted``: calibration, fusion, ...), all in ``router.json`` beside ``head.safetensors``.
 
@@ -53,7 +54,7 @@ def head_module(dim: int, n_domains: int, hidden: int) -> nn.Module:
 
 
 class HeadRouter:
-    """Multi-label head over query vectors; ``temperature`` divides the logits (1: uncalibrated)."""
+    """Multi-label head over query vectors: p_j = sigmoid(z_j / temperature + bias_j) (1 and 0: uncalibrated)."""
 
     def __init__(
         self,
@@ -64,6 +65,7 @@ class HeadRouter:
         hidden: int,
         retriever: str | None,
         temperature: float = 1.0,
+        bias: Sequence[float] | None = None,
         fitted: dict[str, Any] | None = None,
         version: str | None = None,
     ) -> None:
@@ -75,6 +77,9 @@ class HeadRouter:
         self.hidden = hidden
         self.retriever = retriever
         self.temperature = float(temperature)
+        self.bias = [float(b) for b in bias] if bias else []
+        if self.bias and len(self.bias) != len(self.domains):
+            raise ValueError(f"{len(self.bias)} biases for {len(self.domains)} domains")
         self.fitted: dict[str, Any] = dict(fitted or {})
         self.version = version
 
@@ -99,11 +104,14 @@ class HeadRouter:
         vectors = np.asarray(vectors, dtype=np.float32).reshape(-1, self.dim)
         if vectors.shape[0] == 0:
             return np.zeros((0, len(self.domains)), dtype=np.float64)
-        return 1.0 / (1.0 + np.exp(-self.raw_logits(vectors) / self.temperature))
+        z = self.raw_logits(vectors) / self.temperature
+        if self.bias:
+            z = z + np.asarray(self.bias, dtype=np.float64)
+        return 1.0 / (1.0 + np.exp(-z))
 
     # ----------------------------------------------------------------- files
     def save(self, path: str | Path) -> None:
-        """Write ``head.safetensors`` and ``router.json`` (domains, retriever, temperature, fitted)."""
+        """Write ``head.safetensors`` and ``router.json`` (domains, retriever, temperature, bias, fitted)."""
         from safetensors.torch import save_file
 
         path = Path(path)
@@ -116,6 +124,7 @@ class HeadRouter:
             "hidden": self.hidden,
             "retriever": self.retriever,
             "temperature": self.temperature,
+            "bias": self.bias,
             "fitted": self.fitted,
         }
         (path / ROUTER_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True), encoding="utf-8")
@@ -144,7 +153,7 @@ class HeadRouter:
         module.eval()
         return cls(
             module, meta["domains"], dim=int(meta["dim"]), hidden=int(meta["hidden"]), retriever=meta.get("retriever"),
-            temperature=float(meta.get("temperature", 1.0)), fitted=meta.get("fitted") or {}, version=version,
+            temperature=float(meta.get("temperature", 1.0)), bias=meta.get("bias") or None, fitted=meta.get("fitted") or {}, version=version,
         )
 
 
