@@ -122,7 +122,7 @@ def run_in_process(
     from service.evaluation.jobs import Heartbeat, owner_id
     from service.evaluation.judges import open_judge
     from service.evaluation.runner import EvaluationError, create_job, needs_judge, needs_llm, pinned_versions, run_job
-    from service.pipeline import load_pipeline
+    from service.loading import load_pipeline
 
     pipeline = load_pipeline(s, with_llm=needs_llm(spec))
     try:
