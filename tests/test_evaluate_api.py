@@ -137,8 +137,11 @@ def test_job_survives_a_restart_and_matches_the_in_process_run(demo_pipeline, tm
         assert hold.held.wait(120), "the job never reached the held question"
         # Held in question BLOCK_AT's first strategy: every question before it is committed, nothing after.
         assert c.get(f"/evaluate/{job_id}").json()["progress"]["done"] == block_at * len(strategies)
-        c.app.state.eval_worker.stop(timeout=0)  # ask the worker to stop (the shutdown below waits for it) ...
+        worker = c.app.state.eval_worker
+        worker.stop(timeout=0)  # ask the worker to stop (the shutdown below waits for it) ...
         hold.release.set()  # ... then let the question in flight finish: it is the last one stored
+    worker.stop(timeout=120)  # however slow the machine, the question in flight is stored before we look
+    assert not worker.running
     # The first service is gone (its worker stopped after the question in flight): the job is unfinished.
     store = JobStore.for_home(home)
     mid = store.get(job_id)
