@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 from service.artifacts import Registry
 from service.retrieval.encoder import Encoder
 from service.retrieval.passage import Passage
-from service.retrieval.store import StoreBackend
+from service.retrieval.store import Store, StoreBackend
 
 log = logging.getLogger("fedqa.indexes")
 EMBED_BATCH = 512  # passages handed to the encoder at once (it batches them by 32 inside)
@@ -80,17 +80,7 @@ def build_index(
         store = backend.open(version, create=True)
         try:
             existing = {d: {p.doc_id: p for p in store.iter_passages(d)} for d in store.domains()}
-            todo: dict[str, list[Passage]] = defaultdict(list)
-            for p in items:
-                old = existing.get(p.domain, {}).get(p.doc_id)
-                if old == p:
-                    report.unchanged += 1
-                    continue
-                if old is None:
-                    report.added += 1
-                else:
-                    report.updated += 1
-                todo[p.domain].append(p)
+            todo = _changes(items, existing, report)
             if not todo and base:
                 store.close()
                 backend.drop(version)
@@ -99,36 +89,12 @@ def build_index(
                 report.domains = {d: len(v) for d, v in existing.items()}
                 report.seconds = time.perf_counter() - t_start
                 return report
-            total = sum(len(v) for v in todo.values())
-            with tqdm(total=total, desc="embedding passages", unit="passage", disable=not progress) as bar:
-                for domain in sorted(todo):
-                    # Length-sorted batches waste little compute on padding.
-                    batch = sorted(todo[domain], key=lambda p: len(p.text))
-                    store.create_domain(domain, encoder.dim)
-                    for i in range(0, len(batch), EMBED_BATCH):
-                        part = batch[i : i + EMBED_BATCH]
-                        store.upsert(domain, part, encoder.embed_passages([p.text for p in part]))
-                        bar.update(len(part))
+            _embed(store, todo, encoder, progress=progress)
             store.finish()
             report.domains = {d: store.count(d) for d in store.domains()}
         finally:
             store.close()
-        registry.complete(
-            "index",
-            version,
-            {
-                "retriever": encoder.version,
-                "encoder_path": str(encoder.path),
-                # Encoders that do not say (test doubles, older callers) run PyTorch.
-                "encoder_backend": getattr(getattr(encoder, "backend", None), "value", "torch"),
-                "dim": encoder.dim,
-                "backend": backend.name,
-                "base": base,
-                "domains": report.domains,
-                "passages": sum(report.domains.values()),
-                **(meta or {}),
-            },
-        )
+        registry.complete("index", version, _manifest(encoder, backend, base, report, meta))
     except BaseException:
         # Leave nothing half-built behind; the active version is untouched.
         try:
@@ -141,3 +107,49 @@ def build_index(
     report.version = version
     report.seconds = time.perf_counter() - t_start
     return report
+
+
+def _changes(items: list[Passage], existing: dict[str, dict[str, Passage]], report: BuildReport) -> dict[str, list[Passage]]:
+    """The passages to embed per domain: new or changed ones (counted in ``report``); unchanged ones are kept as they are."""
+    todo: dict[str, list[Passage]] = defaultdict(list)
+    for p in items:
+        old = existing.get(p.domain, {}).get(p.doc_id)
+        if old == p:
+            report.unchanged += 1
+            continue
+        if old is None:
+            report.added += 1
+        else:
+            report.updated += 1
+        todo[p.domain].append(p)
+    return todo
+
+
+def _embed(store: Store, todo: dict[str, list[Passage]], encoder: Encoder, *, progress: bool) -> None:
+    """Embed and store the passages of each domain, in batches of EMBED_BATCH."""
+    total = sum(len(v) for v in todo.values())
+    with tqdm(total=total, desc="embedding passages", unit="passage", disable=not progress) as bar:
+        for domain in sorted(todo):
+            # Length-sorted batches waste little compute on padding.
+            batch = sorted(todo[domain], key=lambda p: len(p.text))
+            store.create_domain(domain, encoder.dim)
+            for i in range(0, len(batch), EMBED_BATCH):
+                part = batch[i : i + EMBED_BATCH]
+                store.upsert(domain, part, encoder.embed_passages([p.text for p in part]))
+                bar.update(len(part))
+
+
+def _manifest(encoder: Encoder, backend: StoreBackend, base: str | None, report: BuildReport, meta: dict | None) -> dict:
+    """The index version's manifest: what embedded it, where it is stored, what it holds."""
+    return {
+        "retriever": encoder.version,
+        "encoder_path": str(encoder.path),
+        # Encoders that do not say (test doubles, older callers) run PyTorch.
+        "encoder_backend": getattr(getattr(encoder, "backend", None), "value", "torch"),
+        "dim": encoder.dim,
+        "backend": backend.name,
+        "base": base,
+        "domains": report.domains,
+        "passages": sum(report.domains.values()),
+        **(meta or {}),
+    }

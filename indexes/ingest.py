@@ -9,7 +9,7 @@ from indexes.loaders import load_paths
 from indexes.segment import token_counter
 from service.artifacts import Registry
 from service.config import Settings
-from service.pipeline import index_encoder_backend, load_encoder
+from service.loading import index_encoder_backend, load_encoder
 from service.retrieval.backends import open_backend
 from service.retrieval.encoder import Encoder
 from service.retrieval.store import StoreBackend

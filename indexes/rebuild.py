@@ -14,7 +14,7 @@ import shutil
 from indexes.build import BuildReport, build_index
 from service.artifacts import ArtifactError, Registry
 from service.config import Settings
-from service.pipeline import load_encoder
+from service.loading import load_encoder
 from service.retrieval.backends import open_backend
 from service.retrieval.encoder import Encoder
 from service.retrieval.passage import Passage

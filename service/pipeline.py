@@ -1,6 +1,8 @@
 """The answering pipeline: route -> gate -> embed -> federated search -> answer (:mod:`service.generation.answer`).
 
-Plain objects and functions, used alike by the HTTP API, the CLI, evaluation and tests.
+Plain objects and functions, used alike by the HTTP API, the CLI, evaluation and tests. A pipeline is
+loaded from a data home's active versions by :func:`service.loading.load_pipeline`; one request's
+path to its response is :mod:`service.ask`.
 """
 
 from __future__ import annotations
@@ -10,28 +12,25 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from service.artifacts import ArtifactError, Registry
+from service import ask
 from service.config import Settings
-from service.generation.abstention import AbstentionModel, abstention_path, load_abstention
-from service.generation.answer import Answer, Answerer, AnswerMode
-from service.generation.backends import open_llm
+from service.generation.abstention import AbstentionModel
+from service.generation.answer import Answer, Answerer
 from service.generation.extractive import shared_vectors
 from service.generation.llm import LLM
-from service.retrieval.backends import open_backend
-from service.retrieval.encoder import Encoder, model_fingerprint, packaged_minilm_path
+from service.retrieval.encoder import Encoder
 from service.retrieval.federated import merge, search_domains
 from service.retrieval.passage import RankedHit
-from service.retrieval.store import Store, StoreBackend, StoreUnavailable
+from service.retrieval.store import Store, StoreUnavailable
 from service.retrieval.strategies import DEFAULT_STRATEGY, LLMDomainSelector, Selection, StrategyName, describe_domains, select
 from service.routing.gate import GateMode
-from service.routing.router import HeadRouter, Router, RouterFormatError, UniformRouter
-from service.schemas import AnswerConfidence, AskRequest, AskResponse, Routing, Source
+from service.routing.router import Router, UniformRouter
+from service.schemas import AskRequest, AskResponse, Routing
 
 log = logging.getLogger("fedqa.pipeline")
 
@@ -281,19 +280,25 @@ class Pipeline:
         timings["search"] = _ms(t0)
         timings["retrieval"] = _ms(t_all)
 
-        routing = Routing(
+        routing = self._routing(selection, probs, mode, strategy, given=bool(domains))
+        return Retrieval(query=query, routing=routing, hits=hits, timings_ms=timings)
+
+    def _routing(
+        self, selection: Selection, probs: dict[str, float], mode: GateMode, strategy: StrategyName, *, given: bool
+    ) -> Routing:
+        """What the router and the strategy decided, as the response reports it."""
+        return Routing(
             probabilities={d: round(v, 6) for d, v in probs.items()},
             threshold=round(selection.threshold, 6),
             active_domains=selection.active,
             activation={d: round(a, 6) for d, a in selection.activation.items()},
             fallback=selection.fallback,
-            mode=mode if strategy.value == "mkpqa" and not domains else "deterministic",
+            mode=mode if strategy.value == "mkpqa" and not given else "deterministic",
             router=self.router.version or "uniform",
             strategy=strategy,
             selector=selection.detail or None,
-            given=bool(domains),
+            given=given,
         )
-        return Retrieval(query=query, routing=routing, hits=hits, timings_ms=timings)
 
     def _given(self, domains: list[str], probs: dict[str, float]) -> Selection:
         """The caller's product filter: exactly these domains, weight 1 (ranked by s)."""
@@ -313,175 +318,28 @@ class Pipeline:
         return self.answerer.answer(ret.query, ret.hits, ret.routing.probabilities, generate=generate,
                                     query_vector=query_vector, context_passages=context_passages)
 
-    def _response(self, ret: Retrieval, answer: Answer, strategy: StrategyName | str) -> AskResponse:
-        return AskResponse(
-            query=ret.query,
-            answer=answer.text,
-            answer_mode=answer.mode.value,
-            citations=answer.citations,
-            confidence=AnswerConfidence(**asdict(answer.confidence)) if answer.confidence else None,
-            sources=[
-                Source(
-                    **h.passage.payload(),
-                    score=round(h.score, 6),
-                    domain_prob=round(h.domain_prob, 6),
-                    unified_score=round(h.unified_score, 6),
-                )
-                for h in ret.hits
-            ],
-            routing=ret.routing,
-            strategy=strategy,  # type: ignore[arg-type]
-            timings_ms=ret.timings_ms,
-            versions=self.versions,
-            error=answer.error,
-        )
-
-    def _retrieve_request(self, req: AskRequest, query: str | None = None) -> tuple[Retrieval, Prepared]:
-        top_k = self.validate(req)
-        prepared = self.prepare(query or req.query)
-        ret = self.retrieve(query or req.query, top_k=top_k, seed=req.seed, gate_mode=req.gate, strategy=req.strategy,
-                            prepared=prepared, domains=req.domains)
-        return ret, prepared
-
     def answer(self, req: AskRequest, *, retrieval_query: str | None = None) -> AskResponse:
         """Answer one request (non-streaming). ``retrieval_query``: route and search with this text instead of
         the question (a chat follow-up with its earlier turns); the answer is still to ``req.query``."""
-        return _last_response(self.answer_stream(req, retrieval_query=retrieval_query, incremental=False))
+        return ask.answer(self, req, retrieval_query=retrieval_query)
 
     def answer_stream(
         self, req: AskRequest, *, retrieval_query: str | None = None, incremental: bool = True
     ) -> Iterator[tuple[str, dict[str, Any]]]:
         """Answer as events: ``retrieval`` (routing and sources), ``token`` pieces (``reset``: drop the pieces so
-        far, a rejected generation), then ``done`` (the full response)."""
-        t_all = time.perf_counter()
-        ret, prepared = self._retrieve_request(req, retrieval_query)
-        yield "retrieval", {"routing": ret.routing.model_dump(),
-                            "sources": [s.model_dump() for s in self._response(ret, Answer(None, AnswerMode.RETRIEVAL), req.strategy).sources]}
-        final: Answer | None = None
-        for item in self.answerer.stream(req.query, ret.hits, ret.routing.probabilities, generate=req.generate,
-                                         query_vector=prepared.vector, incremental=incremental):
-            if isinstance(item, Answer):
-                final = item
-            elif item.reset:
-                yield "reset", {}
-            elif item.text:
-                yield "token", {"text": item.text}
-        assert final is not None
-        if req.generate:
-            ret.timings_ms["generate"] = final.timings_ms["answer"]
-        ret.timings_ms["total"] = _ms(t_all)
-        resp = self._response(ret, final, req.strategy)
-        resp.query = req.query
-        yield "done", resp.model_dump(mode="json")
+        far, a rejected generation), then ``done`` (the full response). See :mod:`service.ask`."""
+        return ask.answer_stream(self, req, retrieval_query=retrieval_query, incremental=incremental)
 
 
-def _last_response(events: Iterator[tuple[str, dict[str, Any]]]) -> AskResponse:
-    done = [data for name, data in events if name == "done"]
-    return AskResponse.model_validate(done[-1])
+_MOVED_TO_LOADING = ("load_pipeline", "load_encoder", "load_router", "index_encoder_backend")
 
 
-def load_pipeline(
-    settings: Settings, backend: StoreBackend | None = None, *, with_llm: bool = True, store: Store | None = None
-) -> Pipeline:
-    """Build the pipeline from the active versions in the data home.
+def __getattr__(name: str) -> Any:
+    """The loading functions moved to :mod:`service.loading` (which imports this module). Importers not yet
+    changed (``from service.pipeline import load_encoder`` in training/router.py) still find them here; remove
+    this once none is left."""
+    if name in _MOVED_TO_LOADING:
+        from service import loading
 
-    The encoder is the retriever the active index was embedded with, so queries and passages
-    always share one vector space. Raises StoreUnavailable when there is no index yet.
-    ``store``: an already open store of the active index version, reused instead of opening it
-    again (a reload that changes only the router; the embedded store opens a version once per process).
-    """
-    from service.compute import configure_threads
-
-    configure_threads(settings.torch_threads)
-    registry = Registry(settings.home_dir)
-    index_version = registry.active()["index"]
-    if not index_version:
-        raise StoreUnavailable(f"no index in {settings.home_dir}: run 'fedqa ingest PATH' (or 'fedqa demo') first")
-    try:
-        manifest = registry.manifest("index", index_version)
-    except ArtifactError as exc:
-        raise StoreUnavailable(str(exc)) from exc
-    encoder = load_encoder(settings, registry, manifest.get("retriever"), backend=index_encoder_backend(manifest))
-    warnings: list[str] = []
-    if encoder.backend.value != index_encoder_backend(manifest):
-        warnings.append(
-            f"queries are embedded with {encoder.backend.value} but index {index_version}'s passages with "
-            f"{index_encoder_backend(manifest)} ({encoder.backend_error}): rebuild the index (fedqa index build)"
-        )
-        log.warning(warnings[-1])
-    elif encoder.backend.value != settings.encoder_backend:
-        log.warning(
-            "FEDQA_ENCODER_BACKEND=%s but index %s was embedded with %s: queries use %s (rebuild the index to switch)",
-            settings.encoder_backend, index_version, encoder.backend.value, encoder.backend.value,
-        )
-    if store is None or store.version != index_version:
-        backend = backend or open_backend(settings)
-        store = backend.open(index_version)
-
-    router_version = registry.active()["router"]
-    router: Router
-    try:
-        if router_version:
-            router = load_router(registry, router_version, encoder.version, store.domains(), warnings)
-        else:
-            warnings.append("no trained router: every domain is searched (fedqa train router --data DIR)")
-            router = UniformRouter(store.domains())
-    except BaseException:
-        store.close()  # a missing router file must not leave the index version locked
-        raise
-
-    llm, llm_error = None, None
-    if with_llm:
-        try:
-            llm = open_llm(settings)
-        except Exception as exc:  # a missing model must not stop retrieval from serving
-            llm_error = f"LLM backend could not start: {exc}"
-            log.error(llm_error)
-            warnings.append(llm_error)
-    abstention = load_abstention(abstention_path(registry, router_version, index_version))
-    if abstention is not None and router_version and isinstance(router, UniformRouter):
-        abstention = None  # fitted on the probabilities of a router that cannot serve this index
-    if abstention is None:
-        warnings.append("no abstention model fitted: every question is answered (fedqa train abstention)")
-    return Pipeline(settings, router=router, encoder=encoder, store=store, llm=llm, llm_error=llm_error,
-                    warnings=warnings, abstention=abstention)
-
-
-def load_encoder(
-    settings: Settings, registry: Registry, retriever_version: str | None, *, backend: str | None = None
-) -> Encoder:
-    """The bi-encoder of a retriever version (None: the configured or shipped base model).
-
-    ``backend``: the runtime (default FEDQA_ENCODER_BACKEND). A trained version's ONNX export lies in
-    its own folder (``onnx/``); the base model's in the data home's ``cache/onnx/<fingerprint>``.
-    """
-    backend = backend or settings.encoder_backend
-    common: dict[str, Any] = {"backend": backend, "cache_size": settings.encoder_cache_size, "threads": settings.torch_threads}
-    if retriever_version and retriever_version != "base":
-        path = registry.path("retriever", retriever_version)
-        return Encoder(path, version=retriever_version, onnx_dir=path / "onnx", **common)
-    path = Path(settings.encoder_model) if settings.encoder_model else packaged_minilm_path()
-    onnx_dir = settings.home_dir / "cache" / "onnx" / model_fingerprint(path)
-    return Encoder(path, version="base", onnx_dir=onnx_dir, **common)
-
-
-def index_encoder_backend(manifest: dict) -> str:
-    """The runtime an index's passages were embedded with (indexes from before it was recorded: torch)."""
-    return manifest.get("encoder_backend", "torch")
-
-
-def load_router(registry: Registry, version: str, retriever: str, domains: list[str], warnings: list[str]) -> Router:
-    """The router version, or the uniform stand-in (with a warning) when it cannot read this index's vectors:
-    a BERT router of an earlier release, or a head trained on another retriever's vectors."""
-    try:
-        router = HeadRouter.load(registry.path("router", version), version=version)
-    except RouterFormatError as exc:
-        warnings.append(f"{exc}; searching every domain until then")
-        return UniformRouter(domains)
-    if router.retriever is not None and router.retriever != retriever:
-        warnings.append(
-            f"router {version} was trained on retriever {router.retriever}'s vectors but the index uses {retriever}; "
-            "searching every domain until the router is retrained (fedqa train router)"
-        )
-        return UniformRouter(domains)
-    return router
+        return getattr(loading, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

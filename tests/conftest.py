@@ -58,7 +58,7 @@ def demo_home(tmp_path_factory: pytest.TempPathFactory, encoder: Encoder) -> Pat
 @pytest.fixture(scope="session")
 def demo_pipeline(demo_home: Path, encoder: Encoder):
     """A retrieval pipeline on the demo home (LLM off: extractive answers)."""
-    from service.pipeline import load_pipeline
+    from service.loading import load_pipeline
 
     pipeline = load_pipeline(make_settings(demo_home), with_llm=False)
     yield pipeline

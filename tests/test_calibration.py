@@ -97,7 +97,7 @@ def test_an_older_bert_router_is_refused_with_a_message_and_the_service_searches
         HeadRouter.load(old, version="router-old")
 
     from service.artifacts import Registry
-    from service.pipeline import load_router
+    from service.loading import load_router
 
     warnings: list[str] = []
     registry = Registry(demo_home)

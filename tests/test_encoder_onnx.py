@@ -113,7 +113,7 @@ def test_query_cache_off_and_lru_order():
 
 def test_index_records_its_backend_and_queries_follow_it(tmp_path: Path, onnx_dir: Path, monkeypatch):
     from indexes.ingest import ingest
-    from service.pipeline import load_pipeline
+    from service.loading import load_pipeline
 
     settings = make_settings(tmp_path / "home", encoder_backend="onnx")
     # The base model's export lives in the data home's cache; reuse the module's export for speed.

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from service.evaluation import ragxplain
-from service.evaluation.judges import ParseError, extract_json, faithfulness_score, parse_verdicts
+from service.evaluation.judges import ParseError, extract_json
+from service.evaluation.mkpqa import faithfulness_score, parse_verdicts
 from service.evaluation.rageval import keypoint_scores
 from service.evaluation.retrieval_metrics import (
     acc_at_top1,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 import time
 
 import pytest
@@ -45,13 +46,32 @@ class _SharedPipeline(Pipeline):
         self._pool.shutdown(wait=False)
 
 
-def _state(demo_pipeline, home) -> ServiceState:
+def _state(demo_pipeline, home, pipeline_class: type[Pipeline] = _SharedPipeline) -> ServiceState:
     settings = make_settings(home)
 
     def loader(s, backend=None):
-        return _SharedPipeline(s, router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=demo_pipeline.store)
+        return pipeline_class(s, router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=demo_pipeline.store)
 
     return ServiceState(settings, loader=loader)
+
+
+class _Hold:
+    """A point a job reaches and waits on: the first retrieval of ``query`` sets ``held`` and waits for ``release``."""
+
+    def __init__(self, query: str) -> None:
+        self.query, self.held, self.release = query, threading.Event(), threading.Event()
+
+    def pipeline_class(self) -> type[Pipeline]:
+        hold = self
+
+        class Held(_SharedPipeline):
+            def retrieve(self, query: str, **kwargs):  # noqa: ANN003, ANN201
+                if query == hold.query and not hold.held.is_set():
+                    hold.held.set()
+                    assert hold.release.wait(120), "the test never released the held question"
+                return super().retrieve(query, **kwargs)
+
+        return Held
 
 
 def _wait(client, job_id, until, timeout=120.0, interval=0.02):
@@ -99,21 +119,35 @@ def test_dry_run_and_validation(demo_pipeline, tmp_path):
 
 
 def test_job_survives_a_restart_and_matches_the_in_process_run(demo_pipeline, tmp_path, reference):
+    """The first service stops while question BLOCK_AT is in flight, held there (no timing involved): exactly the
+    questions before it and the one in flight are stored; a second service resumes the job to the same numbers."""
     ref_summary, ref_records = reference
+    mini, strategies = _mini(), SPEC["strategies"]
+    block_at = 7
+    assert [q["query"] for q in mini].count(mini[block_at]["query"]) == 1
+    hold = _Hold(mini[block_at]["query"])
     home = tmp_path / "home"
     _put_mini(home)
-    app1 = create_app(make_settings(home), _state(demo_pipeline, home))
+    app1 = create_app(make_settings(home), _state(demo_pipeline, home, hold.pipeline_class()))
     with TestClient(app1) as c:
         r = c.post("/evaluate", json={"dataset": "mini", **{k: SPEC[k] for k in ("strategies", "metrics")}})
         assert r.status_code == 202, r.text
         job_id, total = r.json()["id"], r.json()["progress"]["total"]
         assert r.json()["status"] in ("queued", "running") and total == len(ref_records)
-        _wait(c, job_id, lambda b: b["progress"]["done"] >= 20)
+        assert hold.held.wait(120), "the job never reached the held question"
+        # Held in question BLOCK_AT's first strategy: every question before it is committed, nothing after.
+        assert c.get(f"/evaluate/{job_id}").json()["progress"]["done"] == block_at * len(strategies)
+        worker = c.app.state.eval_worker
+        worker.stop(timeout=0)  # ask the worker to stop (the shutdown below waits for it) ...
+        hold.release.set()  # ... then let the question in flight finish: it is the last one stored
+    worker.stop(timeout=120)  # however slow the machine, the question in flight is stored before we look
+    assert not worker.running
     # The first service is gone (its worker stopped after the question in flight): the job is unfinished.
     store = JobStore.for_home(home)
     mid = store.get(job_id)
-    assert mid["status"] == "running" and 20 <= mid["progress"]["done"] < total
+    assert mid["status"] == "running" and mid["progress"]["done"] == block_at * len(strategies) + 1
     before = {(r["strategy"], r["qid"]): r for r in store.results(job_id)}
+    assert set(before) == {(s, q["qid"]) for q in mini[:block_at] for s in strategies} | {(strategies[0], mini[block_at]["qid"])}
 
     app2 = create_app(make_settings(home), _state(demo_pipeline, home))
     with TestClient(app2) as c:  # start-up resumes the job

@@ -12,8 +12,9 @@ import pytest
 
 from service.demo import QUERIES
 from service.evaluation import jobs as jobs_module
-from service.evaluation.jobs import EvalWorker, JobStore
+from service.evaluation.jobs import JobStore
 from service.evaluation.runner import EvaluationError, create_job, pinned_versions, run_job
+from service.evaluation.worker import EvalWorker
 from service.pipeline import Pipeline
 
 SPEC = {"strategies": ["mkpqa", "uis"], "metrics": ["retrieval"], "top_k": 5, "gate": "stochastic", "seed": 11}

@@ -8,7 +8,8 @@ import itertools
 import pytest
 
 from service.evaluation.jobs import JobStore
-from service.evaluation.judges import Judge, faithfulness, relevancy
+from service.evaluation.judges import Judge
+from service.evaluation.mkpqa import faithfulness, relevancy
 from service.evaluation.runner import create_job, run_job
 from service.generation.openai_llm import OpenAILLM
 from tests.scripted_llm import ScriptedServer

@@ -120,7 +120,7 @@ def fit_abstention(
     ``in_scope``: questions the documentation answers (the router's validation questions);
     ``out_of_scope``: questions it does not (``kind: "oos"``). ``pipeline``: an open pipeline of that home.
     """
-    from service.pipeline import load_pipeline
+    from service.loading import load_pipeline
 
     t0 = time.perf_counter()
     own = pipeline is None

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from service.artifacts import Registry
 from service.config import Settings
-from service.pipeline import index_encoder_backend, load_encoder
+from service.loading import index_encoder_backend, load_encoder
 from service.queries import LabelledQuery
 from service.retrieval.backends import open_backend
 from service.retrieval.store import StoreBackend, StoreUnavailable

@@ -14,6 +14,7 @@ datasets conversion, no evaluator plumbing) with a checkpoint every N steps and 
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import time
@@ -21,7 +22,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -121,9 +122,6 @@ def train_retriever(
     ``checkpoint_every`` steps and when ``stop`` is requested, which then raises
     :class:`TrainingInterrupted`. ``resume`` continues from a checkpoint with the same examples.
     """
-    from sentence_transformers import SentenceTransformer
-    from transformers import get_linear_schedule_with_warmup
-
     cfg = config or RetrieverConfig()
     usable = [e for e in examples if any(p in passages for p in e.positives)]
     if not usable:
@@ -136,33 +134,15 @@ def train_retriever(
     if resume:
         state.update(load_checkpoint_state(resume))
         source = Path(resume) / "model"
-    model = SentenceTransformer(str(source), device="cpu", local_files_only=True)
-    model.max_seq_length = cfg.max_seq_length
+    model = _sentence_transformer(source, cfg)
     if cfg.freeze_embeddings:  # half the weights; frozen, CPU steps are faster and few examples overfit less
         model[0].auto_model.get_input_embeddings().weight.requires_grad_(False)
     loss_fn = SymmetricInfoNCELoss(model, temperature=cfg.temperature)
     per_epoch = (len(usable) + cfg.batch_size - 1) // cfg.batch_size
     total_steps = per_epoch * cfg.epochs
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=0.01)
-    sched = get_linear_schedule_with_warmup(opt, int(cfg.warmup_ratio * total_steps), total_steps)
-    if resume:
-        for obj, name in ((opt, "optimizer"), (sched, "scheduler")):
-            saved = load_extra(Path(resume), name)
-            if saved is not None:
-                obj.load_state_dict(saved)
-        if (rng := load_extra(Path(resume), "rng")) is not None:
-            torch.set_rng_state(rng)  # dropout draws continue where the interrupted run stopped
+    opt, sched = _optimizer(model, cfg, total_steps, resume)
     stop = stop or StopFlag()
-
-    def checkpoint() -> Path | None:
-        if checkpoint_dir is None:
-            return None
-        return save_checkpoint(
-            Path(checkpoint_dir),
-            lambda p: model.save(str(p)),
-            {**state, "config": asdict(cfg), "examples": len(usable), "kind": "retriever"},
-            {"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "rng": torch.get_rng_state()},
-        )
+    checkpoint = functools.partial(_checkpoint, checkpoint_dir, model, state, cfg, len(usable), opt, sched)
 
     model.train()
     with MODEL_LOCK, tqdm(total=total_steps, initial=state["global_step"], desc="training retriever", unit="step", disable=not progress) as bar:
@@ -172,14 +152,7 @@ def train_retriever(
             running = None
             for b in range(state["step_in_epoch"], per_epoch):
                 batch = [usable[i] for i in order[b * cfg.batch_size : (b + 1) * cfg.batch_size]]
-                queries, golds, doc_ids, texts = _batch_texts(batch, passages, cfg)
-                loss = loss_fn(model.preprocess(queries), model.preprocess(texts), positive_mask(golds, doc_ids))
-                opt.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
-                opt.step()
-                sched.step()
-                value = loss.item()
+                value = _step(model, loss_fn, opt, sched, _batch_texts(batch, passages, cfg))
                 running = value if running is None else 0.9 * running + 0.1 * value
                 state["step_in_epoch"], state["global_step"] = b + 1, state["global_step"] + 1
                 bar.update(1)
@@ -192,6 +165,58 @@ def train_retriever(
             state["epoch"], state["step_in_epoch"] = state["epoch"] + 1, 0
     model.eval()
     return model
+
+
+def _sentence_transformer(source: str | Path, cfg: RetrieverConfig) -> SentenceTransformer:
+    """A local sentence-transformers model on the CPU, its inputs cut to ``max_seq_length`` tokens."""
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(source), device="cpu", local_files_only=True)
+    model.max_seq_length = cfg.max_seq_length
+    return model
+
+
+def _optimizer(model: SentenceTransformer, cfg: RetrieverConfig, total_steps: int, resume: Path | None) -> tuple[Any, Any]:
+    """AdamW over the trainable weights and a linear warm-up schedule (both restored when resuming), and on
+    resume the random state, so dropout draws continue where the interrupted run stopped."""
+    from transformers import get_linear_schedule_with_warmup
+
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=0.01)
+    sched = get_linear_schedule_with_warmup(opt, int(cfg.warmup_ratio * total_steps), total_steps)
+    if resume:
+        for obj, name in ((opt, "optimizer"), (sched, "scheduler")):
+            saved = load_extra(Path(resume), name)
+            if saved is not None:
+                obj.load_state_dict(saved)
+        if (rng := load_extra(Path(resume), "rng")) is not None:
+            torch.set_rng_state(rng)
+    return opt, sched
+
+
+def _step(model: SentenceTransformer, loss_fn: SymmetricInfoNCELoss, opt: Any, sched: Any,
+          texts: tuple[list[str], list[set[str]], list[str], list[str]]) -> float:
+    """One optimisation step on a batch (queries, their gold doc_ids, the batch's doc_ids and texts); returns the loss."""
+    queries, golds, doc_ids, passage_texts = texts
+    loss = loss_fn(model.preprocess(queries), model.preprocess(passage_texts), positive_mask(golds, doc_ids))
+    opt.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
+    opt.step()
+    sched.step()
+    return loss.item()
+
+
+def _checkpoint(checkpoint_dir: Path | None, model: SentenceTransformer, state: dict[str, int], cfg: RetrieverConfig,
+                examples: int, opt: Any, sched: Any) -> Path | None:
+    """Save the run so far (model, optimizer, scheduler, random state, position); None without a checkpoint folder."""
+    if checkpoint_dir is None:
+        return None
+    return save_checkpoint(
+        Path(checkpoint_dir),
+        lambda p: model.save(str(p)),
+        {**state, "config": asdict(cfg), "examples": examples, "kind": "retriever"},
+        {"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "rng": torch.get_rng_state()},
+    )
 
 
 def rank_pool(
@@ -254,8 +279,6 @@ def train_and_save(
     service keeps its index (and the encoder recorded in it) until ``fedqa index build`` re-embeds
     the corpus with the new version.
     """
-    from sentence_transformers import SentenceTransformer
-
     t0 = time.perf_counter()
     cfg = config or RetrieverConfig()
     registry = Registry(settings.home_dir)
@@ -265,20 +288,16 @@ def train_and_save(
     val = [q for q in data.val if q.gold_doc_ids]
     metrics: dict = {"validation_pool": len(pool), "validation_queries": len(val)}
     if evaluate_base and val and pool:
-        base_model_obj = SentenceTransformer(base, device="cpu", local_files_only=True)
-        base_model_obj.max_seq_length = cfg.max_seq_length
-        metrics["base"] = evaluate_on_pool(base_model_obj, val, pool, progress=progress)
-        del base_model_obj
+        metrics["base"] = evaluate_on_pool(_sentence_transformer(base, cfg), val, pool, progress=progress)
         log.info("base retriever on the validation pool: %s", metrics["base"])
     if stop is not None and stop.requested:  # Ctrl-C during the base evaluation: nothing trained yet
         raise TrainingInterrupted(None)
     if cfg.negative_margin is not None:  # deterministic given the base model, so a resumed run filters the same way
         from training.data.negatives import drop_false_negatives
 
-        current = SentenceTransformer(base, device="cpu", local_files_only=True)
-        current.max_seq_length = cfg.max_seq_length
-        examples, metrics["negatives_filter"] = drop_false_negatives(examples, data.passages, current, margin=cfg.negative_margin)
-        del current
+        examples, metrics["negatives_filter"] = drop_false_negatives(
+            examples, data.passages, _sentence_transformer(base, cfg), margin=cfg.negative_margin
+        )
         log.info("hard negatives within the margin of the positive: %s", metrics["negatives_filter"])
     t_train = time.perf_counter()
     model = train_retriever(
@@ -290,20 +309,20 @@ def train_and_save(
         metrics["fine_tuned"] = evaluate_on_pool(model, val, pool, progress=progress)
         log.info("fine-tuned retriever on the validation pool: %s", metrics["fine_tuned"])
     metrics["total_seconds"] = round(time.perf_counter() - t0, 1)
-    version = save_version(
-        registry,
-        "retriever",
-        lambda path: _save_with_onnx(model, path),
-        metrics,
-        {
-            "base_model": base,
-            "loss": SymmetricInfoNCELoss(model, cfg.temperature).get_config_dict(),
-            "config": asdict(cfg),
-            "train_examples": len(examples),
-            "train_examples_by_origin": dict(Counter(e.origin for e in examples)),
-            "data_fingerprint": data.fingerprint,
-            "data": str(data.path),
-        },
-        activate=activate,
-    )
+    version = save_version(registry, "retriever", lambda path: _save_with_onnx(model, path), metrics,
+                           _manifest(model, base, cfg, examples, data), activate=activate)
     return version, metrics
+
+
+def _manifest(model: SentenceTransformer, base: str, cfg: RetrieverConfig, examples: Sequence[RetrieverExample],
+              data: TrainingData) -> dict:
+    """What a retriever version records beside its metrics: base model, loss, configuration and training data."""
+    return {
+        "base_model": base,
+        "loss": SymmetricInfoNCELoss(model, cfg.temperature).get_config_dict(),
+        "config": asdict(cfg),
+        "train_examples": len(examples),
+        "train_examples_by_origin": dict(Counter(e.origin for e in examples)),
+        "data_fingerprint": data.fingerprint,
+        "data": str(data.path),
+    }

@@ -21,7 +21,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from service.api.security import require_api_key
-from service.evaluation.jobs import EvalWorker, JobStore, JobStoreUnavailable
+from service.evaluation.jobs import JobStore, JobStoreUnavailable
 from service.evaluation.judges import open_judge
 from service.evaluation.report import render
 from service.evaluation.runner import (
@@ -33,6 +33,7 @@ from service.evaluation.runner import (
     plan,
     run_job,
 )
+from service.evaluation.worker import EvalWorker
 from service.schemas import ErrorBody, EvaluateJob, EvaluateRequest
 
 log = logging.getLogger("fedqa.api")

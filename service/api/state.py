@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from service.config import Settings
-from service.pipeline import Pipeline, load_pipeline
+from service.loading import load_pipeline
+from service.pipeline import Pipeline
 from service.retrieval.store import StoreBackend
 
 log = logging.getLogger("fedqa.api")

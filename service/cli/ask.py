@@ -47,7 +47,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         r = httpx.post(args.url.rstrip("/") + "/ask", json=body, timeout=120)
         print_json(r.json(), ensure_ascii=False)
         return 0 if r.status_code == 200 else 1
-    from service.pipeline import load_pipeline
+    from service.loading import load_pipeline
     from service.schemas import AskRequest
 
     pipeline = load_pipeline(settings(), with_llm=not args.no_generate)

@@ -119,10 +119,11 @@ def run_in_process(
     restart: bool = False,
 ) -> tuple[dict[str, Any] | None, str]:
     """Open the pipeline (and judge), store the job when new, claim it and run it; (summary or None, job id)."""
-    from service.evaluation.jobs import Heartbeat, owner_id
+    from service.evaluation.jobs import owner_id
     from service.evaluation.judges import open_judge
     from service.evaluation.runner import EvaluationError, create_job, needs_judge, needs_llm, pinned_versions, run_job
-    from service.pipeline import load_pipeline
+    from service.evaluation.worker import Heartbeat
+    from service.loading import load_pipeline
 
     pipeline = load_pipeline(s, with_llm=needs_llm(spec))
     try:

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from service.evaluation import answers, rageval, ragxplain, wixqa
-from service.evaluation.judges import Judge, Outcome, faithfulness, relevancy
+from service.evaluation.judges import Judge, Outcome
+from service.evaluation.mkpqa import faithfulness, relevancy
 from service.evaluation.retrieval_metrics import (
     acc_at_top1,
     effective_information_rate,

@@ -1,15 +1,15 @@
-"""Evaluation jobs on disk (SQLite, ``$FEDQA_HOME/eval/jobs.sqlite``) and the worker thread that runs them.
+"""Evaluation jobs on disk (SQLite, ``$FEDQA_HOME/eval/jobs.sqlite``); the thread that runs them is :mod:`.worker`'s.
 
 Each finished question (one strategy, one question) is committed as its own row the moment it is
 done, so a restart, a crash or a ``kill -9`` loses at most the question in flight; on start-up the
 worker picks unfinished jobs up again and skips every question already stored. Every method opens
 its own connection (WAL mode), so the store is safe across threads and processes.
 
-A job is claimed by one worker (``owner`` = host, pid and a token). While it runs, a
-:class:`Heartbeat` thread refreshes the claim every ``STALE_S / 4`` seconds, however long one
-question takes. A claim is free again when its worker releases it (graceful stop), when its
-heartbeat is older than ``STALE_S`` (a crashed or hung process, on any host), or at once when the
-owner ran on this host and its process is gone (crash, kill -9).
+A job is claimed by one worker (``owner`` = host, pid and a token). While it runs, a heartbeat
+thread (:class:`~service.evaluation.worker.Heartbeat`) refreshes the claim every ``STALE_S / 4``
+seconds, however long one question takes. A claim is free again when its worker releases it
+(graceful stop), when its heartbeat is older than ``STALE_S`` (a crashed or hung process, on any
+host), or at once when the owner ran on this host and its process is gone (crash, kill -9).
 
 A job records the versions that answer it (index, router, retriever, LLM, judge) when it is
 created; a resume with other versions would mix two systems in one set of numbers, so the runner
@@ -20,19 +20,15 @@ from __future__ import annotations
 
 import builtins
 import json
-import logging
 import os
 import secrets
 import socket
 import sqlite3
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-
-log = logging.getLogger("fedqa.evaluation")
 
 STALE_S = 120.0
 FINAL = ("done", "failed", "cancelled")
@@ -281,104 +277,3 @@ class JobStore:
     def cache_set(self, job_id: str, key: str, value: Any) -> None:
         with self._conn() as c:
             c.execute("INSERT OR REPLACE INTO cache (job_id, key, value) VALUES (?, ?, ?)", (job_id, key, json.dumps(value)))
-
-
-class Heartbeat:
-    """A thread refreshing a claim every ``STALE_S / 4`` seconds while a job runs (``with Heartbeat(...):``)."""
-
-    def __init__(self, store: JobStore, job_id: str, owner: str) -> None:
-        self.store, self.job_id, self.owner = store, job_id, owner
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name="fedqa-eval-heartbeat", daemon=True)
-
-    def _beat(self) -> None:
-        while not self._stop.wait(STALE_S / 4):
-            try:
-                self.store.heartbeat(self.job_id, self.owner)
-            except sqlite3.Error:  # a busy database: the next beat tries again
-                log.warning("heartbeat of job %s failed", self.job_id, exc_info=True)
-
-    def __enter__(self) -> Heartbeat:
-        self.store.heartbeat(self.job_id, self.owner)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-class EvalWorker:
-    """Runs queued jobs one at a time in a background thread; resumes unfinished ones on start."""
-
-    def __init__(
-        self, store: JobStore, run: Callable[[str, Callable[[], bool]], None], ready: Callable[[], bool] = lambda: True
-    ) -> None:
-        """``run(job_id, should_stop)`` evaluates one job (see :func:`service.evaluation.runner.run_job`);
-        ``ready()`` says whether jobs can run now (the pipeline is loaded)."""
-        self.store = store
-        self._run = run
-        self._ready = ready
-        self.owner = owner_id()
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._cancelled: set[str] = set()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self.current: str | None = None
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def start(self) -> None:
-        """Start the thread (no-op when it runs)."""
-        with self._lock:
-            if self.running:
-                return
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._loop, name="fedqa-eval", daemon=True)
-            self._thread.start()
-
-    def wake(self) -> None:
-        """Look for queued jobs now."""
-        self._wake.set()
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """Stop after the question in flight; the job stays unfinished and resumes on the next start."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def cancel(self, job_id: str) -> None:
-        """Cancel a job (it stops after the question in flight)."""
-        self._cancelled.add(job_id)
-        self.store.set_status(job_id, "cancelled")
-
-    def _should_stop(self, job_id: str) -> Callable[[], bool]:
-        def check() -> bool:
-            return self._stop.is_set() or job_id in self._cancelled
-        return check
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            if not self._ready():
-                self._wake.wait(1.0)
-                self._wake.clear()
-                continue
-            job_id = next((j for j in self.store.unfinished() if self.store.claim(j, self.owner)), None)
-            if job_id is None:
-                self._wake.wait(1.0)
-                self._wake.clear()
-                continue
-            self.current = job_id
-            try:
-                with Heartbeat(self.store, job_id, self.owner):
-                    self._run(job_id, self._should_stop(job_id))
-            except Exception as exc:  # a bug or a store failure: the job fails visibly, the worker goes on
-                log.exception("evaluation job %s failed", job_id)
-                self.store.set_status(job_id, "failed", error=f"{type(exc).__name__}: {exc}")
-            finally:
-                self.store.release(job_id, self.owner)
-                self.current = None

@@ -41,7 +41,8 @@ from service.queries import LabelledQuery
 from service.retrieval.passage import Passage
 from training.data.negatives import HardNegativeSampler
 from training.data.relevance import LLMRelevanceJudge, RelevanceLabel
-from training.data.split import join_cross, split_queries
+from training.data.rows import TrainingRows
+from training.data.split import split_queries
 from training.data.synthetic import QueryGenerator, SyntheticQuery
 
 log = logging.getLogger("fedqa.training.data")
@@ -176,8 +177,36 @@ def build_training_data(
     if not by_id:
         raise ValueError("the corpus is empty")
     domains = sorted({p.domain for p in corpus})
+    train_q, val_q = split_queries(_known(queries, by_id, domains), cfg.val_fraction, seed=cfg.seed)
+    synthetic = _synthetic(corpus, generators, cfg, progress=progress)
+    sampler = HardNegativeSampler(corpus)
+    oos_train, oos_val = split_queries([LabelledQuery(q.qid, q.query, [], [], q.answer, "oos") for q in out_of_scope],
+                                       cfg.val_fraction, seed=cfg.seed)
+    rows = TrainingRows(sampler, cfg.negatives, seed=cfg.seed)
+    rows.add_questions(train_q, synthetic, cross_examples=cfg.cross_examples)
+    rows.add_router_only(_router_synthetic(corpus, cfg, {s.doc_id for s in synthetic}), oos_train)
+    relevance: list[RelevanceLabel] = []
+    if judge is not None and cfg.label_relevance:
+        relevance = rows.label_relevance(judge, by_id, cfg.label_limit, progress=progress)
+    pool = _val_pool(val_q, sampler, by_id, cfg)
 
-    # Labelled questions: keep gold passages that exist; questions of unknown domains are dropped.
+    manifest = {
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "sources": list(sources),
+        "domains": domains,
+        "corpus_passages": len(by_id),
+        "config": asdict(cfg),
+        "generators": [g.name for g in generators],
+        "judge": judge.name if judge is not None and cfg.label_relevance else None,
+        "val_qids": [q.qid for q in val_q],
+    }
+    files = _Files(rows, synthetic, relevance, train_q, val_q, oos_val, pool, by_id)
+    fp, counts = _write_atomically(out, files, manifest)
+    return DataReport(out=out, fingerprint=fp, counts=counts, seconds=time.perf_counter() - t0)
+
+
+def _known(queries: Sequence[LabelledQuery], by_id: dict[str, Passage], domains: list[str]) -> list[LabelledQuery]:
+    """Labelled questions with the gold passages that exist; questions of unknown domains are dropped."""
     kept: list[LabelledQuery] = []
     missing_gold = 0
     for q in queries:
@@ -188,9 +217,12 @@ def build_training_data(
             kept.append(LabelledQuery(q.qid, q.query, doms, golds, q.answer, q.kind, q.parts))
     if missing_gold:
         log.warning("%d gold passages of the labelled queries are not in the corpus; ignored", missing_gold)
-    train_q, val_q = split_queries(kept, cfg.val_fraction, seed=cfg.seed)
+    return kept
 
-    # Synthetic queries.
+
+def _synthetic(corpus: Sequence[Passage], generators: Sequence[QueryGenerator], cfg: DataConfig, *,
+               progress: bool) -> list[SyntheticQuery]:
+    """Synthetic queries of each generator over a seeded sample of every domain's passages."""
     sample = sample_passages(corpus, cfg.synthetic_per_domain, seed=cfg.seed, min_words=cfg.min_passage_words)
     synthetic: list[SyntheticQuery] = []
     for gen in generators:
@@ -199,58 +231,11 @@ def build_training_data(
         items = _first_per_domain(sample, cfg.llm_per_domain) if gen.name.startswith("llm") else sample
         bar = tqdm(items, desc=f"synthetic queries ({gen.name})", unit="passage", disable=not progress)
         synthetic.extend(gen.generate(bar))
-    relevance: list[RelevanceLabel] = []
+    return synthetic
 
-    sampler = HardNegativeSampler(corpus)
-    rows_retriever: list[dict] = []
-    rows_router: list[dict] = []
 
-    def add(qid: str, query: str, doms: list[str], golds: list[str], origin: str, generator: str | None = None) -> None:
-        base = {"qid": qid, "query": query, "domains": doms, "origin": origin}
-        if generator:
-            base["generator"] = generator
-        rows_router.append(dict(base))
-        if golds:
-            negs = sampler.sample(golds, cfg.negatives, seed=cfg.seed)
-            rows_retriever.append({**base, "positives": list(golds), "negatives": negs})
-
-    for q in train_q:
-        add(q.qid, q.query, q.domains, q.gold_doc_ids, "cross" if q.is_cross else "labelled")
-    for q in join_cross([q for q in train_q if q.gold_doc_ids], cfg.cross_examples, seed=cfg.seed):
-        add(q.qid, q.query, q.domains, q.gold_doc_ids, "cross", "joined")
-    for i, s in enumerate(synthetic):
-        add(f"syn-{i:06d}", s.query, [s.domain], [s.doc_id], "synthetic", s.generator)
-    for i, s in enumerate(_router_synthetic(corpus, cfg, {s.doc_id for s in synthetic})):
-        rows_router.append({"qid": f"rsyn-{i:06d}", "query": s.query, "domains": [s.domain], "origin": "synthetic",
-                            "generator": s.generator})
-    oos_train, oos_val = split_queries([LabelledQuery(q.qid, q.query, [], [], q.answer, "oos") for q in out_of_scope],
-                                       cfg.val_fraction, seed=cfg.seed)
-    for q in oos_train:
-        rows_router.append({"qid": q.qid, "query": q.query, "domains": [], "origin": "out-of-scope"})
-
-    # Optional LLM relevance labels: drop synthetic pairs the judge rejects, and hard negatives it finds relevant.
-    if judge is not None and cfg.label_relevance:
-        budget = cfg.label_limit
-        pairs = []
-        for r in rows_retriever:
-            if r["origin"] == "synthetic":
-                pairs.append((r, r["positives"][0], "positive"))
-            pairs.extend((r, n, "negative") for n in r["negatives"])
-        rng = random.Random(f"{cfg.seed}:relevance")
-        rng.shuffle(pairs)
-        drop_rows: set[str] = set()
-        for r, doc, role in tqdm(pairs[:budget], desc="relevance labels", unit="pair", disable=not progress):
-            lab = judge.label(r["qid"], r["query"], by_id[doc])
-            relevance.append(lab)
-            if role == "positive" and lab.relevant is False:
-                drop_rows.add(r["qid"])
-            elif role == "negative" and lab.relevant is True:
-                r["negatives"].remove(doc)
-        if drop_rows:
-            rows_retriever = [r for r in rows_retriever if r["qid"] not in drop_rows]
-            rows_router = [r for r in rows_router if r["qid"] not in drop_rows]
-
-    # Validation candidate pool: every gold passage of the held-out questions, their hard negatives, random passages.
+def _val_pool(val_q: list[LabelledQuery], sampler: HardNegativeSampler, by_id: dict[str, Passage], cfg: DataConfig) -> set[str]:
+    """Validation candidate pool: every gold passage of the held-out questions, their hard negatives, random passages."""
     pool: set[str] = set()
     for q in val_q:
         pool.update(q.gold_doc_ids)
@@ -258,46 +243,58 @@ def build_training_data(
     rng = random.Random(f"{cfg.seed}:pool")
     rest = sorted(set(by_id) - pool)
     pool.update(rng.sample(rest, min(cfg.pool_random, len(rest))))
+    return pool
 
-    referenced = set(pool)
-    for r in rows_retriever:
-        referenced.update(r["positives"])
-        referenced.update(r["negatives"])
 
+@dataclass
+class _Files:
+    """What a training-set folder holds, before it is written."""
+
+    rows: TrainingRows
+    synthetic: list[SyntheticQuery]
+    relevance: list[RelevanceLabel]
+    train_q: list[LabelledQuery]
+    val_q: list[LabelledQuery]
+    oos_val: list[LabelledQuery]
+    pool: set[str]
+    by_id: dict[str, Passage]
+
+    def write(self, folder: Path) -> dict[str, Any]:
+        """Write the data files into ``folder``; returns their counts."""
+        referenced = set(self.pool)
+        for r in self.rows.retriever:
+            referenced.update(r["positives"])
+            referenced.update(r["negatives"])
+        counts: dict[str, Any] = {
+            "router_train": _write_jsonl(folder / "router_train.jsonl", self.rows.router),
+            "retriever_train": _write_jsonl(folder / "retriever_train.jsonl", self.rows.retriever),
+            "synthetic": _write_jsonl(folder / "synthetic.jsonl", (s.row() for s in self.synthetic)),
+            "relevance_labels": _write_jsonl(folder / "relevance.jsonl", (r.row() for r in self.relevance)),
+            "val": _write_jsonl(folder / "val.jsonl", (_query_row(q) for q in self.val_q)),
+            "val_oos": _write_jsonl(folder / "val_oos.jsonl", (_query_row(q) for q in self.oos_val)),
+            "passages": _write_jsonl(folder / "passages.jsonl", (self.by_id[d].payload() for d in sorted(referenced))),
+        }
+        (folder / "val_pool.json").write_text(json.dumps(sorted(self.pool)), encoding="utf-8")
+        counts["val_pool"] = len(self.pool)
+        counts["labelled_train"] = sum(1 for q in self.train_q if not q.is_cross)
+        counts["labelled_val"] = sum(1 for q in self.val_q if not q.is_cross)
+        counts["cross_train"] = sum(1 for q in self.train_q if q.is_cross)
+        counts["cross_val"] = sum(1 for q in self.val_q if q.is_cross)
+        counts["by_origin"] = dict(Counter(r["origin"] for r in self.rows.router))
+        counts["by_generator"] = dict(Counter(s.generator for s in self.synthetic))
+        counts["by_domain"] = dict(Counter(d for r in self.rows.router for d in r["domains"]))
+        return counts
+
+
+def _write_atomically(out: Path, files: _Files, manifest: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Write the folder beside ``out``, then its manifest (with the files' fingerprint and counts), then move it
+    into place; a failed write leaves no folder behind. Returns (fingerprint, counts)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        counts: dict[str, Any] = {
-            "router_train": _write_jsonl(tmp / "router_train.jsonl", rows_router),
-            "retriever_train": _write_jsonl(tmp / "retriever_train.jsonl", rows_retriever),
-            "synthetic": _write_jsonl(tmp / "synthetic.jsonl", (s.row() for s in synthetic)),
-            "relevance_labels": _write_jsonl(tmp / "relevance.jsonl", (r.row() for r in relevance)),
-            "val": _write_jsonl(tmp / "val.jsonl", (_query_row(q) for q in val_q)),
-            "val_oos": _write_jsonl(tmp / "val_oos.jsonl", (_query_row(q) for q in oos_val)),
-            "passages": _write_jsonl(tmp / "passages.jsonl", (by_id[d].payload() for d in sorted(referenced))),
-        }
-        (tmp / "val_pool.json").write_text(json.dumps(sorted(pool)), encoding="utf-8")
-        counts["val_pool"] = len(pool)
-        counts["labelled_train"] = sum(1 for q in train_q if not q.is_cross)
-        counts["labelled_val"] = sum(1 for q in val_q if not q.is_cross)
-        counts["cross_train"] = sum(1 for q in train_q if q.is_cross)
-        counts["cross_val"] = sum(1 for q in val_q if q.is_cross)
-        counts["by_origin"] = dict(Counter(r["origin"] for r in rows_router))
-        counts["by_generator"] = dict(Counter(s.generator for s in synthetic))
-        counts["by_domain"] = dict(Counter(d for r in rows_router for d in r["domains"]))
+        counts = files.write(tmp)
         fp = fingerprint(tmp)
-        manifest = {
-            "fingerprint": fp,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "sources": list(sources),
-            "domains": domains,
-            "corpus_passages": len(by_id),
-            "config": asdict(cfg),
-            "generators": [g.name for g in generators],
-            "judge": judge.name if judge is not None and cfg.label_relevance else None,
-            "val_qids": [q.qid for q in val_q],
-            "counts": counts,
-        }
+        manifest = {"fingerprint": fp, **manifest, "counts": counts}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
         if out.exists():
             shutil.rmtree(out)
@@ -305,4 +302,4 @@ def build_training_data(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return DataReport(out=out, fingerprint=fp, counts=counts, seconds=time.perf_counter() - t0)
+    return fp, counts

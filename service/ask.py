@@ -1,0 +1,101 @@
+"""One question through the pipeline to an :class:`~service.schemas.AskResponse`: the path ``/ask``, the chat and
+``fedqa ask`` share (:meth:`Pipeline.answer <service.pipeline.Pipeline.answer>` and ``answer_stream`` call it).
+
+Validate the request, route and retrieve (:meth:`Pipeline.retrieve <service.pipeline.Pipeline.retrieve>`),
+answer (:class:`~service.generation.answer.Answerer`), and assemble the response once: the stream sends it
+as JSON, the non-streamed answer returns it as it is.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from service.generation.answer import Answer
+from service.retrieval.passage import RankedHit
+from service.retrieval.strategies import StrategyName
+from service.schemas import AnswerConfidence, AskRequest, AskResponse, Source
+
+if TYPE_CHECKING:
+    from service.pipeline import Pipeline, Prepared, Retrieval
+
+
+def answer(pipeline: Pipeline, req: AskRequest, *, retrieval_query: str | None = None) -> AskResponse:
+    """Answer one request (non-streaming); see :meth:`service.pipeline.Pipeline.answer`."""
+    done = [data for name, data in _events(pipeline, req, retrieval_query, incremental=False) if name == "done"]
+    assert isinstance(done[-1], AskResponse)
+    return done[-1]
+
+
+def answer_stream(
+    pipeline: Pipeline, req: AskRequest, *, retrieval_query: str | None = None, incremental: bool = True
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Answer as events (``retrieval``, ``token``, ``reset``, ``done``); see :meth:`service.pipeline.Pipeline.answer_stream`."""
+    for name, data in _events(pipeline, req, retrieval_query, incremental=incremental):
+        yield name, data.model_dump(mode="json") if isinstance(data, AskResponse) else data
+
+
+def _events(
+    pipeline: Pipeline, req: AskRequest, retrieval_query: str | None, *, incremental: bool
+) -> Iterator[tuple[str, dict[str, Any] | AskResponse]]:
+    """The answer's events, the ``done`` one as the response object (built once)."""
+    t_all = time.perf_counter()
+    ret, prepared = _retrieve(pipeline, req, retrieval_query)
+    yield "retrieval", {"routing": ret.routing.model_dump(), "sources": [s.model_dump() for s in sources(ret.hits)]}
+    final: Answer | None = None
+    for item in pipeline.answerer.stream(req.query, ret.hits, ret.routing.probabilities, generate=req.generate,
+                                         query_vector=prepared.vector, incremental=incremental):
+        if isinstance(item, Answer):
+            final = item
+        elif item.reset:
+            yield "reset", {}
+        elif item.text:
+            yield "token", {"text": item.text}
+    assert final is not None
+    if req.generate:
+        ret.timings_ms["generate"] = final.timings_ms["answer"]
+    ret.timings_ms["total"] = round((time.perf_counter() - t_all) * 1000.0, 3)
+    resp = response(ret, final, req.strategy, pipeline.versions)
+    resp.query = req.query
+    yield "done", resp
+
+
+def _retrieve(pipeline: Pipeline, req: AskRequest, query: str | None = None) -> tuple[Retrieval, Prepared]:
+    """Validate the request, then route and retrieve with ``query`` (default: the question)."""
+    top_k = pipeline.validate(req)
+    prepared = pipeline.prepare(query or req.query)
+    ret = pipeline.retrieve(query or req.query, top_k=top_k, seed=req.seed, gate_mode=req.gate, strategy=req.strategy,
+                            prepared=prepared, domains=req.domains)
+    return ret, prepared
+
+
+def response(ret: Retrieval, answer: Answer, strategy: StrategyName | str, versions: dict[str, str | None]) -> AskResponse:
+    """The response of a retrieval and its answer."""
+    return AskResponse(
+        query=ret.query,
+        answer=answer.text,
+        answer_mode=answer.mode.value,
+        citations=answer.citations,
+        confidence=AnswerConfidence(**asdict(answer.confidence)) if answer.confidence else None,
+        sources=sources(ret.hits),
+        routing=ret.routing,
+        strategy=strategy,  # type: ignore[arg-type]
+        timings_ms=ret.timings_ms,
+        versions=versions,
+        error=answer.error,
+    )
+
+
+def sources(hits: list[RankedHit]) -> list[Source]:
+    """The response's sources: each hit's passage with its scores."""
+    return [
+        Source(
+            **h.passage.payload(),
+            score=round(h.score, 6),
+            domain_prob=round(h.domain_prob, 6),
+            unified_score=round(h.unified_score, 6),
+        )
+        for h in hits
+    ]

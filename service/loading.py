@@ -1,0 +1,163 @@
+"""Loading a :class:`~service.pipeline.Pipeline` from a data home's active versions.
+
+The factory sits one level above the pipeline (it imports the pipeline, never the other way round):
+the active index version's store, the retriever it was embedded with, the active router and its
+abstention model, and the configured LLM. ``indexes/`` and ``training/`` use :func:`load_encoder`
+and :func:`index_encoder_backend` to embed with the same retriever the service answers with.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from service.artifacts import ArtifactError, Registry
+from service.config import Settings
+from service.generation.abstention import AbstentionModel, abstention_path, load_abstention
+from service.generation.backends import open_llm
+from service.generation.llm import LLM
+from service.pipeline import Pipeline
+from service.retrieval.backends import open_backend
+from service.retrieval.encoder import Encoder, model_fingerprint, packaged_minilm_path
+from service.retrieval.store import Store, StoreBackend, StoreUnavailable
+from service.routing.router import HeadRouter, Router, RouterFormatError, UniformRouter
+
+log = logging.getLogger("fedqa.pipeline")
+
+
+def load_pipeline(
+    settings: Settings, backend: StoreBackend | None = None, *, with_llm: bool = True, store: Store | None = None
+) -> Pipeline:
+    """Build the pipeline from the active versions in the data home.
+
+    The encoder is the retriever the active index was embedded with, so queries and passages
+    always share one vector space. Raises StoreUnavailable when there is no index yet.
+    ``store``: an already open store of the active index version, reused instead of opening it
+    again (a reload that changes only the router; the embedded store opens a version once per process).
+    """
+    from service.compute import configure_threads
+
+    configure_threads(settings.torch_threads)
+    registry = Registry(settings.home_dir)
+    index_version, manifest = _active_index(settings, registry)
+    warnings: list[str] = []
+    encoder = _index_encoder(settings, registry, index_version, manifest, warnings)
+    if store is None or store.version != index_version:
+        backend = backend or open_backend(settings)
+        store = backend.open(index_version)
+
+    router_version = registry.active()["router"]
+    try:
+        router = _active_router(registry, router_version, encoder.version, store.domains(), warnings)
+    except BaseException:
+        store.close()  # a missing router file must not leave the index version locked
+        raise
+    llm, llm_error = _open_llm(settings, warnings) if with_llm else (None, None)
+    abstention = _abstention(registry, router_version, index_version, router, warnings)
+    return Pipeline(settings, router=router, encoder=encoder, store=store, llm=llm, llm_error=llm_error,
+                    warnings=warnings, abstention=abstention)
+
+
+def _active_index(settings: Settings, registry: Registry) -> tuple[str, dict[str, Any]]:
+    """The active index version and its manifest; StoreUnavailable when there is none (or it cannot be read)."""
+    index_version = registry.active()["index"]
+    if not index_version:
+        raise StoreUnavailable(f"no index in {settings.home_dir}: run 'fedqa ingest PATH' (or 'fedqa demo') first")
+    try:
+        return index_version, registry.manifest("index", index_version)
+    except ArtifactError as exc:
+        raise StoreUnavailable(str(exc)) from exc
+
+
+def _index_encoder(
+    settings: Settings, registry: Registry, index_version: str, manifest: dict[str, Any], warnings: list[str]
+) -> Encoder:
+    """The encoder of the index's retriever on the runtime its passages were embedded with (warned when it differs)."""
+    embedded_with = index_encoder_backend(manifest)
+    encoder = load_encoder(settings, registry, manifest.get("retriever"), backend=embedded_with)
+    if encoder.backend.value != embedded_with:
+        warnings.append(
+            f"queries are embedded with {encoder.backend.value} but index {index_version}'s passages with "
+            f"{embedded_with} ({encoder.backend_error}): rebuild the index (fedqa index build)"
+        )
+        log.warning(warnings[-1])
+    elif encoder.backend.value != settings.encoder_backend:
+        log.warning(
+            "FEDQA_ENCODER_BACKEND=%s but index %s was embedded with %s: queries use %s (rebuild the index to switch)",
+            settings.encoder_backend, index_version, encoder.backend.value, encoder.backend.value,
+        )
+    return encoder
+
+
+def _active_router(
+    registry: Registry, router_version: str | None, retriever: str, domains: list[str], warnings: list[str]
+) -> Router:
+    """The active router version, or the uniform router (with a warning) when none is trained."""
+    if router_version:
+        return load_router(registry, router_version, retriever, domains, warnings)
+    warnings.append("no trained router: every domain is searched (fedqa train router --data DIR)")
+    return UniformRouter(domains)
+
+
+def _open_llm(settings: Settings, warnings: list[str]) -> tuple[LLM | None, str | None]:
+    """The configured LLM, or (None, why) when it cannot start: a missing model must not stop retrieval from serving."""
+    try:
+        return open_llm(settings), None
+    except Exception as exc:  # logged, warned and shown as the answers' error
+        llm_error = f"LLM backend could not start: {exc}"
+        log.error(llm_error)
+        warnings.append(llm_error)
+        return None, llm_error
+
+
+def _abstention(
+    registry: Registry, router_version: str | None, index_version: str, router: Router, warnings: list[str]
+) -> AbstentionModel | None:
+    """The abstention model fitted for this router and index (None, with a warning, when there is none)."""
+    abstention = load_abstention(abstention_path(registry, router_version, index_version))
+    if abstention is not None and router_version and isinstance(router, UniformRouter):
+        abstention = None  # fitted on the probabilities of a router that cannot serve this index
+    if abstention is None:
+        warnings.append("no abstention model fitted: every question is answered (fedqa train abstention)")
+    return abstention
+
+
+def load_encoder(
+    settings: Settings, registry: Registry, retriever_version: str | None, *, backend: str | None = None
+) -> Encoder:
+    """The bi-encoder of a retriever version (None: the configured or shipped base model).
+
+    ``backend``: the runtime (default FEDQA_ENCODER_BACKEND). A trained version's ONNX export lies in
+    its own folder (``onnx/``); the base model's in the data home's ``cache/onnx/<fingerprint>``.
+    """
+    backend = backend or settings.encoder_backend
+    common: dict[str, Any] = {"backend": backend, "cache_size": settings.encoder_cache_size, "threads": settings.torch_threads}
+    if retriever_version and retriever_version != "base":
+        path = registry.path("retriever", retriever_version)
+        return Encoder(path, version=retriever_version, onnx_dir=path / "onnx", **common)
+    path = Path(settings.encoder_model) if settings.encoder_model else packaged_minilm_path()
+    onnx_dir = settings.home_dir / "cache" / "onnx" / model_fingerprint(path)
+    return Encoder(path, version="base", onnx_dir=onnx_dir, **common)
+
+
+def index_encoder_backend(manifest: dict) -> str:
+    """The runtime an index's passages were embedded with (indexes from before it was recorded: torch)."""
+    return manifest.get("encoder_backend", "torch")
+
+
+def load_router(registry: Registry, version: str, retriever: str, domains: list[str], warnings: list[str]) -> Router:
+    """The router version, or the uniform stand-in (with a warning) when it cannot read this index's vectors:
+    a BERT router of an earlier release, or a head trained on another retriever's vectors."""
+    try:
+        router = HeadRouter.load(registry.path("router", version), version=version)
+    except RouterFormatError as exc:
+        warnings.append(f"{exc}; searching every domain until then")
+        return UniformRouter(domains)
+    if router.retriever is not None and router.retriever != retriever:
+        warnings.append(
+            f"router {version} was trained on retriever {router.retriever}'s vectors but the index uses {retriever}; "
+            "searching every domain until the router is retrained (fedqa train router)"
+        )
+        return UniformRouter(domains)
+    return router
