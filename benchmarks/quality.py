@@ -57,7 +57,7 @@ def refit(pipeline, fit_qs: list[LabelledQuery], fit_preps: list, oos_vecs: np.n
     """Temperature and fused parameters refitted on ``fit_qs`` (+ out-of-scope vectors); set on the pipeline's router."""
     from training.calibration import fit_calibration
     from training.fusion import FitQuestion, fit_fusion
-    from training.router import label_matrix
+    from training.router_data import label_matrix
 
     router, domains = pipeline.router, pipeline.domains
     vecs = np.stack([p.vector for p in fit_preps] + list(oos_vecs)) if len(oos_vecs) else np.stack([p.vector for p in fit_preps])
@@ -74,7 +74,7 @@ def refit(pipeline, fit_qs: list[LabelledQuery], fit_preps: list, oos_vecs: np.n
     params, _ = fit_fusion(fit, domains, top_k=top_k, evidence_k=k)
     router.fitted["fusion"] = params.as_dict()
     rounded = {k2: round(v, 4) if isinstance(v, float) else v for k2, v in params.as_dict().items()}
-    return {"temperature": round(cal.temperature, 4), "bias": [round(b, 3) for b in cal.bias], **rounded}
+    return {"temperature": round(cal.temperature, 4), "calibration_bias": [round(b, 3) for b in cal.bias], **rounded}
 
 
 def groups(q: LabelledQuery) -> list[str]:

@@ -16,15 +16,11 @@ Refresh flow: data build -> train retriever -> index build -> train router (on t
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import random
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,16 +32,16 @@ from service.config import Settings
 from service.queries import LabelledQuery
 from service.retrieval.encoder import Encoder
 from service.retrieval.federated import search_domains
-from service.retrieval.passage import Passage
 from service.routing.router import HeadRouter
 from training.calibration import fit_calibration
 from training.checkpoint import StopFlag, TrainingInterrupted
 from training.fusion import FitQuestion, fit_fusion
 from training.metrics import router_metrics
+from training.router_data import embed_cached, group_of, label_matrix, queries_fingerprint, sample_weights, synthetic_router_queries
 from training.versions import save_version
 
 if TYPE_CHECKING:
-    from training.data.dataset import TrainingData
+    pass
 
 log = logging.getLogger("fedqa.training.router")
 
@@ -85,77 +81,6 @@ def bce_loss(logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor 
     if weights is None:
         return per.mean()
     return (per * weights).sum() / weights.sum()
-
-
-def label_matrix(queries: Sequence[LabelledQuery], domains: Sequence[str]) -> np.ndarray:
-    """Multi-hot targets, shape (n, m); domains outside ``domains`` are ignored (no domain: all zeros)."""
-    index = {d: i for i, d in enumerate(domains)}
-    y = np.zeros((len(queries), len(domains)), dtype=np.float32)
-    for r, q in enumerate(queries):
-        for d in q.domains:
-            if d in index:
-                y[r, index[d]] = 1.0
-    return y
-
-
-def queries_fingerprint(queries: Sequence[LabelledQuery]) -> str:
-    """sha256 of the training queries (qid, text, domains), for queries not from a training-set folder."""
-    h = hashlib.sha256()
-    for q in queries:
-        h.update(json.dumps([q.qid, q.query, q.domains], ensure_ascii=False).encode("utf-8") + b"\n")
-    return h.hexdigest()
-
-
-def group_of(q: LabelledQuery) -> str:
-    """Balancing group: the domain of a single-domain question, ``cross`` or ``out-of-scope``."""
-    return "out-of-scope" if not q.domains else ("cross" if q.is_cross else q.domains[0])
-
-
-def sample_weights(queries: Sequence[LabelledQuery], origins: Sequence[str], labelled_weight: float) -> np.ndarray:
-    """Per-question weights: every group (domain, cross, out-of-scope) sums to 1; within a group an
-    expert question weighs ``labelled_weight`` synthetic ones."""
-    raw = np.array([1.0 if o == "synthetic" else labelled_weight for o in origins], dtype=np.float64)
-    groups = [group_of(q) for q in queries]
-    totals: Counter = Counter()
-    for g, w in zip(groups, raw, strict=True):
-        totals[g] += w
-    return np.array([w / totals[g] for g, w in zip(groups, raw, strict=True)], dtype=np.float64)
-
-
-def synthetic_router_queries(passages: Sequence[Passage], per_domain: int | None, *, seed: int = 0) -> list[LabelledQuery]:
-    """Heuristic questions (heading question, first-sentence query) for a seeded sample of each domain's passages."""
-    from training.data.synthetic import HeuristicQueryGenerator
-
-    by_domain: dict[str, list[Passage]] = {}
-    for p in passages:
-        by_domain.setdefault(p.domain, []).append(p)
-    out: list[LabelledQuery] = []
-    gen = HeuristicQueryGenerator()
-    for d in sorted(by_domain):
-        group = sorted(by_domain[d], key=lambda p: p.doc_id)
-        qs = [LabelledQuery(f"rsyn-{d}-{i:05d}", s.query, [d], [s.doc_id]) for i, s in enumerate(gen.generate(group))]
-        if per_domain is not None and len(qs) > per_domain:
-            qs = random.Random(f"{seed}:router-synthetic:{d}").sample(qs, per_domain)
-        out.extend(qs)
-    return out
-
-
-def embed_cached(encoder: Encoder, texts: Sequence[str], cache_dir: Path | None, *, progress: bool = False) -> np.ndarray:
-    """Query vectors of ``texts``, reused from ``cache_dir`` when the same texts were embedded by the same
-    retriever before (re-training with other settings then costs seconds, not minutes)."""
-    h = hashlib.sha256(f"{encoder.version}\0{encoder.path}\0".encode())
-    for t in texts:
-        h.update(t.encode("utf-8") + b"\n")
-    f = cache_dir / f"{h.hexdigest()}.npy" if cache_dir else None
-    if f is not None and f.is_file():
-        return np.load(f)
-    vectors = encoder.embed_passages(list(texts), batch_size=64, progress=progress)
-    if f is not None:
-        f.parent.mkdir(parents=True, exist_ok=True)
-        tmp = f.with_suffix(".tmp.npy")
-        np.save(tmp, vectors)
-        tmp.replace(f)
-    return vectors
 
 
 def train_head(
@@ -216,6 +141,94 @@ def fit_questions(settings: Settings, index_version: str, held: HeldOut, limit: 
         store.close()
 
 
+def _active_index(settings: Settings) -> tuple[Registry, str, dict, list[str]]:
+    """(registry, active index version, its manifest, its domains), or ValueError without an index."""
+    registry = Registry(settings.home_dir)
+    index = registry.active_manifest("index")
+    if not index:
+        raise ValueError("no index yet: ingest documents first (fedqa ingest PATH)")
+    index_version = registry.active()["index"]
+    if not index_version:
+        raise ValueError("no active index version")
+    return registry, index_version, index, sorted(index["domains"])
+
+
+def _training_questions(
+    settings: Settings, index_version: str, domains: Sequence[str], queries: Sequence[LabelledQuery], origins: Sequence[str],
+    synthetic: Sequence[LabelledQuery] | None, cfg: RouterConfig,
+) -> tuple[list[LabelledQuery], list[str]]:
+    """The questions of the index's domains (and out-of-scope ones) with their origins, plus the synthetic ones
+    (None: heuristic questions from the index's passages)."""
+    from service.retrieval.backends import open_backend
+
+    keep = [not q.domains or any(d in domains for d in q.domains) for q in queries]
+    train = [q for q, k in zip(queries, keep, strict=True) if k]
+    kept_origins = [o for o, k in zip(origins, keep, strict=True) if k]
+    if not any(q.domains for q in train):
+        raise ValueError(f"no labelled query belongs to the index's domains {list(domains)}")
+    if synthetic is None:
+        store = open_backend(settings).open(index_version)
+        try:
+            passages = [p for d in domains for p in store.iter_passages(d)]
+        finally:
+            store.close()
+        synthetic = synthetic_router_queries(passages, cfg.synthetic_per_domain, seed=cfg.seed)
+    return train + list(synthetic), kept_origins + ["synthetic"] * len(synthetic)
+
+
+def _fit_held_out(
+    settings: Settings, index_version: str, router: HeadRouter, val_vectors: np.ndarray, val: list[LabelledQuery],
+    cfg: RouterConfig, fitters: Mapping[str, Callable[[HeldOut], dict]], metrics: dict[str, Any],
+) -> None:
+    """Calibration, the fused strategy's parameters and the further fitters, on the held-out questions; their
+    reports go into ``metrics``, the fitted values into ``router``."""
+    from service.retrieval.store import StoreUnavailable
+
+    domains = router.domains
+    val_labels = label_matrix(val, domains)
+    calibration = fit_calibration(router.raw_logits(val_vectors), val_labels)
+    metrics["validation_uncalibrated"] = routing_report(router.predict_vectors(val_vectors), val, domains)
+    router.temperature, router.bias = calibration.temperature, list(calibration.bias)
+    router.fitted["calibration"] = calibration.as_dict()
+    held = HeldOut(list(val), val_vectors, router.predict_vectors(val_vectors), val_labels, domains)
+    metrics["validation"] = routing_report(held.probs, val, domains)
+    metrics["calibration"] = calibration.as_dict()
+    try:
+        fit_qs = fit_questions(settings, index_version, held, max(cfg.top_k, cfg.evidence_k))
+    except StoreUnavailable as exc:  # the embedded index is open in a running service
+        log.warning("fused strategy not fitted: %s", exc)
+        fit_qs, metrics["fusion"] = [], {"skipped": f"index {index_version} could not be searched: {exc}"}
+    if fit_qs:
+        params, report = fit_fusion(fit_qs, domains, top_k=cfg.top_k, evidence_k=cfg.evidence_k)
+        router.fitted["fusion"] = params.as_dict()
+        metrics["fusion"] = {**report, "params": params.as_dict()}
+    for name, fit in fitters.items():
+        router.fitted[name] = fit(held)
+
+
+def _manifest(
+    cfg: RouterConfig, domains: Sequence[str], retriever: str | None, index_version: str, train: Sequence[LabelledQuery],
+    val: Sequence[LabelledQuery], metrics: Mapping[str, Any], data_fingerprint: str | None, data_path: str | None,
+) -> dict[str, Any]:
+    """What a router version records beside its metrics."""
+    return {
+        "domains": list(domains),
+        "retriever": retriever,
+        "index": index_version,
+        "base_model": f"head over retriever {retriever} query vectors",
+        "config": asdict(cfg),
+        "loss": "bce_with_logits summed over domains, group-balanced weights",
+        "train_queries": len(train),
+        "train_by_group": dict(Counter(group_of(q) for q in train)),
+        "val_queries": len(val),
+        "val_qids": [q.qid for q in val],
+        "train_top1_accuracy": metrics["train"]["top1_accuracy"],
+        "val_top1_accuracy": (metrics.get("validation") or {}).get("top1_accuracy"),
+        "data_fingerprint": data_fingerprint or queries_fingerprint(train),
+        "data": data_path,
+    }
+
+
 def train_and_activate(
     settings: Settings,
     queries: Sequence[LabelledQuery],
@@ -241,130 +254,36 @@ def train_and_activate(
     index's passages). ``fitters``: name -> function of the held-out set, whose result is stored under
     ``fitted[name]`` (e.g. the answer's "not covered" threshold).
     """
-    from service.pipeline import index_encoder_backend, load_encoder
-    from service.retrieval.backends import open_backend
+    from service.loading import index_encoder_backend, load_encoder
 
     t0 = time.perf_counter()
     cfg = config or RouterConfig()
     if epochs is not None:
         cfg.epochs = epochs
-    registry = Registry(settings.home_dir)
-    index = registry.active_manifest("index")
-    if not index:
-        raise ValueError("no index yet: ingest documents first (fedqa ingest PATH)")
-    index_version = registry.active()["index"]
-    domains = sorted(index["domains"])
+    registry, index_version, index, domains = _active_index(settings)
     encoder: Encoder = load_encoder(settings, registry, index.get("retriever"), backend=index_encoder_backend(index))
     origins = list(origins) if origins is not None else ["labelled"] * len(queries)
-    train = [q for q in queries if not q.domains or any(d in domains for d in q.domains)]
-    origins = [o for q, o in zip(queries, origins, strict=True) if not q.domains or any(d in domains for d in q.domains)]
-    if not any(q.domains for q in train):
-        raise ValueError(f"no labelled query belongs to the index's domains {domains}")
-    if not index_version:
-        raise ValueError("no active index version")
-    if synthetic is None:
-        store = open_backend(settings).open(index_version)
-        try:
-            passages = [p for d in domains for p in store.iter_passages(d)]
-        finally:
-            store.close()
-        synthetic = synthetic_router_queries(passages, cfg.synthetic_per_domain, seed=cfg.seed)
-    train = train + list(synthetic)
-    origins = origins + ["synthetic"] * len(synthetic)
+    train, origins = _training_questions(settings, index_version, domains, queries, origins, synthetic, cfg)
     log.info("embedding %d training questions with retriever %s", len(train), encoder.version)
     cache = settings.home_dir / "cache" / "router-vectors"
     vectors = embed_cached(encoder, [q.query for q in train], cache, progress=progress)
-    labels = label_matrix(train, domains)
     weights = sample_weights(train, origins, cfg.labelled_weight)
-    router = train_head(vectors, labels, weights, domains, cfg, retriever=encoder.version, stop=stop)
+    router = train_head(vectors, label_matrix(train, domains), weights, domains, cfg, retriever=encoder.version, stop=stop)
     t_train = time.perf_counter() - t0
 
     metrics: dict[str, Any] = {"train": routing_report(router.predict_vectors(vectors), train, domains)}
     val = [q for q in val if not q.domains or any(d in domains for d in q.domains)]
     if val:
         val_vectors = embed_cached(encoder, [q.query for q in val], cache)
-        val_labels = label_matrix(val, domains)
-        calibration = fit_calibration(router.raw_logits(val_vectors), val_labels)
-        metrics["validation_uncalibrated"] = routing_report(router.predict_vectors(val_vectors), val, domains)
-        router.temperature, router.bias = calibration.temperature, list(calibration.bias)
-        router.fitted["calibration"] = calibration.as_dict()
-        held = HeldOut(list(val), val_vectors, router.predict_vectors(val_vectors), val_labels, domains)
-        metrics["validation"] = routing_report(held.probs, val, domains)
-        metrics["calibration"] = calibration.as_dict()
-        from service.retrieval.store import StoreUnavailable
-
-        try:
-            fit_qs = fit_questions(settings, index_version, held, max(cfg.top_k, cfg.evidence_k))
-        except StoreUnavailable as exc:  # the embedded index is open in a running service
-            log.warning("fused strategy not fitted: %s", exc)
-            fit_qs, metrics["fusion"] = [], {"skipped": f"index {index_version} could not be searched: {exc}"}
-        if fit_qs:
-            params, report = fit_fusion(fit_qs, domains, top_k=cfg.top_k, evidence_k=cfg.evidence_k)
-            router.fitted["fusion"] = params.as_dict()
-            metrics["fusion"] = {**report, "params": params.as_dict()}
-        for name, fit in (fitters or {}).items():
-            router.fitted[name] = fit(held)
+        _fit_held_out(settings, index_version, router, val_vectors, val, cfg, fitters or {}, metrics)
     metrics["train_seconds"] = round(time.perf_counter() - t0, 1)
     metrics["head_seconds"] = round(t_train, 1)
+    manifest = _manifest(cfg, domains, encoder.version, index_version, train, val, metrics, data_fingerprint, data_path)
 
     def write(path) -> None:  # noqa: ANN001
         router.save(path)
         router.version = path.name
 
-    val_m = metrics.get("validation") or {}
-    return save_version(
-        registry,
-        "router",
-        write,
-        metrics,
-        {
-            "domains": domains,
-            "retriever": encoder.version,
-            "index": index_version,
-            "base_model": f"head over retriever {encoder.version} query vectors",
-            "config": asdict(cfg),
-            "loss": "bce_with_logits summed over domains, group-balanced weights",
-            "train_queries": len(train),
-            "train_by_group": dict(Counter(group_of(q) for q in train)),
-            "val_queries": len(val),
-            "val_qids": [q.qid for q in val],
-            "train_top1_accuracy": metrics["train"]["top1_accuracy"],
-            "val_top1_accuracy": val_m.get("top1_accuracy"),
-            "data_fingerprint": data_fingerprint or queries_fingerprint(train),
-            "data": data_path,
-        },
-        activate=activate,
-    )
+    return save_version(registry, "router", write, metrics, manifest, activate=activate)
 
 
-def stratified_split(queries: Sequence[LabelledQuery], fraction: float, seed: int = 0) -> tuple[list[LabelledQuery], list[LabelledQuery]]:
-    """(train, validation) of labelled queries, a seeded share per domain (see :func:`training.data.split.split_queries`)."""
-    from training.data.split import split_queries
-
-    return split_queries(queries, fraction, seed=seed)
-
-
-def router_queries_from_data(
-    data: TrainingData, *, synthetic_per_domain: int | None = 2000, seed: int = 0  # noqa: F821
-) -> tuple[list[LabelledQuery], list[str], list[LabelledQuery]]:
-    """(expert questions, their origins, synthetic questions) of a training-set folder.
-
-    Expert rows are the labelled, cross-domain (given and joined) and out-of-scope questions; of the
-    synthetic ones a seeded sample of at most ``synthetic_per_domain`` per domain is kept (None: all).
-    """
-    expert: list[LabelledQuery] = []
-    origins: list[str] = []
-    synthetic: dict[str, list[LabelledQuery]] = {}
-    for q, origin in zip(data.router_rows, data.router_origins, strict=True):
-        if origin == "synthetic":
-            synthetic.setdefault(q.domains[0], []).append(q)
-        else:
-            expert.append(q)
-            origins.append(origin)
-    out: list[LabelledQuery] = []
-    for domain in sorted(synthetic):
-        group = synthetic[domain]
-        if synthetic_per_domain is not None and len(group) > synthetic_per_domain:
-            group = random.Random(f"{seed}:router:{domain}").sample(group, synthetic_per_domain)
-        out.extend(group)
-    return expert, origins, out

@@ -46,7 +46,7 @@ def setup_demo(settings: Settings, *, progress: bool = True, router_epochs: int 
         report = ingest([DOCS], settings, progress=progress)
         done.append(f"ingested {sum(report.domains.values())} demo passages into {report.version}")
     if not registry.active()["router"]:
-        from training.router import stratified_split
+        from training.router_data import stratified_split
 
         train, val = stratified_split(load_queries(QUERIES), 0.3)  # val: calibration and the fused strategy's fit
         version = train_and_activate(settings, train, val=val, epochs=router_epochs, progress=progress)

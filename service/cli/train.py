@@ -90,7 +90,7 @@ class RouterSets:
 def _router_sets(args: argparse.Namespace, synthetic_cap: int | None) -> RouterSets:
     """Training and validation questions from ``--data`` (a built training set) or ``--queries``."""
     from service.queries import load_queries
-    from training.router import router_queries_from_data, stratified_split
+    from training.router_data import router_queries_from_data, stratified_split
 
     if args.data:
         from training.data.dataset import TrainingData
