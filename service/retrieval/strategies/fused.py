@@ -4,7 +4,9 @@ paper's gate on the fused q with a fitted tau0, U = q_j^lambda * s+, and every d
 Every domain is searched first (for the evidence; about 1 ms each), so the final merge reuses those
 hits. The parameters come from the router version (``fitted["fusion"]``, fitted by ``fedqa train
 router``); without them (no trained router, or an older one) it searches every domain and ranks by
-raw s, i.e. it is uis: it never does worse than searching everything for want of parameters.
+raw s, i.e. it is uis: it never does worse than searching everything for want of parameters. When
+the fit itself does not beat uis out of fold on the held-out questions (training/fusion.py's guard),
+the stored parameters rank as uis too (sharpness 0, tau0 0), with the fused q still reported.
 Always deterministic: its parameters are fitted for the deterministic gate.
 """
 
