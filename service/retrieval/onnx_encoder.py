@@ -94,21 +94,32 @@ def export_onnx(model, onnx_dir: Path, *, source: str) -> OnnxExport:  # noqa: A
     hf = _transformer(model)
     onnx_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".onnx-", dir=onnx_dir.parent))
-    # The exporter and quantizer chat at INFO on the root logger and warn about tracing: keep the log readable.
-    with warnings.catch_warnings(), _quiet_info_logs():
+    # The exporter and quantizer chat on the root logger (INFO, and a WARNING advising pre-processing)
+    # and warn about tracing: keep the log readable.
+    with warnings.catch_warnings(), _quiet_logs():
         warnings.simplefilter("ignore")
         result = _export(model, hf, tmp, onnx_dir, source)
+    fused = json.loads((onnx_dir / META_FILE).read_text())["fused_ops"]
+    if not all(fused.values()):
+        log.warning("the ONNX optimizer left some ops unfused (a slower encoder): %s", fused)
     log.info("exported the encoder to ONNX int8 at %s", onnx_dir)
     return result
 
 
 @contextlib.contextmanager
-def _quiet_info_logs():  # noqa: ANN202
+def _quiet_logs():  # noqa: ANN202
+    """No INFO records, and no warnings logged on the root logger itself (named loggers' warnings pass)."""
+
+    def drop(record: logging.LogRecord) -> bool:
+        return record.levelno > logging.WARNING
+
     previous = logging.root.manager.disable
     logging.disable(logging.INFO)
+    logging.root.addFilter(drop)
     try:
         yield
     finally:
+        logging.root.removeFilter(drop)
         logging.disable(previous)
 
 
@@ -123,8 +134,6 @@ def _export(model, hf, tmp: Path, onnx_dir: Path, source: str) -> OnnxExport:  #
             hidden_size=int(hf.config.hidden_size), opt_level=1,
         )
         fused = {op: int(optimized.get_fused_operator_statistics().get(op, 0)) for op in FUSED_OPS}
-        if not all(fused.values()):
-            log.warning("the ONNX optimizer left some ops unfused (slower encoder): %s", fused)
         optimized.save_model_to_file(str(tmp / "optimized.onnx"))
         quantize_dynamic(
             str(tmp / "optimized.onnx"), str(tmp / ONNX_FILE), weight_type=QuantType.QInt8, per_channel=True,
