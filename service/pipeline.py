@@ -104,7 +104,9 @@ class Pipeline:
         self._closed = threading.Event()
         self._warm_sentences()
         self._router_index = [router.domains.index(d) for d in self.domains]
-        self._pool = ThreadPoolExecutor(max_workers=min(8, max(1, len(self.domains))), thread_name_prefix="fedqa-search")
+        threads = search_threads(settings, store, len(self.domains))
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fedqa-search")
+        self._search_pool = self._pool if threads > 1 else None  # None: one domain after another, in this thread
         self._descriptions: dict[str, str] | None = None
         self._descriptions_lock = threading.Lock()
 
@@ -257,7 +259,7 @@ class Pipeline:
         mode: GateMode = gate_mode or self.settings.gate_mode
 
         def search(ds, limit):  # noqa: ANN001, ANN202
-            per, ms = search_domains(self.store, prepared.vector, list(ds), limit, self._pool)
+            per, ms = search_domains(self.store, prepared.vector, list(ds), limit, self._search_pool)
             timings.update({f"search.{d}": round(v, 3) for d, v in ms.items()})
             return per
 
@@ -463,6 +465,11 @@ def load_encoder(
     path = Path(settings.encoder_model) if settings.encoder_model else packaged_minilm_path()
     onnx_dir = settings.home_dir / "cache" / "onnx" / model_fingerprint(path)
     return Encoder(path, version="base", onnx_dir=onnx_dir, **common)
+
+
+def search_threads(settings: Settings, store: Store, domains: int) -> int:
+    """Threads that search a request's domains at once (FEDQA_SEARCH_THREADS; default: see :class:`Settings`)."""
+    return settings.search_threads or (1 if store.backend == "qdrant-edge" else min(8, max(1, domains)))
 
 
 def index_encoder_backend(manifest: dict) -> str:
