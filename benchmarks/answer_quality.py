@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     from service.evaluation.wixqa import bleu, token_f1
     from service.generation.abstention import FEATURES
     from service.generation.extractive import by_terms, top_passage
-    from service.pipeline import load_pipeline
+    from service.loading import load_pipeline
     from service.queries import load_queries
     from training.abstention import cross_validate
 

@@ -31,7 +31,7 @@ def _percentiles(values: list[float]) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     from service.config import Settings
     from service.demo import QUERIES
-    from service.pipeline import load_pipeline
+    from service.loading import load_pipeline
     from service.queries import load_queries
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

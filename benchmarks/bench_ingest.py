@@ -3,7 +3,7 @@
 Takes ``--n`` faq6 passages (every k-th line, so every product and length is represented),
 ingests them with ``python -m service.cli ingest`` into a fresh home (the ONNX export is made by a
 first, tiny ingest and is not timed), then encodes the same texts with a bare sentence-transformers
-PyTorch model at the same max_seq_length, batch 32 (the floor). Prints both rates and their ratio
+PyTorch model at the same max_seq_length, batch 32 (the floor), in this process after the ingest. Prints both rates and their ratio
 (ingest wall time / bare encode time; the whole command is timed: start-up, segmenting, store writes),
 and the same ratio in CPU seconds (steadier on a shared machine).
 
@@ -47,6 +47,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--backend", default=os.environ.get("FEDQA_ENCODER_BACKEND", "onnx"), choices=["onnx", "torch"])
     args = ap.parse_args()
+    load_at_start = [round(x, 2) for x in os.getloadavg()]
     docs = read_jsonl(args.docs)
     step = max(1, len(docs) // args.n)
     sample = docs[::step][: args.n]
@@ -75,6 +76,7 @@ def main() -> None:
         "max_seq_length": bare.max_seq_length, "ratio_ingest_to_bare": round(t_ingest / t_floor, 3),
         "ingest_cpu_seconds": round(cpu_ingest, 1), "floor_cpu_seconds": round(cpu_floor, 1),
         "cpu_ratio_ingest_to_bare": round(cpu_ingest / cpu_floor, 3), "manifest_encoder_backends": recorded,
+        "load_1_5_15_at_start": load_at_start,
     })
 
 

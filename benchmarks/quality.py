@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="write the summary as JSON here")
     args = ap.parse_args(argv)
 
-    from service.pipeline import load_pipeline
+    from service.loading import load_pipeline
 
     qs = [q for f in args.queries for q in load_queries(f) if q.gold_doc_ids and q.domains]
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]

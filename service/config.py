@@ -43,6 +43,12 @@ class Settings(BaseSettings):
         "or PyTorch fp32. Queries always use the backend recorded in the active index.",
     )
     encoder_cache_size: int = Field(default=1024, ge=0, description="Queries whose vectors are kept in an LRU cache (0: off).")
+    search_threads: int | None = Field(
+        default=None, ge=1,
+        description="Threads that search one request's domains at once. Default: 1 (one after another in the request's "
+        "thread) for the embedded qdrant-edge store, whose in-process searches take about a millisecond each, less "
+        "than a thread hand-off on a small or busy CPU; one per domain (at most 8) for a Qdrant server (network waits).",
+    )
 
     # Routing and retrieval
     tau0: float = Field(default=0.5, gt=0.0, le=1.0)

@@ -24,7 +24,7 @@ from service.generation.answer import Answer, Answerer
 from service.generation.extractive import shared_vectors
 from service.generation.llm import LLM
 from service.retrieval.encoder import Encoder
-from service.retrieval.federated import merge, search_domains
+from service.retrieval.federated import merge, search_domains, search_threads
 from service.retrieval.passage import RankedHit
 from service.retrieval.store import Store, StoreUnavailable
 from service.retrieval.strategies import DEFAULT_STRATEGY, LLMDomainSelector, Selection, StrategyName, describe_domains, select
@@ -103,7 +103,9 @@ class Pipeline:
         self._closed = threading.Event()
         self._warm_sentences()
         self._router_index = [router.domains.index(d) for d in self.domains]
-        self._pool = ThreadPoolExecutor(max_workers=min(8, max(1, len(self.domains))), thread_name_prefix="fedqa-search")
+        threads = search_threads(settings, store, len(self.domains))
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fedqa-search")
+        self._search_pool = self._pool if threads > 1 else None  # None: one domain after another, in this thread
         self._descriptions: dict[str, str] | None = None
         self._descriptions_lock = threading.Lock()
 
@@ -256,7 +258,7 @@ class Pipeline:
         mode: GateMode = gate_mode or self.settings.gate_mode
 
         def search(ds, limit):  # noqa: ANN001, ANN202
-            per, ms = search_domains(self.store, prepared.vector, list(ds), limit, self._pool)
+            per, ms = search_domains(self.store, prepared.vector, list(ds), limit, self._search_pool)
             timings.update({f"search.{d}": round(v, 3) for d, v in ms.items()})
             return per
 
@@ -329,17 +331,3 @@ class Pipeline:
         """Answer as events: ``retrieval`` (routing and sources), ``token`` pieces (``reset``: drop the pieces so
         far, a rejected generation), then ``done`` (the full response). See :mod:`service.ask`."""
         return ask.answer_stream(self, req, retrieval_query=retrieval_query, incremental=incremental)
-
-
-_MOVED_TO_LOADING = ("load_pipeline", "load_encoder", "load_router", "index_encoder_backend")
-
-
-def __getattr__(name: str) -> Any:
-    """The loading functions moved to :mod:`service.loading` (which imports this module). Importers not yet
-    changed (``from service.pipeline import load_encoder`` in training/router.py) still find them here; remove
-    this once none is left."""
-    if name in _MOVED_TO_LOADING:
-        from service import loading
-
-        return getattr(loading, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

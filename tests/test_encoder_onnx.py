@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 from service.artifacts import Registry
 from service.demo import DOCS, QUERIES
 from service.retrieval.encoder import Encoder, EncoderBackend, QueryCache
-from service.retrieval.onnx_encoder import META_FILE, ONNX_FILE
+from service.retrieval.onnx_encoder import META_FILE, ONNX_FILE, RECIPE, exported
 from tests.conftest import make_settings
 
 
@@ -68,7 +69,34 @@ def test_export_is_stored_once_and_reused(onnx_encoder, onnx_dir: Path, caplog):
     assert again.backend is EncoderBackend.ONNX
     assert model_file.stat().st_mtime_ns == before
     assert not any("exported" in r.getMessage() for r in caplog.records)
+    # A stored export runs without the PyTorch model: what it needs is stored with it.
+    assert again._model is None and (again.dim, again.max_seq_length) == (384, 256)
     np.testing.assert_array_equal(again.embed_query("How do I reset my password?"), onnx_encoder.embed_query("How do I reset my password?"))
+
+
+def test_export_fuses_attention_and_a_changed_recipe_makes_it_stale(onnx_encoder, onnx_dir: Path, tmp_path: Path):
+    meta = json.loads((onnx_dir / META_FILE).read_text())
+    # The eager-attention trace is what ONNX Runtime's BERT optimizer fuses (one Attention per layer).
+    assert meta["recipe"] == RECIPE and meta["fused_ops"]["Attention"] == 6 and meta["fused_ops"]["SkipLayerNormalization"] == 12
+    assert exported(onnx_dir, meta["source"]) is not None
+    assert exported(onnx_dir, "weights-of-another-model") is None
+    stale = tmp_path / "onnx"
+    shutil.copytree(onnx_dir, stale)
+    (stale / META_FILE).write_text(json.dumps({**meta, "recipe": "torch.onnx(opset17)+ort-bert-optimizer+dynamic-int8/1"}))
+    assert exported(stale, meta["source"]) is None
+
+
+@pytest.mark.slow
+def test_an_export_of_an_older_recipe_is_made_again(onnx_dir: Path, tmp_path: Path, caplog):
+    stale = tmp_path / "onnx"
+    shutil.copytree(onnx_dir, stale)
+    meta = json.loads((stale / META_FILE).read_text())
+    (stale / META_FILE).write_text(json.dumps({**meta, "recipe": "torch.onnx(opset17)+ort-bert-optimizer+dynamic-int8/1"}))
+    with caplog.at_level(logging.INFO, logger="fedqa.encoder"):
+        enc = Encoder(backend="onnx", onnx_dir=stale)
+    assert enc.backend is EncoderBackend.ONNX
+    assert any("exported" in r.getMessage() for r in caplog.records)
+    assert json.loads((stale / META_FILE).read_text())["recipe"] == RECIPE
 
 
 def test_failed_export_falls_back_to_pytorch_with_a_warning(tmp_path: Path, encoder, caplog):
@@ -121,8 +149,6 @@ def test_index_records_its_backend_and_queries_follow_it(tmp_path: Path, onnx_di
 
     cache = settings.home_dir / "cache" / "onnx" / model_fingerprint(packaged_minilm_path())
     cache.parent.mkdir(parents=True)
-    import shutil
-
     shutil.copytree(onnx_dir, cache)
     report = ingest([DOCS], settings, progress=False)
     manifest = Registry(settings.home_dir).manifest("index", report.version)

@@ -112,3 +112,26 @@ def test_unreachable_qdrant_server_is_unavailable():
     backend = ClientBackend.from_url("http://127.0.0.1:9", prefer_grpc=False, timeout_s=1)
     with pytest.raises(StoreUnavailable):
         backend.open("v1")
+
+
+def test_domains_are_searched_in_the_request_thread_on_the_embedded_store(backend, embedded, encoder, tmp_path):
+    """Embedded searches take about a millisecond: a thread hand-off costs more (docs/speed.md); a server's do not."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from service.retrieval.federated import search_threads
+    from service.retrieval.federated import search_domains
+    from tests.conftest import make_settings
+
+    passages, vectors = embedded
+    store = backend.open("v1", create=True)
+    _fill(store, passages, vectors)
+    domains = store.domains()
+    threads = search_threads(make_settings(tmp_path / "home"), store, len(domains))
+    assert threads == (1 if backend.name == "qdrant-edge" else min(8, len(domains)))
+    assert search_threads(make_settings(tmp_path / "home", search_threads=3), store, len(domains)) == 3
+    query = encoder.embed_query(passages[0].text)
+    in_thread, _ = search_domains(store, query, domains, 3, None)
+    with ThreadPoolExecutor(2) as pool:
+        pooled, ms = search_domains(store, query, domains, 3, pool)
+    assert in_thread == pooled and set(ms) == set(domains)
+    store.close()

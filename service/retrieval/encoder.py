@@ -103,11 +103,10 @@ class Encoder:
         cache_size: int = 0,
         threads: int | None = None,
     ) -> None:
-        """Load the model; with ``backend="onnx"`` also its ONNX export from ``onnx_dir``
-        (default: ``<model>/onnx``), exporting it there first when missing. Whatever fails to
-        export or load falls back to PyTorch with a logged warning (see :attr:`backend`)."""
-        from sentence_transformers import SentenceTransformer
-
+        """Load the model; with ``backend="onnx"`` its ONNX export from ``onnx_dir`` (default:
+        ``<model>/onnx``), exporting it there first when missing. An ONNX encoder whose export is
+        stored loads only the export and the tokenizer (the PyTorch model, when wanted, on first use).
+        Whatever fails to export or load falls back to PyTorch with a logged warning (see :attr:`backend`)."""
         from service.artifacts import require_model_files
 
         path = Path(model_path) if model_path else packaged_minilm_path()
@@ -116,26 +115,46 @@ class Encoder:
         require_model_files(path, "encoder")
         self.path = path
         self.version = version
-        self.model = SentenceTransformer(str(path), device=device, local_files_only=True)
+        self.device = device
         self.cache = QueryCache(cache_size)
         self.backend_error: str | None = None
+        self._model = None
+        self._model_lock = threading.Lock()
         self._onnx = None
         if EncoderBackend(backend) is EncoderBackend.ONNX:
             self._onnx = self._load_onnx(onnx_dir or path / "onnx", threads)
+        if self._onnx is None:
+            _ = self.model
+
+    @property
+    def model(self):  # noqa: ANN201 - a SentenceTransformer
+        """The sentence-transformers (PyTorch) model, loaded on first use."""
+        with self._model_lock:
+            if self._model is None:
+                from sentence_transformers import SentenceTransformer
+
+                self._model = SentenceTransformer(str(self.path), device=self.device, local_files_only=True)
+            return self._model
 
     def _load_onnx(self, onnx_dir: Path, threads: int | None):  # noqa: ANN202 - an OnnxSession or None
-        from service.retrieval.onnx_encoder import OnnxExportError, OnnxSession, export_onnx
+        from service.retrieval.onnx_encoder import OnnxExportError, OnnxSession, export_onnx, exported
 
         try:
-            export = export_onnx(self.model, onnx_dir, source=model_fingerprint(self.path))
-            return OnnxSession(
-                export, tokenizer=self.model.tokenizer, max_seq_length=self.max_seq_length,
-                pooling=self.model[1].pooling_mode, threads=threads,
-            )
+            source = model_fingerprint(self.path)
+            export = exported(onnx_dir, source) or export_onnx(self.model, onnx_dir, source=source)
+            return OnnxSession(export, tokenizer=self._tokenizer_for(export.lower_case), threads=threads)
         except (OnnxExportError, OSError, ImportError) as exc:
             self.backend_error = str(exc)
             log.warning("ONNX encoder unavailable, falling back to PyTorch: %s", exc)
             return None
+
+    def _tokenizer_for(self, lower_case: bool):  # noqa: ANN202 - a transformers tokenizer
+        """The model's tokenizer, as sentence-transformers sets it up (without loading the weights when it can)."""
+        if self._model is not None or lower_case:  # sentence-transformers adjusts a lower-casing tokenizer itself
+            return self.model.tokenizer
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(str(self.path), local_files_only=True)
 
     @property
     def backend(self) -> EncoderBackend:
@@ -145,17 +164,17 @@ class Encoder:
     @property
     def max_seq_length(self) -> int:
         """Tokens per text; longer texts are truncated (the model's own setting)."""
-        return int(self.model.max_seq_length)
+        return self._onnx.max_seq_length if self._onnx is not None else int(self.model.max_seq_length)
 
     @property
     def dim(self) -> int:
         """Vector size."""
-        return int(self.model.get_embedding_dimension())
+        return self._onnx.dim if self._onnx is not None else int(self.model.get_embedding_dimension())
 
     @property
     def tokenizer(self):  # noqa: ANN201 - a transformers tokenizer
         """The model's tokenizer (used to measure passage lengths)."""
-        return self.model.tokenizer
+        return self._onnx.tokenizer if self._onnx is not None else self.model.tokenizer
 
     def embed_queries(self, queries: Sequence[str]) -> np.ndarray:
         """Embed queries; shape (n, dim), float32, unit length. Repeated queries come from the LRU cache."""
@@ -177,8 +196,8 @@ class Encoder:
         """Embed one query; shape (dim,)."""
         return self.embed_queries([query])[0]
 
-    def embed_passages(self, texts: Sequence[str], *, batch_size: int = 32, progress: bool = False) -> np.ndarray:
-        """Embed passages; shape (n, dim), float32, unit length."""
+    def embed_passages(self, texts: Sequence[str], *, batch_size: int = 16, progress: bool = False) -> np.ndarray:
+        """Embed passages; shape (n, dim), float32, unit length (ONNX: batches of ``batch_size`` run one per core)."""
         return self._encode(list(texts), batch_size=batch_size, progress=progress)
 
     def _encode(self, texts: list[str], *, batch_size: int, progress: bool) -> np.ndarray:

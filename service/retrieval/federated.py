@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from service.config import Settings
 from service.retrieval.passage import Hit, RankedHit
 from service.retrieval.store import Store
 
@@ -57,3 +58,8 @@ def search_domains(
     else:
         results = list(pool.map(one, domains))
     return {d: h for d, h, _ in results}, {d: ms for d, _, ms in results}
+
+
+def search_threads(settings: Settings, store: Store, domains: int) -> int:
+    """Threads that search a request's domains at once (FEDQA_SEARCH_THREADS; default: see :class:`Settings`)."""
+    return settings.search_threads or (1 if store.backend == "qdrant-edge" else min(8, max(1, domains)))

@@ -1,11 +1,15 @@
 """ONNX Runtime for the bi-encoder: export once per model version, then run int8 on the CPU.
 
-The export is the sentence-transformers model's transformer (``last_hidden_state``), graph-optimised
-by ONNX Runtime's transformer optimizer (fused LayerNorm/GELU) and dynamically quantised to int8
-(weights of the dense layers only: activation x activation products such as attention scores stay
-fp32, which keeps the vectors within ~0.99 cosine of fp32). Pooling and normalisation are read from
-the model's own sentence-transformers modules, so the vectors match ``SentenceTransformer.encode``.
+The export is the sentence-transformers model's transformer (``last_hidden_state``) traced with the
+eager attention (the graph ONNX Runtime's BERT optimizer recognises, unlike transformers' SDPA one),
+graph-optimised into fused Attention/EmbedLayerNormalization/SkipLayerNormalization/BiasGelu ops and
+dynamically quantised to int8 (the dense weights and the attention's input projection, per channel;
+activations are quantised per batch at run time). Vectors stay within ~0.98 cosine of fp32 (mean
+0.99). Pooling and normalisation are read from the model's own sentence-transformers modules, so
+the vectors match ``SentenceTransformer.encode``.
 
+An export is stored with the recipe that made it (:data:`RECIPE`): a changed recipe makes every
+stored export stale, and the next load exports again.
 An :class:`onnxruntime.InferenceSession` is thread-safe: concurrent requests need no lock.
 """
 
@@ -17,8 +21,10 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +35,9 @@ log = logging.getLogger("fedqa.encoder")
 ONNX_DIR = "onnx"
 ONNX_FILE = "model_qint8.onnx"
 META_FILE = "fedqa_onnx.json"
-RECIPE = "torch.onnx(opset17)+ort-bert-optimizer+dynamic-int8(matmul-const-b,per-channel)/1"
+RECIPE = "torch.onnx(opset17,eager-attention)+ort-bert-optimizer(fused-attention)+dynamic-int8(matmul,attention,per-channel)/2"
+#: Ops the BERT optimizer must fuse for the recipe to pay off; counts are logged and stored with the export.
+FUSED_OPS = ("Attention", "SkipLayerNormalization", "EmbedLayerNormalization")
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
@@ -39,11 +47,15 @@ class OnnxExportError(RuntimeError):
 
 @dataclass(frozen=True)
 class OnnxExport:
-    """Where an exported model lies and what it was made from."""
+    """Where an exported model lies, what it was made from, and how to run it without loading the PyTorch model."""
 
     path: Path
     source: str
     recipe: str
+    max_seq_length: int
+    pooling: str
+    dim: int
+    lower_case: bool = False
 
 
 def exported(onnx_dir: Path, source: str) -> OnnxExport | None:
@@ -57,7 +69,13 @@ def exported(onnx_dir: Path, source: str) -> OnnxExport | None:
         return None
     if meta.get("source") != source or meta.get("recipe") != RECIPE:
         return None
-    return OnnxExport(onnx_dir / ONNX_FILE, source, RECIPE)
+    try:
+        return OnnxExport(
+            onnx_dir / ONNX_FILE, source, RECIPE, int(meta["max_seq_length"]), str(meta["pooling"]), int(meta["dim"]),
+            bool(meta.get("lower_case", False)),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def export_onnx(model, onnx_dir: Path, *, source: str) -> OnnxExport:  # noqa: ANN001 - a SentenceTransformer
@@ -76,48 +94,59 @@ def export_onnx(model, onnx_dir: Path, *, source: str) -> OnnxExport:  # noqa: A
     hf = _transformer(model)
     onnx_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".onnx-", dir=onnx_dir.parent))
-    # The exporter and quantizer chat at INFO on the root logger and warn about tracing: keep the log readable.
-    with warnings.catch_warnings(), _quiet_info_logs():
+    # The exporter and quantizer chat on the root logger (INFO, and a WARNING advising pre-processing)
+    # and warn about tracing: keep the log readable.
+    with warnings.catch_warnings(), _quiet_logs():
         warnings.simplefilter("ignore")
         result = _export(model, hf, tmp, onnx_dir, source)
+    fused = json.loads((onnx_dir / META_FILE).read_text())["fused_ops"]
+    if not all(fused.values()):
+        log.warning("the ONNX optimizer left some ops unfused (a slower encoder): %s", fused)
     log.info("exported the encoder to ONNX int8 at %s", onnx_dir)
     return result
 
 
 @contextlib.contextmanager
-def _quiet_info_logs():  # noqa: ANN202
+def _quiet_logs():  # noqa: ANN202
+    """No INFO records, and no warnings logged on the root logger itself (named loggers' warnings pass)."""
+
+    def drop(record: logging.LogRecord) -> bool:
+        return record.levelno > logging.WARNING
+
     previous = logging.root.manager.disable
     logging.disable(logging.INFO)
+    logging.root.addFilter(drop)
     try:
         yield
     finally:
+        logging.root.removeFilter(drop)
         logging.disable(previous)
 
 
 def _export(model, hf, tmp: Path, onnx_dir: Path, source: str) -> OnnxExport:  # noqa: ANN001
-    import torch
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.transformers.optimizer import optimize_model
 
     try:
-        features = model.tokenizer(["a short question", "a somewhat longer passage of text"], padding=True, return_tensors="pt")
-        names = [n for n in INPUTS if n in features]
-        wrapper = _LastHiddenState(hf, names)
-        with torch.inference_mode():
-            torch.onnx.export(
-                wrapper, tuple(features[n] for n in names), str(tmp / "fp32.onnx"), input_names=names,
-                output_names=["last_hidden_state"], opset_version=17, dynamo=False,
-                dynamic_axes={n: {0: "batch", 1: "tokens"} for n in [*names, "last_hidden_state"]},
-            )
-        optimized = optimize_model(str(tmp / "fp32.onnx"), model_type="bert", num_heads=0, hidden_size=0, opt_level=1)
+        names = _trace(model, hf, tmp / "fp32.onnx")
+        optimized = optimize_model(
+            str(tmp / "fp32.onnx"), model_type="bert", num_heads=int(hf.config.num_attention_heads),
+            hidden_size=int(hf.config.hidden_size), opt_level=1,
+        )
+        fused = {op: int(optimized.get_fused_operator_statistics().get(op, 0)) for op in FUSED_OPS}
         optimized.save_model_to_file(str(tmp / "optimized.onnx"))
         quantize_dynamic(
             str(tmp / "optimized.onnx"), str(tmp / ONNX_FILE), weight_type=QuantType.QInt8, per_channel=True,
-            op_types_to_quantize=["MatMul"], extra_options={"DefaultTensorType": 1, "MatMulConstBOnly": True},
+            op_types_to_quantize=["MatMul", "Attention"], extra_options={"DefaultTensorType": 1, "MatMulConstBOnly": True},
         )
         for name in ("fp32.onnx", "optimized.onnx"):
             (tmp / name).unlink()
-        (tmp / META_FILE).write_text(json.dumps({"source": source, "recipe": RECIPE, "inputs": names}))
+        spec = {
+            "max_seq_length": int(model.max_seq_length), "pooling": model[1].pooling_mode,
+            "dim": int(model.get_embedding_dimension()), "lower_case": bool(getattr(model[0], "do_lower_case", False)),
+        }
+        meta = {"source": source, "recipe": RECIPE, "inputs": names, "fused_ops": fused, **spec}
+        (tmp / META_FILE).write_text(json.dumps(meta))
         if onnx_dir.exists():
             shutil.rmtree(onnx_dir)
         os.replace(tmp, onnx_dir)
@@ -125,7 +154,27 @@ def _export(model, hf, tmp: Path, onnx_dir: Path, source: str) -> OnnxExport:  #
         raise OnnxExportError(f"ONNX export to {onnx_dir} failed: {exc}") from exc
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return OnnxExport(onnx_dir / ONNX_FILE, source, RECIPE)
+    return OnnxExport(onnx_dir / ONNX_FILE, source, RECIPE, **spec)
+
+
+def _trace(model, hf, path: Path) -> list[str]:  # noqa: ANN001
+    """Trace ``hf`` to ONNX with the eager attention (restored afterwards); returns the input names."""
+    import torch
+
+    features = model.tokenizer(["a short question", "a somewhat longer passage of text"], padding=True, return_tensors="pt")
+    names = [n for n in INPUTS if n in features]
+    previous = hf.config._attn_implementation
+    hf.set_attn_implementation("eager")
+    try:
+        with torch.inference_mode():
+            torch.onnx.export(
+                _LastHiddenState(hf, names), tuple(features[n] for n in names), str(path), input_names=names,
+                output_names=["last_hidden_state"], opset_version=17, dynamo=False,
+                dynamic_axes={n: {0: "batch", 1: "tokens"} for n in [*names, "last_hidden_state"]},
+            )
+    finally:
+        hf.set_attn_implementation(previous)
+    return names
 
 
 def _transformer(model):  # noqa: ANN001, ANN202
@@ -173,42 +222,76 @@ POOLERS = {"mean": _mean, "cls": _cls}
 
 
 class OnnxSession:
-    """Runs an exported encoder: tokenise, one session run per batch, pool, L2-normalise."""
+    """Runs an exported encoder: tokenise, one session run per batch, pool, L2-normalise.
 
-    def __init__(self, export: OnnxExport, *, tokenizer, max_seq_length: int, pooling: str, threads: int | None = None) -> None:  # noqa: ANN001
-        import onnxruntime as ort
+    One text or one batch (a query) runs on a session with ``threads`` intra-op threads. Many
+    batches (passages) run on a second, single-threaded session made on first use, one batch per
+    core at a time: independent batches keep every core busy where a shared thread pool waits at
+    each op for its slowest thread (a loaded machine, a short batch).
+    """
 
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        if threads:
-            options.intra_op_num_threads = threads
-        try:
-            self.session = ort.InferenceSession(str(export.path), options, providers=["CPUExecutionProvider"])
-        except Exception as exc:
-            raise OnnxExportError(f"cannot load {export.path}: {exc}") from exc
+    def __init__(self, export: OnnxExport, *, tokenizer, threads: int | None = None) -> None:  # noqa: ANN001
+        self.export = export
+        self.threads = threads or len(os.sched_getaffinity(0))
+        self.session = _session(export.path, self.threads)
+        self._bulk = None
+        self._bulk_lock = threading.Lock()
         self.inputs = [i.name for i in self.session.get_inputs()]
         self.tokenizer = tokenizer
-        self.max_seq_length = max_seq_length
-        self.pool = POOLERS[pooling]
+        self.max_seq_length = export.max_seq_length
+        self.dim = export.dim
+        self.pool = POOLERS[export.pooling]
+
+    def _bulk_session(self):  # noqa: ANN202 - an onnxruntime.InferenceSession
+        with self._bulk_lock:
+            if self._bulk is None:
+                self._bulk = _session(self.export.path, 1)
+            return self._bulk
 
     def encode(self, texts: Sequence[str], *, batch_size: int, bar=None) -> np.ndarray:  # noqa: ANN001 - a tqdm bar
         """Unit-length vectors of ``texts``; batches are formed in length order (little padding)."""
         order = np.argsort([-len(t) for t in texts], kind="stable")
-        out = np.empty((len(texts), 0), dtype=np.float32)
-        for start in range(0, len(texts), batch_size):
-            idx = order[start : start + batch_size]
-            features = self.tokenizer(
-                [texts[i] for i in idx], padding=True, truncation=True, max_length=self.max_seq_length, return_tensors="np"
-            )
-            feed = {n: features[n].astype(np.int64) for n in self.inputs if n in features}
-            for n in self.inputs:
-                feed.setdefault(n, np.zeros_like(feed["input_ids"]))
-            hidden = self.session.run(None, feed)[0]
-            vecs = self.pool(hidden, features["attention_mask"])
-            vecs /= np.clip(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12, None)
-            if out.shape[1] == 0:
-                out = np.empty((len(texts), vecs.shape[1]), dtype=np.float32)
-            out[idx] = vecs
-            if bar is not None:
-                bar.update(len(idx))
+        batches = [order[start : start + batch_size] for start in range(0, len(texts), batch_size)]
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        if len(batches) == 1 or self.threads == 1:
+            for idx in batches:
+                out[idx] = self._run(self.session, self._features(texts, idx))
+                if bar is not None:
+                    bar.update(len(idx))
+            return out
+        session = self._bulk_session()
+        # The tokenizer is shared and not thread-safe: batches are tokenised here, run on the workers.
+        with ThreadPoolExecutor(self.threads, thread_name_prefix="onnx-encode") as workers:
+            running = [(idx, workers.submit(self._run, session, self._features(texts, idx))) for idx in batches]
+            for idx, future in running:
+                out[idx] = future.result()
+                if bar is not None:
+                    bar.update(len(idx))
         return out
+
+    def _features(self, texts: Sequence[str], idx: np.ndarray) -> dict[str, np.ndarray]:
+        features = self.tokenizer(
+            [texts[i].strip() for i in idx], padding=True, truncation=True, max_length=self.max_seq_length, return_tensors="np"
+        )
+        feed = {n: features[n].astype(np.int64) for n in self.inputs if n in features}
+        for n in self.inputs:
+            feed.setdefault(n, np.zeros_like(feed["input_ids"]))
+        return feed
+
+    def _run(self, session, feed: dict[str, np.ndarray]) -> np.ndarray:  # noqa: ANN001 - an InferenceSession
+        vecs = self.pool(session.run(None, feed)[0], feed["attention_mask"])
+        return vecs / np.clip(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12, None)
+
+
+def _session(path: Path, threads: int):  # noqa: ANN202 - an onnxruntime.InferenceSession
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = threads
+    # Worker threads that spin between ops burn the CPU other processes (and the other batches) need.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    try:
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        raise OnnxExportError(f"cannot load {path}: {exc}") from exc
