@@ -20,6 +20,7 @@ from service.artifacts import ArtifactError, Registry
 from service.config import Settings
 from service.generation.abstention import AbstentionModel, abstention_path, load_abstention
 from service.generation.answer import Answer, Answerer, AnswerMode
+from service.generation.answer_policy import AnswerPolicy, load_policy, policy_path
 from service.generation.backends import open_llm
 from service.generation.extractive import shared_vectors
 from service.generation.llm import LLM
@@ -81,6 +82,7 @@ class Pipeline:
         llm_error: str | None = None,
         warnings: list[str] | None = None,
         abstention: AbstentionModel | None = None,
+        policy: AnswerPolicy | None = None,
     ) -> None:
         self._settings = settings
         self.encoder = encoder
@@ -100,7 +102,7 @@ class Pipeline:
         self.router = router
         self.abstention = abstention
         self.answerer = Answerer(settings, encoder, llm=llm, llm_error=llm_error, abstention=abstention,
-                                 vectors=shared_vectors(encoder, store.version))
+                                 vectors=shared_vectors(encoder, store.version), policy=policy)
         self._closed = threading.Event()
         self._warm_sentences()
         self._router_index = [router.domains.index(d) for d in self.domains]
@@ -443,8 +445,11 @@ def load_pipeline(
         abstention = None  # fitted on the probabilities of a router that cannot serve this index
     if abstention is None:
         warnings.append("no abstention model fitted: every question is answered (fedqa train abstention)")
+    policy = load_policy(policy_path(registry, router_version, index_version))
+    if policy is None:
+        warnings.append("no answer policy fitted: extractive answers use FEDQA_EXTRACTIVE_* (fedqa train answer)")
     return Pipeline(settings, router=router, encoder=encoder, store=store, llm=llm, llm_error=llm_error,
-                    warnings=warnings, abstention=abstention)
+                    warnings=warnings, abstention=abstention, policy=policy)
 
 
 def load_encoder(

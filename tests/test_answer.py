@@ -113,14 +113,14 @@ def test_not_covered_answer_lists_sources_and_the_confidence(demo_pipeline, demo
     assert off.answer_mode == "not_covered" and off.answer == NOT_COVERED_TEXT and off.citations == []
     assert len(off.sources) == 5
     assert not off.confidence.covered and off.confidence.value < off.confidence.threshold
-    assert set(off.confidence.evidence) == {"max_prob", "best_similarity", "span_score"}
+    assert set(off.confidence.evidence) == {"max_prob", "p_sum", "best_similarity", "span_score"}
     on = pipeline.answer(AskRequest(query="How do I import contacts from a spreadsheet?"))
     assert on.answer_mode == "extractive" and on.confidence.covered and on.confidence.value >= on.confidence.threshold
 
 
 def test_evidence_reads_router_similarity_and_span():
     ev = Evidence.of({"a": 0.2, "b": 0.7}, [_hit(0, "x"), RankedHit(_hit(1, "y").passage, 0.8, 1, 0.8)], 0.4)
-    assert ev.vector() == [0.7, 0.8, 0.4]
+    assert ev.vector() == [0.7, pytest.approx(0.9), 0.8, 0.4]
 
 
 def test_llm_backends_by_name(tmp_path):

@@ -1,14 +1,15 @@
 """Fitting the "not covered" decision on in-scope and out-of-scope questions.
 
 For every question the serving pipeline gives its evidence (:class:`service.generation.abstention.Evidence`:
-the router's highest probability, the best similarity of the ranking, the extractive span's score). A logistic
+the router's highest probability and the sum of its probabilities, the best similarity of the ranking, the
+extractive span's score). A logistic
 regression separates in-scope from out-of-scope questions; its threshold is the confidence below which a share
 ``false_refusal`` of the in-scope fitting questions falls. The model is stored with the router version (or the
 index version when no router is trained) and reported with figures from questions not used to fit it
 (k-fold: each fold is measured by a model fitted on the other folds).
 
 Use the router's validation questions as the in-scope side: the router has seen its training questions and is
-over-confident on them. Product names are never features: only the three scores are.
+over-confident on them. Product names are never features: only the scores are.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from service.artifacts import Registry
 from service.config import Settings
 from service.generation.abstention import FEATURES, AbstentionModel, Evidence, abstention_path, save_abstention
 from service.queries import LabelledQuery
+from service.retrieval.strategies import DEFAULT_STRATEGY
 
 BATCH = 32
 
@@ -37,14 +39,16 @@ class AbstentionReport:
     heldout: dict[str, Any]
 
 
-def collect_evidence(pipeline, queries: Sequence[str], *, top_k: int = 5, strategy: str = "mkpqa") -> np.ndarray:  # noqa: ANN001
-    """Evidence of each question through the serving path (deterministic gate); shape (n, len(FEATURES))."""
+def collect_evidence(pipeline, queries: Sequence[str], *, top_k: int = 5, strategy: str = DEFAULT_STRATEGY.value) -> np.ndarray:  # noqa: ANN001
+    """Evidence of each question through the serving path (default strategy, deterministic gate); shape
+    (n, len(FEATURES))."""
     rows: list[list[float]] = []
     for start in range(0, len(queries), BATCH):
         window = list(queries[start : start + BATCH])
         for q, prep in zip(window, pipeline.prepare_many(window), strict=True):
             ret = pipeline.retrieve(q, top_k=top_k, gate_mode="deterministic", strategy=strategy, prepared=prep)
-            ev, _ = pipeline.answerer.evidence(q, ret.hits, ret.routing.probabilities, query_vector=prep.vector)
+            ev, _ = pipeline.answerer.evidence(q, ret.hits, ret.routing.probabilities, query_vector=prep.vector,
+                                               score_sentences=True)
             rows.append(ev.vector(FEATURES))
     return np.asarray(rows, dtype=np.float64).reshape(-1, len(FEATURES))
 
