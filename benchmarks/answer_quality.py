@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     from service.pipeline import load_pipeline
     from service.queries import load_queries
     from service.retrieval.strategies import DEFAULT_STRATEGY
-    from training.abstention import cross_validate
+    from training.abstention import choose_features
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--queries", nargs="+", required=True, help="in-scope labelled questions (with reference answers)")
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_average": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
     }
     if outq and args.folds:
-        cv = cross_validate(np.asarray(ev["in"]), np.asarray(ev["out"]), false_refusal=args.false_refusal, folds=args.folds)
+        cv = choose_features(np.asarray(ev["in"]), np.asarray(ev["out"]), false_refusal=args.false_refusal, folds=args.folds)
         out["abstention_kfold"] = {"target_false_refusal": args.false_refusal, **{k: v for k, v in cv.items() if k != "per_fold"}}
     print(json.dumps(out, indent=2))
     return 0
