@@ -86,3 +86,24 @@ def test_demo_home_answers_with_its_fitted_policy(demo_pipeline):
     answer = demo_pipeline.answerer.answer(ret.query, ret.hits, ret.routing.probabilities)
     first = ret.hits[answer.citations[0] - 1].passage
     assert first.doc_id.startswith("orbit/import-export") and answer.text.split(" [")[0] in first.text
+
+
+def test_whole_passage_policy_embeds_no_sentence_unless_the_abstention_reads_the_span(demo_pipeline, tmp_path):
+    from service.generation.abstention import AbstentionModel
+    from service.generation.answer import Answerer, AnswerMode
+    from tests.conftest import make_settings
+
+    ret = demo_pipeline.retrieve("How do I import contacts from a spreadsheet?", top_k=5, gate_mode="deterministic")
+    settings = make_settings(tmp_path)
+
+    def model(features: list[str]) -> AbstentionModel:  # a permissive model: only which features it reads matters
+        n = len(features)
+        return AbstentionModel(features, [0.0] * n, [1.0] * n, [0.0] * n, 0.0, threshold=0.0, target_false_refusal=0.0)
+
+    for features, embeds in ((["max_prob", "p_sum", "best_similarity"], False), (["best_similarity", "span_score"], True)):
+        vectors = SentenceVectors(demo_pipeline.encoder)
+        answerer = Answerer(settings, demo_pipeline.encoder, abstention=model(features), vectors=vectors, policy=_policy())
+        answer = answerer.answer(ret.query, ret.hits, ret.routing.probabilities)
+        assert answer.mode is AnswerMode.EXTRACTIVE and answer.text.startswith(ret.hits[answer.citations[0] - 1].passage.text.strip())
+        assert (len(vectors) > 0) is embeds
+        assert (answer.confidence.evidence["span_score"] > 0) is embeds

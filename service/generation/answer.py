@@ -112,8 +112,8 @@ class Answerer:
             ),
             vectors,
             policy,
-            # the span score is embedded only when the fitted abstention model reads it
-            score_sentences=abstention is None or "span_score" in abstention.features,
+            # the span score is embedded only when a fitted abstention model reads it
+            score_sentences=abstention is not None and "span_score" in abstention.features,
         )
         self._producers: dict[AnswerMode, Callable[[_Job], Iterator[Token | Answer]]] = {
             AnswerMode.RETRIEVAL: lambda job: iter([Answer(None, AnswerMode.RETRIEVAL)]),

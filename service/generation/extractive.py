@@ -118,6 +118,10 @@ class SentenceVectors:
             added += len(chunk)
         return added
 
+    def __len__(self) -> int:
+        """Passages cached."""
+        return len(self._cache)
+
     def clear(self) -> None:
         """Forget every cached passage."""
         with self._lock:
