@@ -263,7 +263,7 @@ class Extractor:
     ) -> None:
         self.encoder = encoder
         self.config = config or ExtractConfig()
-        self.vectors = vectors or (SentenceVectors(encoder) if encoder is not None else None)
+        self.vectors = vectors if vectors is not None else (SentenceVectors(encoder) if encoder is not None else None)
         self.policy = policy
         # False: a policy that quotes whole passages embeds no sentence (the span score is then 0.0)
         self.score_sentences = score_sentences
