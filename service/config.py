@@ -82,11 +82,12 @@ class Settings(BaseSettings):
         description="Extractive answer: the span closest in meaning to the question (meaning), sentences sharing "
         "most words with it (terms), or the top passage verbatim (passage).",
     )
-    extractive_sources: int = Field(default=3, ge=1, description="Top passages the extractive answer may quote.")
+    extractive_sources: int = Field(default=3, ge=1, description="Top passages the extractive answer may quote (without a fitted answer policy).")
     extractive_max_words: int = Field(default=400, ge=5, description="Longest extractive answer, in words.")
     extractive_margin: float = Field(
         default=2.0, ge=0.0, le=2.0,
-        description="A sentence joins the extractive span while its similarity is within this margin of the best one.",
+        description="A sentence joins the extractive span while its similarity is within this margin of the best one "
+        "(without a fitted answer policy, answer.json: fedqa train answer).",
     )
     sentence_vectors_precompute: int = Field(
         default=2000, ge=0,

@@ -15,6 +15,7 @@ from typing import Any
 from service.artifacts import ArtifactError, Registry
 from service.config import Settings
 from service.generation.abstention import AbstentionModel, abstention_path, load_abstention
+from service.generation.answer_policy import load_policy, policy_path
 from service.generation.backends import open_llm
 from service.generation.llm import LLM
 from service.pipeline import Pipeline
@@ -55,8 +56,11 @@ def load_pipeline(
         raise
     llm, llm_error = _open_llm(settings, warnings) if with_llm else (None, None)
     abstention = _abstention(registry, router_version, index_version, router, warnings)
+    policy = load_policy(policy_path(registry, router_version, index_version))
+    if policy is None:
+        warnings.append("no answer policy fitted: extractive answers use FEDQA_EXTRACTIVE_* (fedqa train answer)")
     return Pipeline(settings, router=router, encoder=encoder, store=store, llm=llm, llm_error=llm_error,
-                    warnings=warnings, abstention=abstention)
+                    warnings=warnings, abstention=abstention, policy=policy)
 
 
 def _active_index(settings: Settings, registry: Registry) -> tuple[str, dict[str, Any]]:

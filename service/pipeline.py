@@ -21,6 +21,7 @@ from service import ask
 from service.config import Settings
 from service.generation.abstention import AbstentionModel
 from service.generation.answer import Answer, Answerer
+from service.generation.answer_policy import AnswerPolicy
 from service.generation.extractive import shared_vectors
 from service.generation.llm import LLM
 from service.retrieval.encoder import Encoder
@@ -80,6 +81,7 @@ class Pipeline:
         llm_error: str | None = None,
         warnings: list[str] | None = None,
         abstention: AbstentionModel | None = None,
+        policy: AnswerPolicy | None = None,
     ) -> None:
         self._settings = settings
         self.encoder = encoder
@@ -99,7 +101,7 @@ class Pipeline:
         self.router = router
         self.abstention = abstention
         self.answerer = Answerer(settings, encoder, llm=llm, llm_error=llm_error, abstention=abstention,
-                                 vectors=shared_vectors(encoder, store.version))
+                                 vectors=shared_vectors(encoder, store.version), policy=policy)
         self._closed = threading.Event()
         self._warm_sentences()
         self._router_index = [router.domains.index(d) for d in self.domains]

@@ -84,7 +84,8 @@ class AnswerConfidence(BaseModel):
     value: float | None = Field(description="P(covered) under the fitted abstention model; null when none is fitted.")
     threshold: float | None = Field(description="The fitted threshold on value (at a stated false-refusal rate).")
     evidence: dict[str, float] = Field(
-        description="max_prob (highest router probability), best_similarity (best s), span_score (best sentence)."
+        description="max_prob (highest router probability), p_sum (sum of the router's probabilities), best_similarity "
+        "(best s), span_score (best sentence of the quoted passage; 0.0 when the fitted model does not read it)."
     )
     model: str | None = Field(default=None, description="The fitted model that decided (version folder/file).")
 

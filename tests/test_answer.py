@@ -10,7 +10,7 @@ import pytest
 
 from service.config import Settings
 from service.demo import OUT_OF_SCOPE, QUERIES
-from service.generation.abstention import AbstentionModel, Evidence, load_abstention, save_abstention
+from service.generation.abstention import FEATURES, AbstentionModel, Evidence, load_abstention, save_abstention
 from service.generation.answer import NOT_COVERED_TEXT, Answer, Answerer, AnswerMode, Token
 from service.generation.backends import LLMBackend, open_llm
 from service.generation.extractive import ExtractConfig, Extractor, by_terms, grow_span, sentence_bounds
@@ -20,7 +20,7 @@ from service.retrieval.passage import Passage, RankedHit
 from service.schemas import AnswerMode as AnswerModeLiteral
 from service.schemas import AskRequest
 from tests.conftest import make_settings
-from training.abstention import collect_evidence, fit, measure
+from training.abstention import CHEAP_FEATURES, choose_features, collect_evidence, fit, measure
 
 
 def _hit(i: int, text: str) -> RankedHit:
@@ -87,13 +87,34 @@ def test_no_hits_and_ranking_only(demo_pipeline):
 
 
 @pytest.fixture(scope="module")
-def demo_abstention(demo_pipeline) -> tuple[AbstentionModel, dict]:
-    """Fitted on half of the demo questions and half of the shipped out-of-scope ones; measured on the rest."""
+def demo_evidence(demo_pipeline) -> tuple[np.ndarray, np.ndarray]:
+    """Evidence of half of the demo questions and of the shipped out-of-scope ones."""
     inq = [q.query for q in load_queries(QUERIES)]
     outq = [q.query for q in load_queries(OUT_OF_SCOPE)]
-    ev_in, ev_out = collect_evidence(demo_pipeline, inq[::4] + inq[1::4]), collect_evidence(demo_pipeline, outq)
+    return collect_evidence(demo_pipeline, inq[::4] + inq[1::4]), collect_evidence(demo_pipeline, outq)
+
+
+@pytest.fixture(scope="module")
+def demo_abstention(demo_evidence) -> tuple[AbstentionModel, dict]:
+    """Fitted on half of the demo questions and half of the shipped out-of-scope ones; measured on the rest."""
+    ev_in, ev_out = demo_evidence
     model = fit(ev_in[::2], ev_out[::2], false_refusal=0.05)
     return model, measure(model, ev_in[1::2], ev_out[1::2])
+
+
+def test_span_score_is_kept_only_when_it_separates_more_questions(demo_evidence):
+    ev_in, ev_out = demo_evidence
+    span = FEATURES.index("span_score")
+    only_span_in, only_span_out = ev_in.copy(), ev_out.copy()
+    for rows in (only_span_in, only_span_out):  # every other feature made uninformative
+        rows[:, [i for i in range(len(FEATURES)) if i != span]] = 0.5
+    assert choose_features(only_span_in, only_span_out, false_refusal=0.05)["features"] == list(FEATURES)
+    no_span_in, no_span_out = ev_in.copy(), ev_out.copy()
+    no_span_in[:, span] = no_span_out[:, span] = 0.5
+    chosen = choose_features(no_span_in, no_span_out, false_refusal=0.05)
+    assert chosen["features"] == list(CHEAP_FEATURES) and chosen["abstention_rate"] >= 0.8
+    model = fit(no_span_in, no_span_out, false_refusal=0.05, features=CHEAP_FEATURES)
+    assert model.features == list(CHEAP_FEATURES) and len(model.coef) == len(CHEAP_FEATURES)
 
 
 def test_abstention_fitted_on_real_questions_refuses_out_of_scope_ones(demo_abstention):
@@ -113,14 +134,14 @@ def test_not_covered_answer_lists_sources_and_the_confidence(demo_pipeline, demo
     assert off.answer_mode == "not_covered" and off.answer == NOT_COVERED_TEXT and off.citations == []
     assert len(off.sources) == 5
     assert not off.confidence.covered and off.confidence.value < off.confidence.threshold
-    assert set(off.confidence.evidence) == {"max_prob", "best_similarity", "span_score"}
+    assert set(off.confidence.evidence) == {"max_prob", "p_sum", "best_similarity", "span_score"}
     on = pipeline.answer(AskRequest(query="How do I import contacts from a spreadsheet?"))
     assert on.answer_mode == "extractive" and on.confidence.covered and on.confidence.value >= on.confidence.threshold
 
 
 def test_evidence_reads_router_similarity_and_span():
     ev = Evidence.of({"a": 0.2, "b": 0.7}, [_hit(0, "x"), RankedHit(_hit(1, "y").passage, 0.8, 1, 0.8)], 0.4)
-    assert ev.vector() == [0.7, 0.8, 0.4]
+    assert ev.vector() == [0.7, pytest.approx(0.9), 0.8, 0.4]
 
 
 def test_llm_backends_by_name(tmp_path):

@@ -1,14 +1,15 @@
 """Fitting the "not covered" decision on in-scope and out-of-scope questions.
 
 For every question the serving pipeline gives its evidence (:class:`service.generation.abstention.Evidence`:
-the router's highest probability, the best similarity of the ranking, the extractive span's score). A logistic
+the router's highest probability and the sum of its probabilities, the best similarity of the ranking, the
+extractive span's score). A logistic
 regression separates in-scope from out-of-scope questions; its threshold is the confidence below which a share
 ``false_refusal`` of the in-scope fitting questions falls. The model is stored with the router version (or the
 index version when no router is trained) and reported with figures from questions not used to fit it
 (k-fold: each fold is measured by a model fitted on the other folds).
 
 Use the router's validation questions as the in-scope side: the router has seen its training questions and is
-over-confident on them. Product names are never features: only the three scores are.
+over-confident on them. Product names are never features: only the scores are.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from service.artifacts import Registry
 from service.config import Settings
 from service.generation.abstention import FEATURES, AbstentionModel, Evidence, abstention_path, save_abstention
 from service.queries import LabelledQuery
+from service.retrieval.strategies import DEFAULT_STRATEGY
 
 BATCH = 32
 
@@ -37,32 +39,41 @@ class AbstentionReport:
     heldout: dict[str, Any]
 
 
-def collect_evidence(pipeline, queries: Sequence[str], *, top_k: int = 5, strategy: str = "mkpqa") -> np.ndarray:  # noqa: ANN001
-    """Evidence of each question through the serving path (deterministic gate); shape (n, len(FEATURES))."""
+def collect_evidence(pipeline, queries: Sequence[str], *, top_k: int = 5, strategy: str = DEFAULT_STRATEGY.value) -> np.ndarray:  # noqa: ANN001
+    """Evidence of each question through the serving path (default strategy, deterministic gate); shape
+    (n, len(FEATURES))."""
     rows: list[list[float]] = []
     for start in range(0, len(queries), BATCH):
         window = list(queries[start : start + BATCH])
         for q, prep in zip(window, pipeline.prepare_many(window), strict=True):
             ret = pipeline.retrieve(q, top_k=top_k, gate_mode="deterministic", strategy=strategy, prepared=prep)
-            ev, _ = pipeline.answerer.evidence(q, ret.hits, ret.routing.probabilities, query_vector=prep.vector)
+            ev, _ = pipeline.answerer.evidence(q, ret.hits, ret.routing.probabilities, query_vector=prep.vector,
+                                               score_sentences=True)
             rows.append(ev.vector(FEATURES))
     return np.asarray(rows, dtype=np.float64).reshape(-1, len(FEATURES))
 
 
-def fit(in_scope: np.ndarray, out_of_scope: np.ndarray, *, false_refusal: float) -> AbstentionModel:
-    """Logistic regression (balanced classes) on standardised evidence; threshold at the in-scope
-    ``false_refusal`` quantile of its confidence."""
+# Without the span score no sentence is embedded at request time when the answer policy quotes whole passages.
+CHEAP_FEATURES = tuple(f for f in FEATURES if f != "span_score")
+
+
+def fit(
+    in_scope: np.ndarray, out_of_scope: np.ndarray, *, false_refusal: float, features: Sequence[str] = FEATURES
+) -> AbstentionModel:
+    """Logistic regression (balanced classes) on the standardised ``features`` of the evidence rows (all
+    FEATURES columns); threshold at the in-scope ``false_refusal`` quantile of its confidence."""
     from sklearn.linear_model import LogisticRegression
 
     if len(in_scope) < 2 or len(out_of_scope) < 2:
         raise ValueError("fitting abstention needs at least 2 in-scope and 2 out-of-scope questions")
-    x = np.vstack([in_scope, out_of_scope])
+    cols = [FEATURES.index(f) for f in features]
+    x = np.vstack([in_scope, out_of_scope])[:, cols]
     y = np.r_[np.ones(len(in_scope)), np.zeros(len(out_of_scope))]
     mean, scale = x.mean(axis=0), x.std(axis=0)
     scale[scale == 0] = 1.0
     clf = LogisticRegression(class_weight="balanced", max_iter=1000).fit((x - mean) / scale, y)
     model = AbstentionModel(
-        features=list(FEATURES), mean=mean.tolist(), scale=scale.tolist(), coef=clf.coef_[0].tolist(),
+        features=list(features), mean=mean.tolist(), scale=scale.tolist(), coef=clf.coef_[0].tolist(),
         intercept=float(clf.intercept_[0]), threshold=0.0, target_false_refusal=false_refusal,
     )
     conf = confidences(model, in_scope)
@@ -86,7 +97,8 @@ def measure(model: AbstentionModel, in_scope: np.ndarray, out_of_scope: np.ndarr
 
 
 def cross_validate(
-    in_scope: np.ndarray, out_of_scope: np.ndarray, *, false_refusal: float, folds: int = 5, seed: int = 0
+    in_scope: np.ndarray, out_of_scope: np.ndarray, *, false_refusal: float, folds: int = 5, seed: int = 0,
+    features: Sequence[str] = FEATURES,
 ) -> dict[str, Any]:
     """k-fold held-out figures: each fold's questions are measured by a model fitted on the other folds."""
     rng = np.random.default_rng(seed)
@@ -95,12 +107,13 @@ def cross_validate(
     refused = abstained = 0
     per_fold = []
     for k in range(folds):
-        model = fit(in_scope[fin != k], out_of_scope[fout != k], false_refusal=false_refusal)
+        model = fit(in_scope[fin != k], out_of_scope[fout != k], false_refusal=false_refusal, features=features)
         m = measure(model, in_scope[fin == k], out_of_scope[fout == k])
         per_fold.append(m)
         refused += round((m["false_refusal_rate"] or 0) * m["in_scope"])
         abstained += round((m["abstention_rate"] or 0) * m["out_of_scope"])
     return {
+        "features": list(features),
         "folds": folds,
         "false_refusal_rate": refused / max(1, len(in_scope)),
         "abstention_rate": abstained / max(1, len(out_of_scope)),
@@ -108,6 +121,21 @@ def cross_validate(
         "out_of_scope": int(len(out_of_scope)),
         "per_fold": per_fold,
     }
+
+
+def choose_features(
+    in_scope: np.ndarray, out_of_scope: np.ndarray, *, false_refusal: float, folds: int = 5, seed: int = 0
+) -> dict[str, Any]:
+    """The k-fold figures of the feature set kept: every feature when that separates at least one more
+    held-out question (abstained minus refused) than the set without the span score, else the cheaper set."""
+    full = cross_validate(in_scope, out_of_scope, false_refusal=false_refusal, folds=folds, seed=seed)
+    cheap = cross_validate(in_scope, out_of_scope, false_refusal=false_refusal, folds=folds, seed=seed,
+                           features=CHEAP_FEATURES)
+
+    def separated(m: dict[str, Any]) -> float:
+        return m["abstention_rate"] * m["out_of_scope"] - m["false_refusal_rate"] * m["in_scope"]
+
+    return full if separated(full) >= separated(cheap) + 1 else cheap
 
 
 def fit_abstention(
@@ -132,8 +160,8 @@ def fit_abstention(
     finally:
         if own:
             pipeline.close()
-    heldout = cross_validate(ev_in, ev_out, false_refusal=false_refusal, folds=folds, seed=seed)
-    model = fit(ev_in, ev_out, false_refusal=false_refusal)
+    heldout = choose_features(ev_in, ev_out, false_refusal=false_refusal, folds=folds, seed=seed)
+    model = fit(ev_in, ev_out, false_refusal=false_refusal, features=heldout["features"])
     model.fit = {
         "heldout": {k: v for k, v in heldout.items() if k != "per_fold"},
         "on_fit_questions": measure(model, ev_in, ev_out),

@@ -51,9 +51,18 @@ def setup_demo(settings: Settings, *, progress: bool = True, router_epochs: int 
         train, val = stratified_split(load_queries(QUERIES), 0.3)  # val: calibration and the fused strategy's fit
         version = train_and_activate(settings, train, val=val, epochs=router_epochs, progress=progress)
         done.append(f"trained router {version} on the demo questions")
+    from service.generation.answer_policy import policy_path
+
+    active = registry.active()  # the policy first: the abstention evidence reads the answer it quotes
+    path = policy_path(registry, active["router"], active["index"])
+    if path is not None and not path.is_file():
+        from training.answer_policy import fit_answer_policy
+
+        policy = fit_answer_policy(settings, load_queries(QUERIES))
+        done.append(f"fitted the answer policy ({policy.path}): token F1 {policy.scores['answer_f1']:.3f} "
+                    "on the demo questions")
     from service.generation.abstention import abstention_path
 
-    active = registry.active()
     path = abstention_path(registry, active["router"], active["index"])
     if path is not None and not path.is_file():
         from training.abstention import fit_abstention

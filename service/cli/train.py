@@ -1,4 +1,4 @@
-"""``fedqa train router|retriever``: train a model version (and activate it)."""
+"""``fedqa train router|retriever|abstention|answer``: train a model version (and activate it), or fit a decision."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ def register(sub: Subparsers) -> None:
     tsub = s.add_subparsers(dest="what", required=True)
     _register_router(tsub)
     _register_abstention(tsub)
+    _register_answer(tsub)
     _register_retriever(tsub)
 
 
@@ -50,6 +51,15 @@ def _register_abstention(tsub: Subparsers) -> None:
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--dry-run", action="store_true", help="report the held-out figures without storing the model")
     t.set_defaults(func=cmd_train_abstention)
+
+
+def _register_answer(tsub: Subparsers) -> None:
+    t = tsub.add_parser("answer", help="fit the extractive-answer policy (how much to quote) for the active versions")
+    t.add_argument("--queries", nargs="+", required=True,
+                   help="labelled training questions with reference answers (not the ones you report on)")
+    t.add_argument("--top-k", type=int, default=5, help="ranking depth the policy may quote from")
+    t.add_argument("--dry-run", action="store_true", help="print the fitted policy without storing it")
+    t.set_defaults(func=cmd_train_answer)
 
 
 def _register_retriever(tsub: Subparsers) -> None:
@@ -171,6 +181,17 @@ def cmd_train_abstention(args: argparse.Namespace) -> int:
     heldout = {k: v for k, v in report.heldout.items() if k != "per_fold"}
     print_json({"abstention": str(report.path) if report.path else None, "threshold": report.model.threshold,
                 "target_false_refusal": args.false_refusal, "heldout": heldout})
+    return 0
+
+
+def cmd_train_answer(args: argparse.Namespace) -> int:
+    """Fit (or with --dry-run only show) the extractive-answer policy and its scores on the fitting questions."""
+    from service.queries import load_queries
+    from training.answer_policy import fit_answer_policy
+
+    queries = [q for f in args.queries for q in load_queries(f)]
+    report = fit_answer_policy(settings(), queries, save=not args.dry_run, top_k=args.top_k)
+    print_json({"answer_policy": report.path, **report.policy.to_json()})
     return 0
 
 

@@ -1,8 +1,9 @@
 """Deciding that the documentation does not cover a question ("not covered").
 
 The evidence for one question is a few numbers the answering path has anyway: the router's highest
-probability (multi-label sigmoids: all low = no product), the best similarity s of the ranking, and the
-score of the extractive answer's best sentence. A logistic model over them (fitted by
+probability and the sum of its probabilities (multi-label sigmoids: all low = no product; the sum also
+counts a question spread over several products), the best similarity s of the ranking, and the score of
+the best sentence of the passage the extractive answer quotes. A logistic model over them (fitted by
 :mod:`training.abstention` on in-scope and out-of-scope questions) gives the confidence that the
 documentation covers the question; below the fitted threshold the answer is ``not_covered``.
 The fitted model is a JSON file stored with the router version it was fitted for.
@@ -21,7 +22,7 @@ from service.artifacts import Registry, write_json_atomic
 from service.retrieval.passage import RankedHit
 
 ABSTENTION_FILE = "abstention.json"
-FEATURES = ("max_prob", "best_similarity", "span_score")
+FEATURES = ("max_prob", "p_sum", "best_similarity", "span_score")
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class Evidence:
     """What the abstention decision reads for one question."""
 
     max_prob: float
+    p_sum: float
     best_similarity: float
     span_score: float
 
@@ -37,6 +39,7 @@ class Evidence:
         """Evidence from the routing probabilities, the ranking and the extractive span's score."""
         return cls(
             max_prob=max(probabilities.values(), default=0.0),
+            p_sum=float(sum(probabilities.values())),
             best_similarity=max((h.score for h in hits), default=0.0),
             span_score=span_score,
         )

@@ -25,6 +25,7 @@ import numpy as np
 
 from service.config import Settings
 from service.generation.abstention import AbstentionModel, Confidence, Evidence, undecided
+from service.generation.answer_policy import AnswerPolicy
 from service.generation.extractive import Extract, ExtractConfig, ExtractiveMethod, Extractor, SentenceVectors
 from service.generation.llm import LLM, LLMError
 from service.generation.prompt import STOP, attribute, build_prompt, citations, drop_bad_citations, grounding
@@ -97,6 +98,7 @@ class Answerer:
         llm_error: str | None = None,
         abstention: AbstentionModel | None = None,
         vectors: SentenceVectors | None = None,
+        policy: AnswerPolicy | None = None,
     ) -> None:
         self.settings = settings
         self.llm = llm
@@ -109,6 +111,9 @@ class Answerer:
                 max_words=settings.extractive_max_words, margin=settings.extractive_margin,
             ),
             vectors,
+            policy,
+            # the span score is embedded only when a fitted abstention model reads it
+            score_sentences=abstention is not None and "span_score" in abstention.features,
         )
         self._producers: dict[AnswerMode, Callable[[_Job], Iterator[Token | Answer]]] = {
             AnswerMode.RETRIEVAL: lambda job: iter([Answer(None, AnswerMode.RETRIEVAL)]),
@@ -121,10 +126,11 @@ class Answerer:
     # ------------------------------------------------------------------ decisions
     def evidence(
         self, query: str, hits: Sequence[RankedHit], probabilities: Mapping[str, float], *,
-        query_vector: np.ndarray | None = None,
+        query_vector: np.ndarray | None = None, score_sentences: bool = False,
     ) -> tuple[Evidence, Extract]:
-        """The abstention evidence of a ranking, and the meaning extract it was read from."""
-        meaning = self.extractor.meaning(query, hits, query_vector=query_vector)
+        """The abstention evidence of a ranking, and the meaning extract it was read from
+        (``score_sentences``: compute the span score even when the abstention model does not read it)."""
+        meaning = self.extractor.meaning(query, hits, query_vector=query_vector, score_sentences=score_sentences)
         return Evidence.of(probabilities, hits, meaning.score), meaning
 
     def _decide(self, evidence: Evidence) -> Confidence:

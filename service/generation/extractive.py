@@ -2,10 +2,13 @@
 
 Three methods (FEDQA_EXTRACTIVE_METHOD), one dispatch table:
 
-- ``meaning`` (default): every sentence of the top passages is embedded with the retriever's encoder and
-  scored by cosine similarity with the question; the passage holding the best sentence gives the answer,
-  a contiguous span grown around that sentence (in source order) while its neighbours stay within
-  ``margin`` of the best score and the span stays under ``max_words``.
+- ``meaning`` (default): with a fitted :class:`~service.generation.answer_policy.AnswerPolicy` (``answer.json``),
+  the candidate passage the policy chooses (similarity and the question's words), the span of its sentences
+  the policy's margin keeps (scored against the question with the retriever's encoder; its margin may keep
+  the whole passage), and the ranked passages that continue it on its page. Without a fitted policy: every
+  sentence of the top passages is scored; the passage holding the best sentence gives the answer, a
+  contiguous span grown around that sentence (in source order) while its neighbours stay within ``margin``
+  of the best score and the span stays under ``max_words``.
 - ``terms``: the earlier answer, sentences sharing most content words with the question.
 - ``passage``: the top passage verbatim (a baseline for evaluation).
 """
@@ -27,6 +30,7 @@ import numpy as np
 from service.retrieval.passage import RankedHit
 
 if TYPE_CHECKING:
+    from service.generation.answer_policy import AnswerPolicy
     from service.retrieval.encoder import Encoder
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
@@ -114,6 +118,10 @@ class SentenceVectors:
             added += len(chunk)
         return added
 
+    def __len__(self) -> int:
+        """Passages cached."""
+        return len(self._cache)
+
     def clear(self) -> None:
         """Forget every cached passage."""
         with self._lock:
@@ -192,6 +200,32 @@ def by_meaning(
     return Extract(spans=[span], score=best[0])
 
 
+def by_policy(
+    query: str, query_vector: np.ndarray | None, hits: Sequence[RankedHit], vectors: SentenceVectors | None,
+    policy: AnswerPolicy, *, max_words: int,
+) -> Extract:
+    """The answer the fitted policy quotes (see the module docstring); its score is the best sentence's
+    similarity in the chosen passage (0.0 when no sentence vectors are available)."""
+    top = list(hits[: policy.sources])
+    if not top:
+        return Extract()
+    i = policy.choose(terms(query), top, [terms(h.passage.text) for h in top])
+    text = top[i].passage.text.strip()
+    score = 0.0
+    if vectors is not None and query_vector is not None:
+        bounds, vecs = vectors.get([top[i]])[0]
+        if len(bounds):
+            sims = vecs @ query_vector
+            score = float(sims.max())
+            if not policy.whole:
+                words = [len(text[a:b].split()) for a, b in bounds]
+                a, b = grow_span(sims, words, margin=policy.margin, max_words=max_words)
+                text = top[i].passage.text[bounds[a][0] : bounds[b - 1][1]]
+    spans = [Span(i + 1, text, score)]
+    spans += [Span(k + 1, hits[k].passage.text.strip(), hits[k].score) for k in policy.continuation(hits, i)]
+    return Extract(spans=spans, score=score)
+
+
 def by_terms(query: str, hits: Sequence[RankedHit], *, max_sentences: int = 3, max_sources: int = 3) -> Extract:
     """Quote the sentences of the top passages that share most terms with the query (the earlier answer)."""
     q = terms(query)
@@ -224,26 +258,39 @@ class Extractor:
     """Chooses the extractive answer by the configured method (one dispatch table)."""
 
     def __init__(
-        self, encoder: Encoder | None, config: ExtractConfig | None = None, vectors: SentenceVectors | None = None
+        self, encoder: Encoder | None, config: ExtractConfig | None = None, vectors: SentenceVectors | None = None,
+        policy: AnswerPolicy | None = None, *, score_sentences: bool = True,
     ) -> None:
         self.encoder = encoder
         self.config = config or ExtractConfig()
-        self.vectors = vectors or (SentenceVectors(encoder) if encoder is not None else None)
+        self.vectors = vectors if vectors is not None else (SentenceVectors(encoder) if encoder is not None else None)
+        self.policy = policy
+        # False: a policy that quotes whole passages embeds no sentence (the span score is then 0.0)
+        self.score_sentences = score_sentences
         self._methods: dict[ExtractiveMethod, Callable[[str, np.ndarray | None, Sequence[RankedHit]], Extract]] = {
             ExtractiveMethod.MEANING: self._meaning,
             ExtractiveMethod.TERMS: lambda q, v, hits: by_terms(q, hits, max_sources=self.config.max_sources),
             ExtractiveMethod.PASSAGE: lambda q, v, hits: top_passage(hits),
         }
 
-    def meaning(self, query: str, hits: Sequence[RankedHit], *, query_vector: np.ndarray | None = None) -> Extract:
-        """The ``meaning`` extract (also the evidence for abstention, whatever the configured method)."""
-        return self._meaning(query, query_vector, hits)
+    def meaning(
+        self, query: str, hits: Sequence[RankedHit], *, query_vector: np.ndarray | None = None, score_sentences: bool = False
+    ) -> Extract:
+        """The ``meaning`` extract (also the evidence for abstention, whatever the configured method);
+        ``score_sentences``: score the chosen passage's sentences even when the policy quotes it whole."""
+        return self._meaning(query, query_vector, hits, score_sentences=score_sentences)
 
-    def _meaning(self, query: str, vector: np.ndarray | None, hits: Sequence[RankedHit]) -> Extract:
+    def _meaning(
+        self, query: str, vector: np.ndarray | None, hits: Sequence[RankedHit], *, score_sentences: bool = False
+    ) -> Extract:
         if self.vectors is None:
             return by_terms(query, hits, max_sources=self.config.max_sources)
+        if self.policy is not None and self.policy.whole and not (self.score_sentences or score_sentences):
+            return by_policy(query, None, hits, None, self.policy, max_words=self.config.max_words)
         if vector is None:
             vector = self.vectors.encoder.embed_queries([query])[0]
+        if self.policy is not None:
+            return by_policy(query, vector, hits, self.vectors, self.policy, max_words=self.config.max_words)
         return by_meaning(vector, hits, self.vectors, self.config)
 
     def extract(self, query: str, hits: Sequence[RankedHit], *, query_vector: np.ndarray | None = None) -> Extract:
