@@ -107,7 +107,7 @@ def fit_answer_policy(
     """Fit the policy for the active versions of ``settings``' home on ``queries`` (with reference answers)
     and (``save``) store it beside the abstention model. ``pipeline``: an open pipeline of that home."""
     from service.evaluation.answers import rouge_l
-    from service.pipeline import load_pipeline
+    from service.loading import load_pipeline
 
     t0 = time.perf_counter()
     own = pipeline is None
