@@ -95,8 +95,7 @@ def main(argv: list[str] | None = None) -> int:
                 answer = pipeline.answer_retrieval(ret, query_vector=p.vector)  # the served path, cold
                 ms.append((time.perf_counter() - t0) * 1000)
                 refused[group].append(float(answer.mode.value == "not_covered"))
-                e, _ = pipeline.answerer.evidence(q.query, ret.hits, ret.routing.probabilities, query_vector=p.vector,
-                                                  score_sentences=True)
+                e, _ = pipeline.answerer.evidence(q.query, ret.hits, ret.routing.probabilities, query_vector=p.vector, score_sentences=True)
                 ev[group].append(e.vector(FEATURES))
                 if group == "out":
                     continue
@@ -109,21 +108,28 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         pipeline.close()
     out: dict = {
-        "in_scope": len(inq), "out_of_scope": len(outq), "strategy": args.strategy, "versions": versions,
+        "in_scope": len(inq),
+        "out_of_scope": len(outq),
+        "strategy": args.strategy,
+        "versions": versions,
         "answer_policy": policy.to_json() if policy else None,
         "extractive": {m: _mean(s) for m, s in scores.items()},
         "default_after_abstention": _mean(after),
         "answer_ms_cold": {"p50": round(float(np.percentile(ms, 50)), 1), "p95": round(float(np.percentile(ms, 95)), 1)},
-        "home_abstention": {"model": abstention.name if abstention else None,
-                            "false_refusal_rate": round(float(np.mean(refused["in"])), 4) if inq else None,
-                            "abstention_rate": round(float(np.mean(refused["out"])), 4) if outq else None},
-        "load_average": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
+        "home_abstention": {
+            "model": abstention.name if abstention else None,
+            "false_refusal_rate": round(float(np.mean(refused["in"])), 4) if inq else None,
+            "abstention_rate": round(float(np.mean(refused["out"])), 4) if outq else None,
+        },
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "cpus": os.cpu_count(),
     }
     if outq and args.folds:
         cv = choose_features(np.asarray(ev["in"]), np.asarray(ev["out"]), false_refusal=args.false_refusal, folds=args.folds)
         out["abstention_kfold"] = {"target_false_refusal": args.false_refusal, **{k: v for k, v in cv.items() if k != "per_fold"}}
     print(json.dumps(out, indent=2))
     return 0
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -54,8 +54,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         onnx = Encoder(backend="onnx", onnx_dir=Path(args.onnx_dir) if args.onnx_dir else Path(tmp) / "onnx")
         torch = Encoder(backend="torch")
-        out: dict = {"figure": "Acc@1 onnx int8 vs torch fp32 (faq6 dev, sub-corpus)", "questions": len(questions), "pool": len(pool),
-                     "onnx_backend_in_use": onnx.backend.value}
+        out: dict = {
+            "figure": "Acc@1 onnx int8 vs torch fp32 (faq6 dev, sub-corpus)",
+            "questions": len(questions),
+            "pool": len(pool),
+            "onnx_backend_in_use": onnx.backend.value,
+        }
         for name, enc in (("torch", torch), ("onnx", onnx)):
             d, wall, cpu = timed(lambda enc=enc: enc.embed_passages(texts))
             q = enc.embed_queries(qtexts)

@@ -36,8 +36,7 @@ def ingest(home: Path, path: Path, backend: str) -> tuple[float, float]:
     """Wall and CPU seconds of one ``fedqa ingest --quiet`` run."""
     env = {**os.environ, "FEDQA_HOME": str(home), "HF_HUB_OFFLINE": "1", "FEDQA_ENCODER_BACKEND": backend}
     t0, c0 = time.perf_counter(), _children_cpu()
-    subprocess.run([sys.executable, "-m", "service.cli", "ingest", str(path), "--quiet"], cwd=REPO, env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, "-m", "service.cli", "ingest", str(path), "--quiet"], cwd=REPO, env=env, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - t0, _children_cpu() - c0
 
 
@@ -69,15 +68,24 @@ def main() -> None:
     t0, c0 = time.perf_counter(), time.process_time()
     bare.encode(texts, batch_size=32, normalize_embeddings=True)
     t_floor, cpu_floor = time.perf_counter() - t0, time.process_time() - c0
-    emit({
-        "figure": "fedqa ingest passages/s", "backend": args.backend, "passages": len(sample),
-        "ingest_seconds": round(t_ingest, 1), "ingest_passages_per_s": round(len(sample) / t_ingest, 1),
-        "floor_bare_torch_encode_seconds": round(t_floor, 1), "floor_passages_per_s": round(len(sample) / t_floor, 1),
-        "max_seq_length": bare.max_seq_length, "ratio_ingest_to_bare": round(t_ingest / t_floor, 3),
-        "ingest_cpu_seconds": round(cpu_ingest, 1), "floor_cpu_seconds": round(cpu_floor, 1),
-        "cpu_ratio_ingest_to_bare": round(cpu_ingest / cpu_floor, 3), "manifest_encoder_backends": recorded,
-        "load_1_5_15_at_start": load_at_start,
-    })
+    emit(
+        {
+            "figure": "fedqa ingest passages/s",
+            "backend": args.backend,
+            "passages": len(sample),
+            "ingest_seconds": round(t_ingest, 1),
+            "ingest_passages_per_s": round(len(sample) / t_ingest, 1),
+            "floor_bare_torch_encode_seconds": round(t_floor, 1),
+            "floor_passages_per_s": round(len(sample) / t_floor, 1),
+            "max_seq_length": bare.max_seq_length,
+            "ratio_ingest_to_bare": round(t_ingest / t_floor, 3),
+            "ingest_cpu_seconds": round(cpu_ingest, 1),
+            "floor_cpu_seconds": round(cpu_floor, 1),
+            "cpu_ratio_ingest_to_bare": round(cpu_ingest / cpu_floor, 3),
+            "manifest_encoder_backends": recorded,
+            "load_1_5_15_at_start": load_at_start,
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -36,9 +36,7 @@ def main() -> None:
 
     queries = read_jsonl(args.queries, "query")[: args.n]
     bare = SentenceTransformer(str(packaged_minilm_path()), device="cpu", local_files_only=True)
-    with serve(args.home, args.port, env={"FEDQA_LLM_BACKEND": "none"}), httpx.Client(
-        base_url=f"http://127.0.0.1:{args.port}", timeout=60
-    ) as client:
+    with serve(args.home, args.port, env={"FEDQA_LLM_BACKEND": "none"}), httpx.Client(base_url=f"http://127.0.0.1:{args.port}", timeout=60) as client:
         for i in range(args.warmup):  # questions that are not measured: the cache stays cold for the run
             client.post("/ask", json={"query": f"warm-up question number {i}", "generate": False}).raise_for_status()
             bare.encode([f"warm-up question number {i}"])
@@ -63,17 +61,26 @@ def main() -> None:
             cached.append((time.perf_counter() - t0) * 1000)
         backend = client.get("/readyz").json()
     p = lambda v, q: round(percentile(v, q), 2)  # noqa: E731
-    emit({
-        "figure": "retrieval over HTTP /ask generate=false", "home": args.home, "n": len(queries),
-        "http_p50_ms": p(http, 50), "http_p95_ms": p(http, 95),
-        "floor_bare_torch_encode_p50_ms": p(floor, 50), "floor_bare_torch_encode_p95_ms": p(floor, 95),
-        "ratio_p50": round(p(http, 50) / p(floor, 50), 3), "ratio_p95": round(p(http, 95) / p(floor, 95), 3),
-        # Server side (timings_ms): gate = choosing the domains, with the fused strategy's searches of every domain;
-        # http_overhead = HTTP time - the server's total (client, uvicorn, FastAPI, JSON).
-        **{f"server_{k}_p50_ms": p(v, 50) for k, v in server.items()}, **{f"server_{k}_p95_ms": p(v, 95) for k, v in server.items()},
-        "repeated_questions_http_p50_ms": p(cached, 50), "repeated_questions_http_p95_ms": p(cached, 95),
-        "readyz": backend,
-    })
+    emit(
+        {
+            "figure": "retrieval over HTTP /ask generate=false",
+            "home": args.home,
+            "n": len(queries),
+            "http_p50_ms": p(http, 50),
+            "http_p95_ms": p(http, 95),
+            "floor_bare_torch_encode_p50_ms": p(floor, 50),
+            "floor_bare_torch_encode_p95_ms": p(floor, 95),
+            "ratio_p50": round(p(http, 50) / p(floor, 50), 3),
+            "ratio_p95": round(p(http, 95) / p(floor, 95), 3),
+            # Server side (timings_ms): gate = choosing the domains, with the fused strategy's searches of every domain;
+            # http_overhead = HTTP time - the server's total (client, uvicorn, FastAPI, JSON).
+            **{f"server_{k}_p50_ms": p(v, 50) for k, v in server.items()},
+            **{f"server_{k}_p95_ms": p(v, 95) for k, v in server.items()},
+            "repeated_questions_http_p50_ms": p(cached, 50),
+            "repeated_questions_http_p95_ms": p(cached, 95),
+            "readyz": backend,
+        }
+    )
 
 
 if __name__ == "__main__":

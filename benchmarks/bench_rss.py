@@ -36,9 +36,10 @@ def main() -> None:
     if not args.home:
         raise SystemExit("give --home or set FEDQA_HOME")
     queries = read_jsonl(args.queries, "query")[: args.n]
-    with serve(args.home, args.port, env={"FEDQA_LLM_BACKEND": "none"}) as proc, httpx.Client(
-        base_url=f"http://127.0.0.1:{args.port}", timeout=60
-    ) as client:
+    with (
+        serve(args.home, args.port, env={"FEDQA_LLM_BACKEND": "none"}) as proc,
+        httpx.Client(base_url=f"http://127.0.0.1:{args.port}", timeout=60) as client,
+    ):
         ready = rss_bytes(proc.pid)
         for q in queries:
             client.post("/ask", json={"query": q, "generate": False}).raise_for_status()
@@ -46,11 +47,16 @@ def main() -> None:
         versions = client.get("/readyz").json().get("versions")
     floor_kib = int(subprocess.run([sys.executable, "-c", FLOOR], capture_output=True, text=True, check=True).stdout.split()[-1])
     mib = lambda b: round(b / 2**20, 1)  # noqa: E731
-    emit({
-        "figure": "fedqa serve RSS", "home": args.home, "versions": versions,
-        "rss_ready_mib": mib(ready), f"rss_after_{len(queries)}_questions_mib": mib(after),
-        "floor_bare_torch_minilm_process_mib": round(floor_kib / 1024, 1),
-    })
+    emit(
+        {
+            "figure": "fedqa serve RSS",
+            "home": args.home,
+            "versions": versions,
+            "rss_ready_mib": mib(ready),
+            f"rss_after_{len(queries)}_questions_mib": mib(after),
+            "floor_bare_torch_minilm_process_mib": round(floor_kib / 1024, 1),
+        }
+    )
 
 
 if __name__ == "__main__":

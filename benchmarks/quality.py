@@ -69,8 +69,14 @@ def refit(pipeline, fit_qs: list[LabelledQuery], fit_preps: list, oos_vecs: np.n
     for q, prep in zip(fit_qs, fit_preps, strict=True):
         p = router.predict_vectors(prep.vector)[0]
         probs = {d: float(p[router.domains.index(d)]) for d in domains}
-        fit.append(FitQuestion(np.array([probs[d] for d in domains]), search_domains(pipeline.store, prep.vector, domains, max(k, top_k))[0],
-                               list(q.domains), set(q.gold_doc_ids)))
+        fit.append(
+            FitQuestion(
+                np.array([probs[d] for d in domains]),
+                search_domains(pipeline.store, prep.vector, domains, max(k, top_k))[0],
+                list(q.domains),
+                set(q.gold_doc_ids),
+            )
+        )
     params, _ = fit_fusion(fit, domains, top_k=top_k, evidence_k=k)
     router.fitted["fusion"] = params.as_dict()
     rounded = {k2: round(v, 4) if isinstance(v, float) else v for k2, v in params.as_dict().items()}
@@ -96,8 +102,10 @@ def summarize(records: list[tuple[str, LabelledQuery, dict]], strategies: list[s
             out[s][g] = {"n": len(by[s][g])}
             for n in names:
                 agg = mean_ci([m[n] for m in by[s][g]])
-                out[s][g][n] = {"mean": None if agg["mean"] is None else round(agg["mean"], 4),
-                                "ci95": [None if v is None else round(v, 4) for v in agg["ci95"]]}
+                out[s][g][n] = {
+                    "mean": None if agg["mean"] is None else round(agg["mean"], 4),
+                    "ci95": [None if v is None else round(v, 4) for v in agg["ci95"]],
+                }
     return out
 
 
@@ -108,8 +116,9 @@ def print_table(summary: dict, top_k: int, out=sys.stdout) -> None:  # noqa: ANN
         for g, m in per.items():
             cells = "".join(f"{m[c]['mean']:>8.3f} [{m[c]['ci95'][0]:.3f}, {m[c]['ci95'][1]:.3f}]".rjust(27) for c in cols)
             route = m["routing_accuracy"]["mean"]
-            print(f"{s:<9}{g:<19}{m['n']:>4}{cells}{'-' if route is None else format(route, '.3f'):>9}"
-                  f"{m['domains_searched']['mean']:>9.2f}", file=out)
+            print(
+                f"{s:<9}{g:<19}{m['n']:>4}{cells}{'-' if route is None else format(route, '.3f'):>9}{m['domains_searched']['mean']:>9.2f}", file=out
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,8 +162,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.crossfit > 1:
             pipeline.router.temperature, pipeline.router.bias, pipeline.router.fitted = saved
         summary = summarize(records, strategies, args.top_k)
-        result = {"queries": [str(f) for f in args.queries], "n": len(qs), "top_k": args.top_k, "versions": pipeline.versions,
-                  "crossfit": args.crossfit, "fold_params": fitted, "results": summary}
+        result = {
+            "queries": [str(f) for f in args.queries],
+            "n": len(qs),
+            "top_k": args.top_k,
+            "versions": pipeline.versions,
+            "crossfit": args.crossfit,
+            "fold_params": fitted,
+            "results": summary,
+        }
     finally:
         pipeline.close()
     print_table(summary, args.top_k)

@@ -45,6 +45,11 @@ def ingest(
         max_tokens=settings.max_passage_tokens,
     )
     return build_index(
-        passages, registry=registry, backend=backend, encoder=encoder, base=base, progress=progress,
+        passages,
+        registry=registry,
+        backend=backend,
+        encoder=encoder,
+        base=base,
+        progress=progress,
         meta={"sources": [str(p) for p in paths]},
     )

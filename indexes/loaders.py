@@ -67,9 +67,7 @@ def load_page(path: Path, *, domain: str, source: str, count_tokens: Callable[[s
             n += 1
 
 
-def load_folder(
-    path: Path, *, domain: str | None, count_tokens: Callable[[str], int], max_tokens: int
-) -> Iterator[Passage]:
+def load_folder(path: Path, *, domain: str | None, count_tokens: Callable[[str], int], max_tokens: int) -> Iterator[Passage]:
     """Pages under ``path``: one sub-folder per domain, or the whole folder as ``domain`` when given."""
     if domain:
         roots = [(check_domain(domain), path)]
@@ -84,9 +82,7 @@ def load_folder(
                 yield from load_page(f, domain=dom, source=f"{dom}/{rel}", count_tokens=count_tokens, max_tokens=max_tokens)
 
 
-def load_paths(
-    paths: list[Path], *, domain: str | None, count_tokens: Callable[[str], int], max_tokens: int
-) -> Iterator[Passage]:
+def load_paths(paths: list[Path], *, domain: str | None, count_tokens: Callable[[str], int], max_tokens: int) -> Iterator[Passage]:
     """Passages from every path: ``.jsonl`` files, page files (need ``domain``) or folders."""
     for path in paths:
         if not path.exists():
@@ -98,8 +94,6 @@ def load_paths(
         elif path.suffix.lower() in PAGE_SUFFIXES:
             if not domain:
                 raise LoadError(f"{path}: a single page needs --domain NAME")
-            yield from load_page(
-                path, domain=check_domain(domain), source=f"{domain}/{path.name}", count_tokens=count_tokens, max_tokens=max_tokens
-            )
+            yield from load_page(path, domain=check_domain(domain), source=f"{domain}/{path.name}", count_tokens=count_tokens, max_tokens=max_tokens)
         else:
             raise LoadError(f"{path}: unsupported file type (use .jsonl, .md, .html, .txt or a folder)")

@@ -79,14 +79,18 @@ def wait_ready(url: str, timeout_s: float, proc: subprocess.Popen | None = None)
 
 
 @contextmanager
-def serve(home: str | Path, port: int, *, env: dict[str, str] | None = None, ready_timeout_s: float = 300,
-          log_path: str | Path | None = None) -> Iterator[subprocess.Popen]:
+def serve(
+    home: str | Path, port: int, *, env: dict[str, str] | None = None, ready_timeout_s: float = 300, log_path: str | Path | None = None
+) -> Iterator[subprocess.Popen]:
     """Run ``fedqa serve`` on 127.0.0.1:port with FEDQA_HOME=home until the block ends."""
     full_env = {**os.environ, "FEDQA_HOME": str(home), "HF_HUB_OFFLINE": "1", **(env or {})}
     out = open(log_path, "w") if log_path else subprocess.DEVNULL  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=REPO, env=full_env, stdout=out, stderr=subprocess.STDOUT,
+        cwd=REPO,
+        env=full_env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
     )
     try:
         wait_ready(f"http://127.0.0.1:{port}", ready_timeout_s, proc)

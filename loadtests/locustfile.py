@@ -92,8 +92,7 @@ class EvaluateUser(_FedqaUser):
         picked = random.sample(EVAL_QUERIES, k=min(3, len(EVAL_QUERIES)))
         body = {
             "queries": [
-                {"query": q["query"], "domains": list(q.get("domains") or []), "gold_doc_ids": list(q.get("gold_doc_ids") or [])}
-                for q in picked
+                {"query": q["query"], "domains": list(q.get("domains") or []), "gold_doc_ids": list(q.get("gold_doc_ids") or [])} for q in picked
             ],
             "strategies": ["mkpqa"],
             "metrics": ["retrieval"],

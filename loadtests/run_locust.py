@@ -35,6 +35,7 @@ def read_stats(path: Path) -> list[dict]:
     rows = []
     with path.open(newline="", encoding="utf-8") as fh:
         for row in csv.DictReader(fh):
+
             def num(key: str, row: dict = row) -> float:
                 value = row.get(key, "")
                 return float(value) if value not in ("", "N/A") else float("nan")
@@ -75,10 +76,29 @@ def run_locust(args: argparse.Namespace, host: str, prefix: Path) -> int:
     if args.wait:
         env["FEDQA_LOADTEST_WAIT"] = args.wait
     cmd = [
-        sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
-        "--host", host, "-u", str(args.users), "-r", str(args.spawn_rate), "-t", f"{args.duration}s",
-        "--csv", str(prefix), "--csv-full-history", "--only-summary", "--stop-timeout", "10",
-        "--loglevel", "WARNING", *args.user_classes,
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(LOCUSTFILE),
+        "--headless",
+        "--host",
+        host,
+        "-u",
+        str(args.users),
+        "-r",
+        str(args.spawn_rate),
+        "-t",
+        f"{args.duration}s",
+        "--csv",
+        str(prefix),
+        "--csv-full-history",
+        "--only-summary",
+        "--stop-timeout",
+        "10",
+        "--loglevel",
+        "WARNING",
+        *args.user_classes,
     ]
     # Locust stops itself after --duration; the timeout is only a guard against a hung run.
     return subprocess.run(cmd, cwd=REPO, env=env, timeout=args.duration + 120, check=False).returncode

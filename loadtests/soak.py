@@ -67,9 +67,7 @@ def soak(pid: int, base: str, queries: list[str], args: argparse.Namespace) -> d
     counts: dict[str, int] = {}
     lock = threading.Lock()
     stop = threading.Event()
-    threads = [
-        threading.Thread(target=worker, args=(base, queries, stop, counts, lock, i), daemon=True) for i in range(args.concurrency)
-    ]
+    threads = [threading.Thread(target=worker, args=(base, queries, stop, counts, lock, i), daemon=True) for i in range(args.concurrency)]
     rss_idle = rss_bytes(pid)
     t0 = time.monotonic()
     samples = [(0.0, rss_idle)]

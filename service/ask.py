@@ -45,8 +45,9 @@ def _events(
     ret, prepared = _retrieve(pipeline, req, retrieval_query)
     yield "retrieval", {"routing": ret.routing.model_dump(), "sources": [s.model_dump() for s in sources(ret.hits)]}
     final: Answer | None = None
-    for item in pipeline.answerer.stream(req.query, ret.hits, ret.routing.probabilities, generate=req.generate,
-                                         query_vector=prepared.vector, incremental=incremental):
+    for item in pipeline.answerer.stream(
+        req.query, ret.hits, ret.routing.probabilities, generate=req.generate, query_vector=prepared.vector, incremental=incremental
+    ):
         if isinstance(item, Answer):
             final = item
         elif item.reset:
@@ -66,8 +67,9 @@ def _retrieve(pipeline: Pipeline, req: AskRequest, query: str | None = None) -> 
     """Validate the request, then route and retrieve with ``query`` (default: the question)."""
     top_k = pipeline.validate(req)
     prepared = pipeline.prepare(query or req.query)
-    ret = pipeline.retrieve(query or req.query, top_k=top_k, seed=req.seed, gate_mode=req.gate, strategy=req.strategy,
-                            prepared=prepared, domains=req.domains)
+    ret = pipeline.retrieve(
+        query or req.query, top_k=top_k, seed=req.seed, gate_mode=req.gate, strategy=req.strategy, prepared=prepared, domains=req.domains
+    )
     return ret, prepared
 
 

@@ -44,7 +44,8 @@ class Settings(BaseSettings):
     )
     encoder_cache_size: int = Field(default=1024, ge=0, description="Queries whose vectors are kept in an LRU cache (0: off).")
     search_threads: int | None = Field(
-        default=None, ge=1,
+        default=None,
+        ge=1,
         description="Threads that search one request's domains at once. Default: 1 (one after another in the request's "
         "thread) for the embedded qdrant-edge store, whose in-process searches take about a millisecond each, less "
         "than a thread hand-off on a small or busy CPU; one per domain (at most 8) for a Qdrant server (network waits).",
@@ -74,7 +75,9 @@ class Settings(BaseSettings):
     llm_context_passages: int = Field(default=3, ge=1)
     llm_passage_words: int = Field(default=120, ge=10)
     min_grounding: float = Field(
-        default=0.5, ge=0.0, le=1.0,
+        default=0.5,
+        ge=0.0,
+        le=1.0,
         description="A generated answer with fewer of its content words in the sources is replaced by the fallback (0: off).",
     )
     extractive_method: Literal["meaning", "terms", "passage"] = Field(
@@ -85,12 +88,15 @@ class Settings(BaseSettings):
     extractive_sources: int = Field(default=3, ge=1, description="Top passages the extractive answer may quote (without a fitted answer policy).")
     extractive_max_words: int = Field(default=400, ge=5, description="Longest extractive answer, in words.")
     extractive_margin: float = Field(
-        default=2.0, ge=0.0, le=2.0,
+        default=2.0,
+        ge=0.0,
+        le=2.0,
         description="A sentence joins the extractive span while its similarity is within this margin of the best one "
         "(without a fitted answer policy, answer.json: fedqa train answer).",
     )
     sentence_vectors_precompute: int = Field(
-        default=2000, ge=0,
+        default=2000,
+        ge=0,
         description="Indexes with at most this many passages get every sentence embedded in the background at start-up "
         "(0: never); larger ones embed the top passages' sentences per request (cached).",
     )
@@ -116,9 +122,7 @@ class Settings(BaseSettings):
     # HTTP
     host: str = "127.0.0.1"
     port: int = 8000
-    api_keys: SecretStr | None = Field(
-        default=None, description="Comma-separated API keys; when set, /ask and /evaluate need one of them."
-    )
+    api_keys: SecretStr | None = Field(default=None, description="Comma-separated API keys; when set, /ask and /evaluate need one of them.")
     admin_key: SecretStr | None = Field(default=None, description="Key for admin routes (never a normal API key).")
     rate_limit_per_minute: int = Field(
         default=600, ge=0, description="Requests per minute per API key (per client IP when keys are off) on keyed routes; 0: no limit."

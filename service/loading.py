@@ -27,9 +27,7 @@ from service.routing.router import HeadRouter, Router, RouterFormatError, Unifor
 log = logging.getLogger("fedqa.pipeline")
 
 
-def load_pipeline(
-    settings: Settings, backend: StoreBackend | None = None, *, with_llm: bool = True, store: Store | None = None
-) -> Pipeline:
+def load_pipeline(settings: Settings, backend: StoreBackend | None = None, *, with_llm: bool = True, store: Store | None = None) -> Pipeline:
     """Build the pipeline from the active versions in the data home.
 
     The encoder is the retriever the active index was embedded with, so queries and passages
@@ -59,8 +57,9 @@ def load_pipeline(
     policy = load_policy(policy_path(registry, router_version, index_version))
     if policy is None:
         warnings.append("no answer policy fitted: extractive answers use FEDQA_EXTRACTIVE_* (fedqa train answer)")
-    return Pipeline(settings, router=router, encoder=encoder, store=store, llm=llm, llm_error=llm_error,
-                    warnings=warnings, abstention=abstention, policy=policy)
+    return Pipeline(
+        settings, router=router, encoder=encoder, store=store, llm=llm, llm_error=llm_error, warnings=warnings, abstention=abstention, policy=policy
+    )
 
 
 def _active_index(settings: Settings, registry: Registry) -> tuple[str, dict[str, Any]]:
@@ -74,9 +73,7 @@ def _active_index(settings: Settings, registry: Registry) -> tuple[str, dict[str
         raise StoreUnavailable(str(exc)) from exc
 
 
-def _index_encoder(
-    settings: Settings, registry: Registry, index_version: str, manifest: dict[str, Any], warnings: list[str]
-) -> Encoder:
+def _index_encoder(settings: Settings, registry: Registry, index_version: str, manifest: dict[str, Any], warnings: list[str]) -> Encoder:
     """The encoder of the index's retriever on the runtime its passages were embedded with (warned when it differs)."""
     embedded_with = index_encoder_backend(manifest)
     encoder = load_encoder(settings, registry, manifest.get("retriever"), backend=embedded_with)
@@ -89,14 +86,15 @@ def _index_encoder(
     elif encoder.backend.value != settings.encoder_backend:
         log.warning(
             "FEDQA_ENCODER_BACKEND=%s but index %s was embedded with %s: queries use %s (rebuild the index to switch)",
-            settings.encoder_backend, index_version, encoder.backend.value, encoder.backend.value,
+            settings.encoder_backend,
+            index_version,
+            encoder.backend.value,
+            encoder.backend.value,
         )
     return encoder
 
 
-def _active_router(
-    registry: Registry, router_version: str | None, retriever: str, domains: list[str], warnings: list[str]
-) -> Router:
+def _active_router(registry: Registry, router_version: str | None, retriever: str, domains: list[str], warnings: list[str]) -> Router:
     """The active router version, or the uniform router (with a warning) when none is trained."""
     if router_version:
         return load_router(registry, router_version, retriever, domains, warnings)
@@ -115,9 +113,7 @@ def _open_llm(settings: Settings, warnings: list[str]) -> tuple[LLM | None, str 
         return None, llm_error
 
 
-def _abstention(
-    registry: Registry, router_version: str | None, index_version: str, router: Router, warnings: list[str]
-) -> AbstentionModel | None:
+def _abstention(registry: Registry, router_version: str | None, index_version: str, router: Router, warnings: list[str]) -> AbstentionModel | None:
     """The abstention model fitted for this router and index (None, with a warning, when there is none)."""
     abstention = load_abstention(abstention_path(registry, router_version, index_version))
     if abstention is not None and router_version and isinstance(router, UniformRouter):
@@ -127,9 +123,7 @@ def _abstention(
     return abstention
 
 
-def load_encoder(
-    settings: Settings, registry: Registry, retriever_version: str | None, *, backend: str | None = None
-) -> Encoder:
+def load_encoder(settings: Settings, registry: Registry, retriever_version: str | None, *, backend: str | None = None) -> Encoder:
     """The bi-encoder of a retriever version (None: the configured or shipped base model).
 
     ``backend``: the runtime (default FEDQA_ENCODER_BACKEND). A trained version's ONNX export lies in

@@ -71,9 +71,7 @@ def text_formatter() -> logging.Formatter:
     return logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s")
 
 
-def configure_logging(
-    fmt: str = "json", level: str | int = "INFO", *, secrets: Iterable[str] = (), stream: IO[str] | None = None
-) -> logging.Handler:
+def configure_logging(fmt: str = "json", level: str | int = "INFO", *, secrets: Iterable[str] = (), stream: IO[str] | None = None) -> logging.Handler:
     """Replace the root logger's handlers with one that writes ``fmt`` ("json" or "text") lines to ``stream``."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(json_formatter() if fmt == "json" else text_formatter())

@@ -100,8 +100,9 @@ class Pipeline:
             abstention = None  # fitted for the router that is not used
         self.router = router
         self.abstention = abstention
-        self.answerer = Answerer(settings, encoder, llm=llm, llm_error=llm_error, abstention=abstention,
-                                 vectors=shared_vectors(encoder, store.version), policy=policy)
+        self.answerer = Answerer(
+            settings, encoder, llm=llm, llm_error=llm_error, abstention=abstention, vectors=shared_vectors(encoder, store.version), policy=policy
+        )
         self._closed = threading.Event()
         self._warm_sentences()
         self._router_index = [router.domains.index(d) for d in self.domains]
@@ -269,8 +270,16 @@ class Pipeline:
             selection = self._given(domains, probs)
         else:
             selection = select(
-                strategy.value, probs, self.domains, tau0=self.settings.tau0, gate_mode=mode, rng=np.random.default_rng(seed),
-                query=query, selector=self.lfs_selector if strategy.value == "lfs" else None, search=search, top_k=top_k,
+                strategy.value,
+                probs,
+                self.domains,
+                tau0=self.settings.tau0,
+                gate_mode=mode,
+                rng=np.random.default_rng(seed),
+                query=query,
+                selector=self.lfs_selector if strategy.value == "lfs" else None,
+                search=search,
+                top_k=top_k,
                 fitted=self.router.fitted,
             )
         timings["gate"] = _ms(t0)  # choosing the domains (for fused: with its evidence searches)
@@ -287,9 +296,7 @@ class Pipeline:
         routing = self._routing(selection, probs, mode, strategy, given=bool(domains))
         return Retrieval(query=query, routing=routing, hits=hits, timings_ms=timings)
 
-    def _routing(
-        self, selection: Selection, probs: dict[str, float], mode: GateMode, strategy: StrategyName, *, given: bool
-    ) -> Routing:
+    def _routing(self, selection: Selection, probs: dict[str, float], mode: GateMode, strategy: StrategyName, *, given: bool) -> Routing:
         """What the router and the strategy decided, as the response reports it."""
         return Routing(
             probabilities={d: round(v, 6) for d, v in probs.items()},
@@ -310,26 +317,30 @@ class Pipeline:
         if unknown:
             raise RequestError("domains", f"unknown domain(s) {unknown}; this index has {self.domains}")
         chosen = list(dict.fromkeys(domains))
-        return Selection("given", chosen, {d: 1.0 for d in chosen}, 0.0, {d: 1.0 if d in chosen else 0.0 for d in self.domains},
-                         detail={"given": chosen})
+        return Selection(
+            "given", chosen, {d: 1.0 for d in chosen}, 0.0, {d: 1.0 if d in chosen else 0.0 for d in self.domains}, detail={"given": chosen}
+        )
 
     # ---------------------------------------------------------------- answer
     def answer_retrieval(
-        self, ret: Retrieval, *, generate: bool = True, query_vector: np.ndarray | None = None,
+        self,
+        ret: Retrieval,
+        *,
+        generate: bool = True,
+        query_vector: np.ndarray | None = None,
         context_passages: int | None = None,
     ) -> Answer:
         """The :class:`Answer` for a retrieval (the path /ask, chat and evaluation share)."""
-        return self.answerer.answer(ret.query, ret.hits, ret.routing.probabilities, generate=generate,
-                                    query_vector=query_vector, context_passages=context_passages)
+        return self.answerer.answer(
+            ret.query, ret.hits, ret.routing.probabilities, generate=generate, query_vector=query_vector, context_passages=context_passages
+        )
 
     def answer(self, req: AskRequest, *, retrieval_query: str | None = None) -> AskResponse:
         """Answer one request (non-streaming). ``retrieval_query``: route and search with this text instead of
         the question (a chat follow-up with its earlier turns); the answer is still to ``req.query``."""
         return ask.answer(self, req, retrieval_query=retrieval_query)
 
-    def answer_stream(
-        self, req: AskRequest, *, retrieval_query: str | None = None, incremental: bool = True
-    ) -> Iterator[tuple[str, dict[str, Any]]]:
+    def answer_stream(self, req: AskRequest, *, retrieval_query: str | None = None, incremental: bool = True) -> Iterator[tuple[str, dict[str, Any]]]:
         """Answer as events: ``retrieval`` (routing and sources), ``token`` pieces (``reset``: drop the pieces so
         far, a rejected generation), then ``done`` (the full response). See :mod:`service.ask`."""
         return ask.answer_stream(self, req, retrieval_query=retrieval_query, incremental=incremental)

@@ -30,7 +30,8 @@ class AskRequest(BaseModel):
         "rfs (router's top-1 domain), lfs (an LLM picks the domains).",
     )
     domains: list[Annotated[str, StringConstraints(min_length=1)]] | None = Field(
-        default=None, min_length=1,
+        default=None,
+        min_length=1,
         description="Product filter: search only these domains (ranked by s); routing is reported as given, not predicted.",
     )
     seed: int | None = Field(default=None, ge=0, description="Seed for the stochastic gate (reproducible sampling).")
@@ -50,9 +51,7 @@ class Source(BaseModel):
     source: str
     text: str
     score: float = Field(description="Similarity s from the domain's collection.")
-    domain_prob: float = Field(
-        description="Weight of the passage's domain in the merge: router probability p_j (mkpqa, rfs), 1 (uis, lfs)."
-    )
+    domain_prob: float = Field(description="Weight of the passage's domain in the merge: router probability p_j (mkpqa, rfs), 1 (uis, lfs).")
     unified_score: float = Field(description="U = domain_prob * s, the ranking score.")
 
 
@@ -65,16 +64,12 @@ class Routing(BaseModel):
     threshold: float
     active_domains: list[str]
     activation: dict[str, float] = Field(description="min(1, p_j / tau) per domain.")
-    fallback: bool = Field(
-        description="No domain was chosen (gate drew none, or the lfs LLM said no to all), so the argmax domain was used."
-    )
+    fallback: bool = Field(description="No domain was chosen (gate drew none, or the lfs LLM said no to all), so the argmax domain was used.")
     mode: Literal["stochastic", "deterministic"]
     router: str = Field(description="Router version, or 'uniform' when none is trained.")
     strategy: Strategy = Field(default=DEFAULT_STRATEGY, strict=False, description="The strategy that chose the active domains.")
     given: bool = Field(default=False, description="The caller gave the domains (product filter); nothing was predicted.")
-    selector: dict | None = Field(
-        default=None, description="lfs only: the LLM's vote per domain, failed calls and their errors."
-    )
+    selector: dict | None = Field(default=None, description="lfs only: the LLM's vote per domain, failed calls and their errors.")
 
 
 class AnswerConfidence(BaseModel):
@@ -161,11 +156,14 @@ class EvalSpec(BaseModel):
 
     strategies: list[Strategy] = Field(default_factory=_default_strategies, min_length=1, validate_default=True)
     domains: list[Annotated[str, StringConstraints(min_length=1)]] | None = Field(
-        default=None, min_length=1,
+        default=None,
+        min_length=1,
         description="Product filter for every question: search only these domains (routing given, not predicted).",
     )
     metrics: list[MetricGroup] = Field(
-        default_factory=_default_metrics, min_length=1, validate_default=True,
+        default_factory=_default_metrics,
+        min_length=1,
+        validate_default=True,
         description="retrieval (no LLM); answers (F1, ROUGE-L, BLEU, abstention, latency of the configured answering "
         "path; no judge); answer (relevancy, faithfulness), wixqa, rageval, ragxplain need a judge.",
     )
@@ -195,7 +193,8 @@ class EvaluateRequest(EvalSpec):
 
     queries: list[EvalQuery] | None = Field(default=None, description="Questions inline (exclusive with dataset).")
     dataset: str | None = Field(
-        default=None, pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+        default=None,
+        pattern=r"^[A-Za-z0-9_.-]{1,64}$",
         description="A dataset name: 'demo', or NAME for $FEDQA_HOME/eval/datasets/NAME.jsonl.",
     )
     limit: int | None = Field(default=None, ge=1, description="Evaluate only the first N questions.")

@@ -128,8 +128,13 @@ def test_not_covered_answer_lists_sources_and_the_confidence(demo_pipeline, demo
     save_abstention(model, tmp_path / "abstention.json")
     loaded = load_abstention(tmp_path / "abstention.json")
     assert loaded is not None and loaded.coef == model.coef
-    pipeline = Pipeline(make_settings(demo_pipeline.settings.home_dir), router=demo_pipeline.router,
-                        encoder=demo_pipeline.encoder, store=demo_pipeline.store, abstention=loaded)
+    pipeline = Pipeline(
+        make_settings(demo_pipeline.settings.home_dir),
+        router=demo_pipeline.router,
+        encoder=demo_pipeline.encoder,
+        store=demo_pipeline.store,
+        abstention=loaded,
+    )
     off = pipeline.answer(AskRequest(query="What is the meaning of life?"))
     assert off.answer_mode == "not_covered" and off.answer == NOT_COVERED_TEXT and off.citations == []
     assert len(off.sources) == 5
@@ -154,7 +159,10 @@ def test_llm_backends_by_name(tmp_path):
 
 def test_answerer_without_an_llm_and_with_a_broken_one(demo_pipeline):
     ret = demo_pipeline.retrieve("How do refunds work?", top_k=3, gate_mode="deterministic")
-    broken = Answerer(make_settings(demo_pipeline.settings.home_dir, answer_fallback="none"), demo_pipeline.encoder,
-                      llm_error="LLM backend could not start: no model")
+    broken = Answerer(
+        make_settings(demo_pipeline.settings.home_dir, answer_fallback="none"),
+        demo_pipeline.encoder,
+        llm_error="LLM backend could not start: no model",
+    )
     out = broken.answer(ret.query, ret.hits, ret.routing.probabilities)
     assert out.mode is AnswerMode.NONE and out.text is None and "could not start" in out.error

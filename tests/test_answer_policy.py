@@ -8,8 +8,10 @@ from service.generation.extractive import SentenceVectors, by_policy, terms
 from service.retrieval.passage import Passage, RankedHit
 from training.answer_policy import Case, fit_policy, mean_f1
 
-REFUNDS = ("Refunds reach the original card within five business days. Invoices are emailed on the first day "
-           "of each month. The office dog is called Biscuit.")
+REFUNDS = (
+    "Refunds reach the original card within five business days. Invoices are emailed on the first day "
+    "of each month. The office dog is called Biscuit."
+)
 
 
 def _hit(doc_id: str, text: str, score: float) -> RankedHit:
@@ -27,8 +29,10 @@ def test_next_doc_id_keeps_the_page_and_the_number_width():
 
 
 def test_term_weight_prefers_the_passage_that_names_what_is_asked():
-    hits = [_hit("d/p#000", "Billing happens monthly for every plan.", 0.62),
-            _hit("d/p#005", "To export invoices as PDF open Billing and choose Export.", 0.60)]
+    hits = [
+        _hit("d/p#000", "Billing happens monthly for every plan.", 0.62),
+        _hit("d/p#005", "To export invoices as PDF open Billing and choose Export.", 0.60),
+    ]
     q = terms("How do I export invoices to PDF?")
     passage_terms = [terms(h.passage.text) for h in hits]
     assert _policy().choose(q, hits, passage_terms) == 0  # by similarity alone
@@ -37,8 +41,12 @@ def test_term_weight_prefers_the_passage_that_names_what_is_asked():
 
 
 def test_the_answer_runs_on_into_the_next_ranked_passage_of_the_page():
-    hits = [_hit("d/p#003", "First part.", 0.70), _hit("x/y#001", "Other page.", 0.69),
-            _hit("d/p#004", "Second part.", 0.66), _hit("d/p#005", "Third part.", 0.50)]
+    hits = [
+        _hit("d/p#003", "First part.", 0.70),
+        _hit("x/y#001", "Other page.", 0.69),
+        _hit("d/p#004", "Second part.", 0.66),
+        _hit("d/p#005", "Third part.", 0.50),
+    ]
     assert _policy(continue_gap=0.05).continuation(hits, 0) == [2]  # #005 is too far below
     assert _policy(continue_gap=0.25).continuation(hits, 0) == [2, 3]
     assert _policy(continue_gap=None).continuation(hits, 0) == []

@@ -170,8 +170,7 @@ def test_stream_sends_retrieval_tokens_and_done(client):
         assert r.headers["content-type"].startswith("text/event-stream")
         raw = "".join(r.iter_text())
     events = [
-        (block.split("\n")[0].removeprefix("event: "), json.loads(block.split("\n")[1].removeprefix("data: ")))
-        for block in raw.strip().split("\n\n")
+        (block.split("\n")[0].removeprefix("event: "), json.loads(block.split("\n")[1].removeprefix("data: "))) for block in raw.strip().split("\n\n")
     ]
     names = [e for e, _ in events]
     assert names[0] == "retrieval" and names[-1] == "done"

@@ -32,9 +32,7 @@ def test_models_lists_fedqa(client):
 
 
 def test_chat_answer_cites_sources_with_routing_in_the_extra_field(client):
-    r = client.chat.completions.create(
-        model="fedqa", messages=[{"role": "user", "content": "How do I import contacts from a spreadsheet?"}]
-    )
+    r = client.chat.completions.create(model="fedqa", messages=[{"role": "user", "content": "How do I import contacts from a spreadsheet?"}])
     text = r.choices[0].message.content
     extra = r.model_extra["fedqa"]
     assert r.object == "chat.completion" and r.choices[0].finish_reason == "stop"

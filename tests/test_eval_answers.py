@@ -18,14 +18,22 @@ from tests.conftest import make_settings
 from tests.scripted_llm import ScriptedServer
 
 IN_SCOPE = [
-    {"qid": "q1", "query": "How do I import contacts from a spreadsheet?", "domains": ["orbit"],
-     "gold_doc_ids": ["orbit/import-export#002"],
-     "answer": "Go to Contacts > Import, choose Contacts, upload your CSV or XLSX file and map the columns."},
-    {"qid": "q2", "query": "How is the CSAT score calculated?", "domains": ["relay"], "gold_doc_ids": ["x"],
-     "answer": "The satisfaction score is the percentage of Good ratings out of all ratings in the period."},
+    {
+        "qid": "q1",
+        "query": "How do I import contacts from a spreadsheet?",
+        "domains": ["orbit"],
+        "gold_doc_ids": ["orbit/import-export#002"],
+        "answer": "Go to Contacts > Import, choose Contacts, upload your CSV or XLSX file and map the columns.",
+    },
+    {
+        "qid": "q2",
+        "query": "How is the CSAT score calculated?",
+        "domains": ["relay"],
+        "gold_doc_ids": ["x"],
+        "answer": "The satisfaction score is the percentage of Good ratings out of all ratings in the period.",
+    },
 ]
-OOS = [{"qid": "o1", "query": "What is the meaning of life?", "domains": [], "gold_doc_ids": [], "kind": "oos",
-        "answer": "42."}]
+OOS = [{"qid": "o1", "query": "What is the meaning of life?", "domains": [], "gold_doc_ids": [], "kind": "oos", "answer": "42."}]
 
 
 def test_scores_count_missing_and_refused_answers_as_failures():
@@ -70,13 +78,16 @@ def _closed_port() -> int:
 def test_a_missing_answer_scores_zero_and_is_not_a_judge_failure(demo_pipeline, tmp_path):
     """The LLM is down and FEDQA_ANSWER_FALLBACK=none: no answer. Judged metrics score 0 (the system failed),
     the judge is not asked about it; a judge reply that never parses is still left out and counted."""
+
     def reply(prompt: str) -> str:
         return "not json" if "CSAT" in prompt else '{"score": 8}'
 
     server = ScriptedServer(reply)
     pipeline = Pipeline(
         make_settings(demo_pipeline.settings.home_dir, answer_fallback="none", llm_timeout_s=2),
-        router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=demo_pipeline.store,
+        router=demo_pipeline.router,
+        encoder=demo_pipeline.encoder,
+        store=demo_pipeline.store,
         llm=OpenAILLM(f"http://127.0.0.1:{_closed_port()}/v1", "down"),
     )
     try:

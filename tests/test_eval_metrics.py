@@ -97,9 +97,7 @@ def test_rouge_by_hand():
 def test_context_recall_score_and_reference_sentences():
     assert context_recall_score([1, 0, 1, 1]) == 0.75
     assert context_recall_score([]) is None
-    assert reference_sentences("Use int(). It converts strings.\n\nSee also float.") == [
-        "Use int().", "It converts strings.", "See also float."
-    ]
+    assert reference_sentences("Use int(). It converts strings.\n\nSee also float.") == ["Use int().", "It converts strings.", "See also float."]
 
 
 # ------------------------------------------------------------------ MKP-QA faithfulness, RAGEval
@@ -121,11 +119,16 @@ def test_rageval_keypoint_scores():
 
 
 def test_ragxplain_rule_actions_prioritise_the_lowest_metrics():
-    means = {"rx_context_relevancy": 0.4, "rx_context_recall": 0.2, "rx_factuality": 0.9, "rx_grading_note": None,
-             "rx_answer_relevancy": 0.7, "rx_context_adherence": 0.6}
+    means = {
+        "rx_context_relevancy": 0.4,
+        "rx_context_recall": 0.2,
+        "rx_factuality": 0.9,
+        "rx_grading_note": None,
+        "rx_answer_relevancy": 0.7,
+        "rx_context_adherence": 0.6,
+    }
     actions = ragxplain.rule_actions(means)
-    assert [a["metric"] for a in actions] == ["rx_context_recall", "rx_context_relevancy", "rx_context_adherence",
-                                              "rx_answer_relevancy"]
+    assert [a["metric"] for a in actions] == ["rx_context_recall", "rx_context_relevancy", "rx_context_adherence", "rx_answer_relevancy"]
     assert [a["priority"] for a in actions] == [1, 2, 3, 4] and all(a["source"] == "rules" for a in actions)
 
 
@@ -153,10 +156,17 @@ def test_extract_json_failures(reply):
 # ------------------------------------------------------------------ summary and dry run
 def _rec(qid, strategy, domains, acc, rel=None, rel_kind=None):
     return {
-        "qid": qid, "query": qid, "strategy": strategy, "domains": domains,
-        "kind": "cross" if len(domains) > 1 else "uni", "gold_doc_ids": ["g"], "ranking": [], "active_domains": domains,
+        "qid": qid,
+        "query": qid,
+        "strategy": strategy,
+        "domains": domains,
+        "kind": "cross" if len(domains) > 1 else "uni",
+        "gold_doc_ids": ["g"],
+        "ranking": [],
+        "active_domains": domains,
         "metrics": {"acc_at_top1": acc, "relevancy": rel},
-        "outcomes": {"relevancy": {"value": rel, "kind": rel_kind, "calls": 1}}, "judge": "judge-x",
+        "outcomes": {"relevancy": {"value": rel, "kind": rel_kind, "calls": 1}},
+        "judge": "judge-x",
     }
 
 
@@ -186,8 +196,7 @@ def test_dry_run_counts_llm_calls():
     p = plan(spec, n_questions=3, n_domains=4, retries=2)
     # per question and strategy: 1 generation + 1 relevancy + 2 faithfulness + 1 rageval labels = 5, x 3 x 2 = 30;
     # lfs: 4 domains x 3 questions = 12; key points once per question = 3
-    assert p["llm_calls"] == {"generation": 6, "relevancy": 6, "faithfulness": 12, "rageval_labels": 6,
-                              "lfs_selection": 12, "rageval_key_points": 3}
+    assert p["llm_calls"] == {"generation": 6, "relevancy": 6, "faithfulness": 12, "rageval_labels": 6, "lfs_selection": 12, "rageval_key_points": 3}
     assert p["total_llm_calls"] == 45 and p["judge_calls"] == 27
     assert p["max_llm_calls_with_retries"] == 18 + 27 * 3
     assert plan({"strategies": ["uis"], "metrics": ["retrieval"]}, 10, 6, 2)["total_llm_calls"] == 0
@@ -199,12 +208,9 @@ def test_report_is_self_contained_html_with_charts_and_failures():
     spec = {"strategies": ["mkpqa", "uis"], "metrics": ["retrieval", "answer"], "top_k": 5, "gate": "deterministic", "seed": None}
     queries = [{"qid": "a", "domains": ["git"]}, {"qid": "c", "domains": ["git", "perl"]}]
     records = [
-        {**_rec("a", s, ["git"], acc, None, "parse"), "ranking": [{"doc_id": "x"}], "answer": "<b>raw</b> answer",
-         "answer_mode": "generative"}
+        {**_rec("a", s, ["git"], acc, None, "parse"), "ranking": [{"doc_id": "x"}], "answer": "<b>raw</b> answer", "answer_mode": "generative"}
         for s, acc in (("mkpqa", 1.0), ("uis", 0.0))
-    ] + [
-        {**_rec("c", s, ["git", "perl"], 0.0, None, "parse"), "ranking": [{"doc_id": "y"}]} for s in ("mkpqa", "uis")
-    ]
+    ] + [{**_rec("c", s, ["git", "perl"], 0.0, None, "parse"), "ranking": [{"doc_id": "y"}]} for s in ("mkpqa", "uis")]
     page = render(summarize(spec, queries, records, dataset="hand"), records)
     assert page.startswith("<!DOCTYPE html>") and "<script" not in page and "http" not in page.split("</style>")[0]
     assert page.count("<svg") == 7  # acc, recall, mrr, routing x2, relevancy, faithfulness; domains_searched not charted

@@ -203,11 +203,14 @@ def test_cli_evaluate_writes_summary_and_report(demo_home, reference, tmp_path, 
         out = tmp_path / "out"
         mini = tmp_path / "mini.jsonl"
         mini.write_text("".join(json.dumps(q) + "\n" for q in _mini()), encoding="utf-8")
-        assert main(["evaluate", "--queries", str(mini), "--strategies", "mkpqa,uis,rfs", "--metrics", "retrieval",
-                     "--out", str(out), "--quiet"]) == 0
+        assert (
+            main(["evaluate", "--queries", str(mini), "--strategies", "mkpqa,uis,rfs", "--metrics", "retrieval", "--out", str(out), "--quiet"]) == 0
+        )
         printed = json.loads(capsys.readouterr().out)
-        assert main(["evaluate", "--dataset", "demo", "--strategies", "mkpqa,lfs", "--metrics", "retrieval,answer", "--limit", str(LIMIT),
-                     "--dry-run"]) == 0
+        assert (
+            main(["evaluate", "--dataset", "demo", "--strategies", "mkpqa,lfs", "--metrics", "retrieval,answer", "--limit", str(LIMIT), "--dry-run"])
+            == 0
+        )
         dry = json.loads(capsys.readouterr().out)
     finally:
         get_settings.cache_clear()
@@ -260,17 +263,25 @@ def test_kill_9_mid_job_then_restart_resumes(demo_home, reference, tmp_path):
     shutil.copytree(demo_home, home)
     _put_mini(home)
     port = free_port()
-    env = {**os.environ, "FEDQA_HOME": str(home), "FEDQA_LLM_BACKEND": "openai", "FEDQA_LLM_BASE_URL": llm.url,
-           "FEDQA_LLM_MODEL": "scripted", "FEDQA_LLM_TIMEOUT_S": "600", "FEDQA_JUDGE_TIMEOUT_S": "600",
-           "FEDQA_JUDGE_CONCURRENCY": "1", "FEDQA_PORT": str(port), "HF_HUB_OFFLINE": "1"}
+    env = {
+        **os.environ,
+        "FEDQA_HOME": str(home),
+        "FEDQA_LLM_BACKEND": "openai",
+        "FEDQA_LLM_BASE_URL": llm.url,
+        "FEDQA_LLM_MODEL": "scripted",
+        "FEDQA_LLM_TIMEOUT_S": "600",
+        "FEDQA_JUDGE_TIMEOUT_S": "600",
+        "FEDQA_JUDGE_CONCURRENCY": "1",
+        "FEDQA_PORT": str(port),
+        "HF_HUB_OFFLINE": "1",
+    }
     for name in ("FEDQA_API_KEYS", "FEDQA_JOBS_DB", "FEDQA_JUDGE_BASE_URL"):
         env.pop(name, None)
     url = f"http://127.0.0.1:{port}"
     strategies = SPEC["strategies"]
 
     def serve() -> subprocess.Popen:
-        proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         t0 = time.monotonic()
         while time.monotonic() - t0 < 180:
             try:
@@ -285,8 +296,7 @@ def test_kill_9_mid_job_then_restart_resumes(demo_home, reference, tmp_path):
 
     proc = serve()
     try:
-        r = httpx.post(f"{url}/evaluate", json={"dataset": "mini", "strategies": strategies,
-                                                "metrics": ["retrieval", "answer"]}, timeout=30)
+        r = httpx.post(f"{url}/evaluate", json={"dataset": "mini", "strategies": strategies, "metrics": ["retrieval", "answer"]}, timeout=30)
         assert r.status_code == 202, r.text
         job_id, total = r.json()["id"], r.json()["progress"]["total"]
         assert held.wait(180), "the job never reached the held question"

@@ -99,9 +99,7 @@ def _failing_client(demo_pipeline, exc: Exception) -> TestClient:
     from service.api.state import ServiceState
 
     settings = make_settings(demo_pipeline.settings.home_dir)
-    pipeline = Pipeline(
-        settings, router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=_FailingStore(demo_pipeline.store, exc)
-    )
+    pipeline = Pipeline(settings, router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=_FailingStore(demo_pipeline.store, exc))
     state = ServiceState(settings)
     state.pipeline = pipeline
     return TestClient(create_app(settings, state), raise_server_exceptions=False)
@@ -145,9 +143,7 @@ def test_failure_after_a_stream_started_ends_it_with_an_error_event(demo_pipelin
     from service.api.state import ServiceState
 
     settings = make_settings(demo_pipeline.settings.home_dir)
-    pipeline = Pipeline(
-        settings, router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=demo_pipeline.store, llm=_BrokenLLM()
-    )
+    pipeline = Pipeline(settings, router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=demo_pipeline.store, llm=_BrokenLLM())
     state = ServiceState(settings)
     state.pipeline = pipeline
     c = TestClient(create_app(settings, state))

@@ -43,8 +43,7 @@ def test_merge_keeps_the_top_k_by_unified_score_of_every_active_domains_hits():
 
     rng = random.Random(5)
     probs = {"a": 0.95, "b": 0.6, "c": 0.2}
-    per = {d: sorted((_hit(f"{d}{i}", d, rng.uniform(0.05, 0.95)) for i in range(8)), key=lambda h: -h.score)
-           for d in probs}
+    per = {d: sorted((_hit(f"{d}{i}", d, rng.uniform(0.05, 0.95)) for i in range(8)), key=lambda h: -h.score) for d in probs}
     everything = merge(per, probs, top_k=100)
     assert sorted(r.passage.doc_id for r in everything) == sorted(h.passage.doc_id for hs in per.values() for h in hs)
     for k in (1, 3, 5, 10, 24):

@@ -64,8 +64,12 @@ def _with_fusion(pipeline, params: FusionParams | None):  # noqa: ANN001, ANN202
     return saved
 
 
-QUERIES = ["How do I import contacts from a spreadsheet?", "Can I get a refund and will the help desk ticket be closed?",
-           "rotate api keys", "export survey results"]
+QUERIES = [
+    "How do I import contacts from a spreadsheet?",
+    "Can I get a refund and will the help desk ticket be closed?",
+    "rotate api keys",
+    "export survey results",
+]
 
 
 def test_fused_with_the_papers_parameters_ranks_as_mkpqa_and_without_parameters_as_uis(demo_pipeline):
@@ -77,7 +81,8 @@ def test_fused_with_the_papers_parameters_ranks_as_mkpqa_and_without_parameters_
             mk = demo_pipeline.retrieve(query, top_k=5, strategy="mkpqa", gate_mode="deterministic", prepared=prep)
             assert fused.routing.active_domains == mk.routing.active_domains
             assert [(h.passage.doc_id, round(h.unified_score, 9)) for h in fused.hits] == [
-                (h.passage.doc_id, round(h.unified_score, 9)) for h in mk.hits]
+                (h.passage.doc_id, round(h.unified_score, 9)) for h in mk.hits
+            ]
         demo_pipeline.router.fitted.pop("fusion")
         for query in QUERIES:
             prep = demo_pipeline.prepare(query)
@@ -97,8 +102,12 @@ def test_fitted_fusion_is_at_least_uis_on_its_fitting_questions(demo_pipeline):
     qs = [q for q in load_queries(DEMO_QUERIES) if q.gold_doc_ids][:60]
     preps = demo_pipeline.prepare_many([q.query for q in qs])
     fit = [
-        FitQuestion(np.array([pr.probs[d] for d in demo_pipeline.domains]),
-                    search_domains(demo_pipeline.store, pr.vector, demo_pipeline.domains, 20)[0], q.domains, set(q.gold_doc_ids))
+        FitQuestion(
+            np.array([pr.probs[d] for d in demo_pipeline.domains]),
+            search_domains(demo_pipeline.store, pr.vector, demo_pipeline.domains, 20)[0],
+            q.domains,
+            set(q.gold_doc_ids),
+        )
         for q, pr in zip(qs, preps)
     ]
     params, report = fit_fusion(fit, demo_pipeline.domains, top_k=5, evidence_k=20)
@@ -119,8 +128,7 @@ def test_product_filter_searches_only_the_given_domains(demo_pipeline):
     ret = demo_pipeline.retrieve(query, top_k=5, domains=[unlikely])
     assert ret.hits and {h.passage.domain for h in ret.hits} == {unlikely}
     assert ret.routing.given and ret.routing.active_domains == [unlikely]
-    assert set(ret.timings_ms) >= {f"search.{unlikely}"} and not any(
-        k.startswith("search.") and k != f"search.{unlikely}" for k in ret.timings_ms)
+    assert set(ret.timings_ms) >= {f"search.{unlikely}"} and not any(k.startswith("search.") and k != f"search.{unlikely}" for k in ret.timings_ms)
 
     state = ServiceState(demo_pipeline.settings)
     state.pipeline = demo_pipeline

@@ -104,8 +104,7 @@ def test_deterministic_mode_is_reproducible_and_uses_half_threshold():
     assert d.activation == pytest.approx([1.0, 1.0, 0.591674, 0.295837], abs=1e-5)
     assert d.active.tolist() == [True, True, True, False] and not d.fallback
     # No randomness: any generator gives the same set.
-    assert all(gate(p, 0.5, mode="deterministic", rng=np.random.default_rng(s)).active.tolist() == [True, True, False]
-               for s in range(10))
+    assert all(gate(p, 0.5, mode="deterministic", rng=np.random.default_rng(s)).active.tolist() == [True, True, False] for s in range(10))
 
 
 def test_empty_probabilities_rejected():

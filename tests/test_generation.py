@@ -57,7 +57,10 @@ def test_extractive_answer_quotes_relevant_sentences_with_citations():
 def test_embedded_llm_answers_from_the_demo_with_citations(demo_pipeline, llm):
     pipeline = Pipeline(
         make_settings(demo_pipeline.settings.home_dir, llm_max_tokens=48, llm_timeout_s=600, min_grounding=0.0),
-        router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=demo_pipeline.store, llm=llm,
+        router=demo_pipeline.router,
+        encoder=demo_pipeline.encoder,
+        store=demo_pipeline.store,
+        llm=llm,
     )
     resp = pipeline.answer(AskRequest(query="How do I import contacts from a spreadsheet?", top_k=3))
     assert resp.answer_mode == "generative", resp.error
@@ -78,7 +81,10 @@ def test_embedded_llm_answers_from_the_demo_with_citations(demo_pipeline, llm):
 def test_ungrounded_generation_is_replaced_by_quotes(demo_pipeline, llm):
     pipeline = Pipeline(
         make_settings(demo_pipeline.settings.home_dir, llm_max_tokens=32, llm_timeout_s=600, min_grounding=1.0),
-        router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=demo_pipeline.store, llm=llm,
+        router=demo_pipeline.router,
+        encoder=demo_pipeline.encoder,
+        store=demo_pipeline.store,
+        llm=llm,
     )
     resp = pipeline.answer(AskRequest(query="What happens to API tokens when SSO is enforced?", top_k=3))
     assert resp.answer_mode == "extractive"

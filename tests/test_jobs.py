@@ -34,8 +34,7 @@ class _Retrained(Pipeline):
 
 
 def _retrained(demo_pipeline) -> Pipeline:
-    return _Retrained(demo_pipeline.settings, router=demo_pipeline.router, encoder=demo_pipeline.encoder,
-                      store=demo_pipeline.store)
+    return _Retrained(demo_pipeline.settings, router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=demo_pipeline.store)
 
 
 def _stop_after(store: JobStore, job_id: str, n: int):

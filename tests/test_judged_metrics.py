@@ -17,10 +17,14 @@ from service.evaluation.runner import create_job, run_job
 from service.evaluation.wixqa import reference_sentences
 from tests.scripted_llm import ScriptedServer
 
-SPEC = {"strategies": ["mkpqa", "uis"], "metrics": ["retrieval", "answer", "wixqa", "rageval", "ragxplain"],
-        "top_k": 3, "gate": "deterministic", "seed": None}
-RX = {"Context relevancy": 9, "Context adherence": 8, "Answer relevancy": 7, "Context recall": 6, "Factuality": 5,
-      "Grading note": 4}
+SPEC = {
+    "strategies": ["mkpqa", "uis"],
+    "metrics": ["retrieval", "answer", "wixqa", "rageval", "ragxplain"],
+    "top_k": 3,
+    "gate": "deterministic",
+    "seed": None,
+}
+RX = {"Context relevancy": 9, "Context adherence": 8, "Answer relevancy": 7, "Context recall": 6, "Factuality": 5, "Grading note": 4}
 INSIGHTS = {"insights": ["retrieval misses"], "actions": [{"priority": 1, "metric": "rx_factuality", "action": "fix facts"}]}
 
 
@@ -40,8 +44,7 @@ def reply(prompt: str) -> str:
     if prompt.startswith("Extract the key points"):
         return '{"key_points": ["first point", "second point", "third point"]}'
     if prompt.startswith("Compare an assistant's answer with the numbered key points"):
-        return '{"labels": [{"key_point": 1, "label": "covered"}, {"key_point": 2, "label": "contradicted"}, ' \
-               '{"key_point": 3, "label": "missing"}]}'
+        return '{"labels": [{"key_point": 1, "label": "covered"}, {"key_point": 2, "label": "contradicted"}, {"key_point": 3, "label": "missing"}]}'
     if prompt.startswith("You evaluate one aspect"):
         aspect = prompt.split("Aspect: ", 1)[1].split(":", 1)[0]
         return json.dumps({"score": RX[aspect], "explanation": f"{aspect} as scripted"})
@@ -101,8 +104,10 @@ def test_every_judged_group_end_to_end_against_a_scripted_judge(demo_pipeline, j
         assert got["context_recall"] == pytest.approx(sum(recall) / len(recall), abs=1e-6)
         assert got["factuality"] == 1.0
         assert got["completeness"] == got["hallucination"] == got["irrelevance"] == pytest.approx(1 / 3, abs=1e-6)
-        for metric, score in zip(("rx_context_relevancy", "rx_context_adherence", "rx_answer_relevancy",
-                                  "rx_context_recall", "rx_factuality", "rx_grading_note"), RX.values()):
+        for metric, score in zip(
+            ("rx_context_relevancy", "rx_context_adherence", "rx_answer_relevancy", "rx_context_recall", "rx_factuality", "rx_grading_note"),
+            RX.values(),
+        ):
             assert got[metric] == pytest.approx(score / 10), metric
         assert 0 <= got["token_f1"] <= 1 and 0 <= got["rouge1"] <= 1 and got["bleu"] >= 0
         counts = summary["counts"][s]["all"]
@@ -114,8 +119,11 @@ def test_every_judged_group_end_to_end_against_a_scripted_judge(demo_pipeline, j
         assert summary["insights"][s]["actions"][0]["action"] == "fix facts"
         assert summary["insights"][s]["source"] == "judge"
     assert summary["judge"]["model"] == "openai:judge-model"
-    assert not any("Reference answer: (none)" in p for p in server.server.prompts
-                   if p.startswith("You evaluate one aspect") and ("Aspect: Context recall" in p or "Aspect: Factuality" in p))
+    assert not any(
+        "Reference answer: (none)" in p
+        for p in server.server.prompts
+        if p.startswith("You evaluate one aspect") and ("Aspect: Context recall" in p or "Aspect: Factuality" in p)
+    )
     no_ref = [r for r in store.results(job) if r["qid"] == "no-ref"]
     assert all(r["metrics"]["rx_grading_note"] == 0.4 and r["metrics"]["rx_factuality"] is None for r in no_ref)
     # Key points are extracted once per question and shared by the strategies; insights once per strategy.

@@ -36,13 +36,11 @@ def test_unparseable_replies_are_retried_then_counted_as_parse_failures(scripted
     out = relevancy(judge, "How do I undo a commit?", "Use git revert.")
     assert out.value is None and out.kind == "parse" and "unparseable" in out.error
     assert out.calls == 3 and len(server.prompts) == 3  # one try and two retries
-    assert judge.info() == {"model": "openai:junk-model", "requests": 1, "llm_calls": 3, "parse_failures": 1,
-                            "call_failures": 0, "retries": 2}
+    assert judge.info() == {"model": "openai:junk-model", "requests": 1, "llm_calls": 3, "parse_failures": 1, "call_failures": 0, "retries": 2}
 
 
 def test_a_retry_that_parses_succeeds(scripted):
-    replies = itertools.chain(["no json here", 'Sure: {"score": 11}', '{"score": 7, "reason": "answers it"}'],
-                              itertools.repeat("{}"))
+    replies = itertools.chain(["no json here", 'Sure: {"score": 11}', '{"score": 7, "reason": "answers it"}'], itertools.repeat("{}"))
     server = scripted(lambda prompt: next(replies))
     judge = Judge(server.llm(), retries=2)
     out = relevancy(judge, "q", "a")
@@ -76,6 +74,7 @@ def test_missing_answer_is_skipped_not_scored():
 
 def test_job_counts_judge_failures_in_its_summary(demo_pipeline, scripted, tmp_path):
     """Half the relevancy replies are junk: the summary's mean uses the parsed ones and counts the rest."""
+
     def reply(prompt: str) -> str:
         if prompt.startswith("You are an impartial judge"):
             return '{"score": 9}' if "contacts" in prompt else "no idea"
@@ -87,8 +86,7 @@ def test_job_counts_judge_failures_in_its_summary(demo_pipeline, scripted, tmp_p
 
     server = scripted(reply)
     # The scripted answer is not grounded in the sources; keep it generative for this plumbing test.
-    pipeline = pipeline_with(demo_pipeline, llm=server.llm("gen"),
-                             settings=demo_pipeline.settings.model_copy(update={"min_grounding": 0.0}))
+    pipeline = pipeline_with(demo_pipeline, llm=server.llm("gen"), settings=demo_pipeline.settings.model_copy(update={"min_grounding": 0.0}))
     store = JobStore(tmp_path / "jobs.sqlite")
     queries = [
         {"qid": "q1", "query": "How do I import contacts from a spreadsheet?", "domains": ["orbit"], "gold_doc_ids": ["orbit/import-export#002"]},

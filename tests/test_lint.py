@@ -1,4 +1,4 @@
-"""ruff (lint) and mypy (types) over the code, as configured in pyproject.toml, so CI runs them; and the size
+"""ruff (lint and format) and mypy (types) over the code, as configured in pyproject.toml, so CI runs them; and the size
 rule of docs/architecture.md (modules up to 350 lines, functions up to 60)."""
 
 from __future__ import annotations
@@ -21,6 +21,11 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_ruff_finds_nothing():
     r = _run("ruff", "check", *CODE)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_code_is_formatted_as_ruff_format_writes_it():
+    r = _run("ruff", "format", "--check", *CODE, "benchmarks", "tests", "scripts", "loadtests")
+    assert r.returncode == 0, "run: python -m ruff format service indexes training benchmarks tests scripts loadtests\n" + r.stdout
 
 
 @pytest.mark.slow

@@ -34,9 +34,31 @@ def live_url(demo_pipeline):
 
 def test_locust_headless_script_reports_per_endpoint(live_url, tmp_path):
     out = subprocess.run(
-        [sys.executable, str(ROOT / "loadtests" / "run_locust.py"), "--host", live_url, "--users", "3", "--spawn-rate", "3",
-         "--duration", "6", "--wait", "0.1,0.3", "--csv-dir", str(tmp_path), "--name", "smoke", "RetrievalUser", "EvaluateUser"],
-        capture_output=True, text=True, timeout=120, check=False, cwd=ROOT,
+        [
+            sys.executable,
+            str(ROOT / "loadtests" / "run_locust.py"),
+            "--host",
+            live_url,
+            "--users",
+            "3",
+            "--spawn-rate",
+            "3",
+            "--duration",
+            "6",
+            "--wait",
+            "0.1,0.3",
+            "--csv-dir",
+            str(tmp_path),
+            "--name",
+            "smoke",
+            "RetrievalUser",
+            "EvaluateUser",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
     )
     assert out.returncode == 0, out.stdout + out.stderr
     summary = json.loads(out.stdout.strip().splitlines()[-1])
@@ -71,10 +93,30 @@ def test_locust_counts_404_on_evaluate_as_a_failure(tmp_path):
     thread.start()
     try:
         out = subprocess.run(
-            [sys.executable, str(ROOT / "loadtests" / "run_locust.py"), "--host", f"http://127.0.0.1:{server.server_address[1]}",
-             "--users", "2", "--spawn-rate", "2", "--duration", "3", "--wait", "0.1,0.2", "--csv-dir", str(tmp_path),
-             "--name", "notfound", "EvaluateUser"],
-            capture_output=True, text=True, timeout=120, check=False, cwd=ROOT,
+            [
+                sys.executable,
+                str(ROOT / "loadtests" / "run_locust.py"),
+                "--host",
+                f"http://127.0.0.1:{server.server_address[1]}",
+                "--users",
+                "2",
+                "--spawn-rate",
+                "2",
+                "--duration",
+                "3",
+                "--wait",
+                "0.1,0.2",
+                "--csv-dir",
+                str(tmp_path),
+                "--name",
+                "notfound",
+                "EvaluateUser",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            cwd=ROOT,
         )
     finally:
         server.shutdown()
@@ -88,9 +130,21 @@ def test_locust_counts_404_on_evaluate_as_a_failure(tmp_path):
 
 def test_locust_script_refuses_remote_targets(tmp_path):
     out = subprocess.run(
-        [sys.executable, str(ROOT / "loadtests" / "run_locust.py"), "--host", "http://203.0.113.7:8000", "--duration", "1",
-         "--csv-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=60, check=False, cwd=ROOT,
+        [
+            sys.executable,
+            str(ROOT / "loadtests" / "run_locust.py"),
+            "--host",
+            "http://203.0.113.7:8000",
+            "--duration",
+            "1",
+            "--csv-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=ROOT,
     )
     assert out.returncode != 0 and "only loopback" in out.stderr
 
@@ -99,9 +153,29 @@ def test_soak_script_reports_memory(demo_home, tmp_path):
     home = tmp_path / "home"
     shutil.copytree(demo_home, home)  # the service subprocess locks its own copy
     out = subprocess.run(
-        [sys.executable, str(ROOT / "loadtests" / "soak.py"), "--home", str(home), "--port", str(free_port()),
-         "--duration", "5", "--warmup-s", "2", "--sample-every", "1", "--concurrency", "2", "--max-growth-mb", "500"],
-        capture_output=True, text=True, timeout=240, check=False, cwd=ROOT,
+        [
+            sys.executable,
+            str(ROOT / "loadtests" / "soak.py"),
+            "--home",
+            str(home),
+            "--port",
+            str(free_port()),
+            "--duration",
+            "5",
+            "--warmup-s",
+            "2",
+            "--sample-every",
+            "1",
+            "--concurrency",
+            "2",
+            "--max-growth-mb",
+            "500",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+        cwd=ROOT,
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])

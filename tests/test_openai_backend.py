@@ -48,7 +48,9 @@ def server_url(tmp_path_factory, model_path):
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [exe, "serve", model_path, "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"],
-            stdout=out, stderr=subprocess.STDOUT, env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
         )
     url = f"http://127.0.0.1:{port}/v1"
     try:
@@ -88,7 +90,9 @@ def test_complete_and_stream_give_the_same_greedy_text(server_url, model_path):
 def test_generated_answer_through_the_pipeline(server_url, model_path, demo_pipeline):
     pipeline = Pipeline(
         make_settings(demo_pipeline.settings.home_dir, llm_max_tokens=24, llm_timeout_s=120, min_grounding=0.0),
-        router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=demo_pipeline.store,
+        router=demo_pipeline.router,
+        encoder=demo_pipeline.encoder,
+        store=demo_pipeline.store,
         llm=OpenAILLM(server_url, model_path),
     )
     resp = pipeline.answer(AskRequest(query="How do I import contacts from a spreadsheet?", top_k=3))

@@ -21,9 +21,7 @@ from tests.utils import make_settings, served_app
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra (./scripts/setup.sh)")
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").is_file() else None)
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="Debian's chromium is not installed: run ./scripts/setup.sh as root (or with sudo)"
-)
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed: run ./scripts/setup.sh as root (or with sudo)")
 
 KEY = "page-test-key"
 QUESTION = "How do I import contacts from a spreadsheet?"
@@ -155,14 +153,10 @@ def test_page_streams_an_answer_with_cited_sources_and_routing(server, page):
     page.keyboard.press("Enter")
     assert page.evaluate("document.activeElement.id") == href[1:]
 
-    bars = page.eval_on_selector_all(
-        "#routing-bars .bar", "bs => bs.map(b => [b.dataset.domain, Number(b.getAttribute('aria-valuenow'))])"
-    )
+    bars = page.eval_on_selector_all("#routing-bars .bar", "bs => bs.map(b => [b.dataset.domain, Number(b.getAttribute('aria-valuenow'))])")
     routing = expected["routing"]
     assert dict(bars) == routing["probabilities"] and len(bars) == len(routing["probabilities"])
-    assert set(page.eval_on_selector_all("#routing-bars .route.active", "ls => ls.map(l => l.dataset.domain)")) == set(
-        routing["active_domains"]
-    )
+    assert set(page.eval_on_selector_all("#routing-bars .route.active", "ls => ls.map(l => l.dataset.domain)")) == set(routing["active_domains"])
     if 0 < routing["threshold"] <= 1:
         taus = page.eval_on_selector_all("#routing-bars .tau", "ts => ts.map(t => Number(t.dataset.tau))")
         assert taus == [routing["threshold"]] * len(bars)
@@ -254,13 +248,16 @@ def test_page_fits_360_px(server, browser):
 
 
 def test_evaluation_reports_are_listed_and_opened(server, keyed_page):
-    r = httpx.post(f"{server.url}/evaluate", json={"dataset": "demo", "limit": 3, "metrics": ["retrieval"]},
-                   headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
+    r = httpx.post(
+        f"{server.url}/evaluate",
+        json={"dataset": "demo", "limit": 3, "metrics": ["retrieval"]},
+        headers={"Authorization": f"Bearer {KEY}"},
+        timeout=30,
+    )
     assert r.status_code == 202, r.text
     job = r.json()["id"]
     deadline = time.monotonic() + 120
-    while (status := httpx.get(f"{server.url}/evaluate/{job}", headers={"Authorization": f"Bearer {KEY}"},
-                               timeout=10).json()["status"]) != "done":
+    while (status := httpx.get(f"{server.url}/evaluate/{job}", headers={"Authorization": f"Bearer {KEY}"}, timeout=10).json()["status"]) != "done":
         assert status in ("queued", "running") and time.monotonic() < deadline, status
         time.sleep(0.2)
     page = keyed_page

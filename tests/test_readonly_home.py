@@ -94,8 +94,9 @@ def test_service_starts_on_a_read_only_home_without_the_job_worker():
         docs.write_text("\n".join(lines[::9]) + "\n", encoding="utf-8")  # ~40 passages of every product
         env = {**os.environ, "HOME": str(cache), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
         env.pop("FEDQA_JOBS_DB", None)
-        out = subprocess.run(_command(str(home), str(docs), str(jobs)), env=env, cwd=str(work),
-                             capture_output=True, text=True, timeout=600, check=False)
+        out = subprocess.run(
+            _command(str(home), str(docs), str(jobs)), env=env, cwd=str(work), capture_output=True, text=True, timeout=600, check=False
+        )
         assert out.returncode == 0, out.stderr[-3000:]
         got = json.loads(out.stdout.strip().splitlines()[-1])
     finally:

@@ -88,17 +88,51 @@ def test_train_build_reload_serves_new_versions_and_failures_keep_the_old_ones(h
             "\n".join(
                 json.dumps({"qid": f"q{i}", "query": q, "domains": [d], "gold_doc_ids": [g]})
                 for i, (q, d, g) in enumerate(
-                    [("import a csv", "orbit", "orbit/page#000"), ("refund money", "ledger", "ledger/page#000"),
-                     ("merge duplicates", "orbit", "orbit/page#001"), ("how long are invoices kept", "ledger", "ledger/page#001")] * 2
+                    [
+                        ("import a csv", "orbit", "orbit/page#000"),
+                        ("refund money", "ledger", "ledger/page#000"),
+                        ("merge duplicates", "orbit", "orbit/page#001"),
+                        ("how long are invoices kept", "ledger", "ledger/page#001"),
+                    ]
+                    * 2
                 )
             ),
             encoding="utf-8",
         )
-        built = _cli(capsys, "data", "build", "--queries", str(queries), "--out", str(data), "--val-fraction", "0.25",
-                     "--synthetic-per-domain", "2", "--cross", "2", "--pool-random", "2", "--quiet")
+        built = _cli(
+            capsys,
+            "data",
+            "build",
+            "--queries",
+            str(queries),
+            "--out",
+            str(data),
+            "--val-fraction",
+            "0.25",
+            "--synthetic-per-domain",
+            "2",
+            "--cross",
+            "2",
+            "--pool-random",
+            "2",
+            "--quiet",
+        )
         assert built["labelled_val"] == 2
-        retr = _cli(capsys, "train", "retriever", "--data", str(data), "--batch-size", "4", "--max-seq-length", "32",
-                    "--max-examples", "8", "--no-base-eval", "--quiet")
+        retr = _cli(
+            capsys,
+            "train",
+            "retriever",
+            "--data",
+            str(data),
+            "--batch-size",
+            "4",
+            "--max-seq-length",
+            "32",
+            "--max-examples",
+            "8",
+            "--no-base-eval",
+            "--quiet",
+        )
         assert registry.active()["retriever"] == retr["retriever"] and "fine_tuned" in retr
         # Re-embed with the fine-tuned retriever (the service holds the active index open meanwhile), then the
         # router on the new index's vectors (it records that retriever).

@@ -98,8 +98,11 @@ def test_reload_during_a_burst_of_requests_streams_and_a_job_loses_nothing(serve
         for t in users:
             t.start()
         reloads, t0 = [], time.monotonic()
-        while (time.monotonic() - t0 < DURATION_S or len(reloads) < 8 or sum(counts.values()) < 24) \
-                and time.monotonic() - t0 < 180 and len(reloads) < 60:
+        while (
+            (time.monotonic() - t0 < DURATION_S or len(reloads) < 8 or sum(counts.values()) < 24)
+            and time.monotonic() - t0 < 180
+            and len(reloads) < 60
+        ):
             r = client.post("/admin/reload", headers=ADMIN)
             reloads.append(r.status_code)
             time.sleep(0.15)

@@ -29,8 +29,12 @@ def demo_data(tmp_path_factory) -> TrainingData:
     out = tmp_path_factory.mktemp("data") / "demo"
     settings = make_settings(tmp_path_factory.mktemp("unused-home"))
     build_training_data(
-        load_corpus([DOCS], settings), load_queries(QUERIES)[::9], out, generators=[HeuristicQueryGenerator()],
-        config=DataConfig(synthetic_per_domain=4, negatives=2, cross_examples=4, pool_random=20, pool_negatives=2), progress=False,
+        load_corpus([DOCS], settings),
+        load_queries(QUERIES)[::9],
+        out,
+        generators=[HeuristicQueryGenerator()],
+        config=DataConfig(synthetic_per_domain=4, negatives=2, cross_examples=4, pool_random=20, pool_negatives=2),
+        progress=False,
     )
     return TrainingData.load(out)
 

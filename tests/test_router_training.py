@@ -113,11 +113,18 @@ def test_train_and_activate_saves_metrics_fingerprint_and_retriever(tmp_path, en
 
     settings = make_settings(tmp_path / "home")
     registry = Registry(settings.home_dir)
-    texts = {"ledger": "Refunds and invoices are issued from the billing page.", "orbit": "Contacts are imported from CSV files.",
-             "pulse": "Surveys collect anonymous answers and send reminders."}
+    texts = {
+        "ledger": "Refunds and invoices are issued from the billing page.",
+        "orbit": "Contacts are imported from CSV files.",
+        "pulse": "Surveys collect anonymous answers and send reminders.",
+    }
     build_index(
         [Passage(f"{d}/p#000", d, d, f"{d}/p", t) for d, t in texts.items()],
-        registry=registry, backend=EdgeBackend(registry), encoder=encoder, base=None, progress=False,
+        registry=registry,
+        backend=EdgeBackend(registry),
+        encoder=encoder,
+        base=None,
+        progress=False,
     )
     train = _queries(3)
     val = [q for q in _queries(4) if q.qid.endswith("-3")] + [LabelledQuery("oos-1", "how do I tune a guitar", [])]

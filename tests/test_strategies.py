@@ -80,8 +80,7 @@ def test_lfs_searches_the_domains_the_llm_says_yes_to(selector_llm):
     assert sel.active == ["b", "d"] and not sel.fallback
     assert sel.detail["votes"] == {"a": False, "b": True, "c": None, "d": True}
     assert sel.detail["failures"] == 1 and "perhaps" in sel.detail["errors"]["c"]
-    none = select("lfs", {"a": 0.9, "b": 0.1, "c": 0.1, "d": 0.1}, DOMAINS, tau0=0.5, query="q",
-                  selector=LLMDomainSelector(selector_llm(set()), {}))
+    none = select("lfs", {"a": 0.9, "b": 0.1, "c": 0.1, "d": 0.1}, DOMAINS, tau0=0.5, query="q", selector=LLMDomainSelector(selector_llm(set()), {}))
     assert none.active == ["a"] and none.fallback
 
 

@@ -19,7 +19,11 @@ from training.data.synthetic import HeuristicQueryGenerator, LLMQueryGenerator, 
 
 def _corpus() -> list[Passage]:
     pages = {
-        ("orbit", "orbit/guide/contacts.md"): ["Import contacts from CSV files of up to 50,000 rows.", "Merge duplicate contacts.", "Export contacts."],
+        ("orbit", "orbit/guide/contacts.md"): [
+            "Import contacts from CSV files of up to 50,000 rows.",
+            "Merge duplicate contacts.",
+            "Export contacts.",
+        ],
         ("orbit", "orbit/guide/deals.md"): ["Deals move through pipeline stages.", "Close a deal as won or lost."],
         ("orbit", "orbit/admin/sso.md"): ["Enforce single sign-on for every user of the workspace."],
         ("ledger", "ledger/refunds.md"): ["Refund a payment from the invoice page.", "Partial refunds take an amount lower than the total."],
@@ -30,7 +34,9 @@ def _corpus() -> list[Passage]:
         stem = source.rsplit(".", 1)[0]
         for i, t in enumerate(texts):
             heading = t.split()[0] + "ing things" if i % 2 else "Overview"
-            out.append(Passage(f"{stem}#{i:03d}", domain, f"{stem.split('/')[-1].title()} > {heading}", source, t + " More words here to pass the limit."))
+            out.append(
+                Passage(f"{stem}#{i:03d}", domain, f"{stem.split('/')[-1].title()} > {heading}", source, t + " More words here to pass the limit.")
+            )
     return out
 
 
@@ -121,7 +127,16 @@ def _queries() -> list[LabelledQuery]:
     for i in range(10):
         qs.append(LabelledQuery(f"orbit-q{i:02d}", f"orbit question {i}", ["orbit"], ["orbit/guide/contacts#000"]))
         qs.append(LabelledQuery(f"ledger-q{i:02d}", f"ledger question {i}", ["ledger"], ["ledger/refunds#001"]))
-    qs.append(LabelledQuery("cross-1", "orbit q And, ledger q", ["orbit", "ledger"], ["orbit/guide/contacts#000", "ledger/refunds#001"], kind="cross", parts=["orbit-q00", "ledger-q00"]))
+    qs.append(
+        LabelledQuery(
+            "cross-1",
+            "orbit q And, ledger q",
+            ["orbit", "ledger"],
+            ["orbit/guide/contacts#000", "ledger/refunds#001"],
+            kind="cross",
+            parts=["orbit-q00", "ledger-q00"],
+        )
+    )
     return qs
 
 
@@ -129,7 +144,10 @@ def test_split_is_stratified_seeded_and_keeps_cross_questions_with_their_parts()
     train, val = split_queries(_queries(), 0.3, seed=0)
     val_ids = {q.qid for q in val}
     assert sum(q.qid.startswith("orbit") for q in val) == 3 and sum(q.qid.startswith("ledger") for q in val) == 3
-    assert split_queries(list(reversed(_queries())), 0.3, seed=0)[1] and {q.qid for q in split_queries(list(reversed(_queries())), 0.3, seed=0)[1]} == val_ids
+    assert (
+        split_queries(list(reversed(_queries())), 0.3, seed=0)[1]
+        and {q.qid for q in split_queries(list(reversed(_queries())), 0.3, seed=0)[1]} == val_ids
+    )
     cross_in_val = "cross-1" in val_ids
     assert cross_in_val == bool({"orbit-q00", "ledger-q00"} & val_ids)
     joined = join_cross(train, 5, seed=0)
@@ -141,8 +159,12 @@ def test_build_writes_a_training_set_with_fingerprint_generators_and_no_gold_neg
     corpus = _corpus()
     out = tmp_path / "data"
     report = build_training_data(
-        corpus, _queries(), out, generators=[HeuristicQueryGenerator()],
-        config=DataConfig(val_fraction=0.3, synthetic_per_domain=3, negatives=2, cross_examples=4, pool_random=3), progress=False,
+        corpus,
+        _queries(),
+        out,
+        generators=[HeuristicQueryGenerator()],
+        config=DataConfig(val_fraction=0.3, synthetic_per_domain=3, negatives=2, cross_examples=4, pool_random=3),
+        progress=False,
     )
     data = TrainingData.load(out)
     assert data.fingerprint == report.fingerprint == fingerprint(out)
@@ -164,8 +186,13 @@ def test_build_writes_a_training_set_with_fingerprint_generators_and_no_gold_neg
     # With relevance labels, a rejected synthetic pair is dropped and a relevant "negative" removed.
     judge = LLMRelevanceJudge(_ScriptedLLM(["No"] * 200))
     build_training_data(
-        corpus, _queries(), tmp_path / "labelled", generators=[HeuristicQueryGenerator()], judge=judge,
-        config=DataConfig(synthetic_per_domain=3, label_relevance=True, label_limit=1000, cross_examples=0), progress=False,
+        corpus,
+        _queries(),
+        tmp_path / "labelled",
+        generators=[HeuristicQueryGenerator()],
+        judge=judge,
+        config=DataConfig(synthetic_per_domain=3, label_relevance=True, label_limit=1000, cross_examples=0),
+        progress=False,
     )
     labelled = TrainingData.load(tmp_path / "labelled")
     assert not [r for r in labelled.retriever_rows if r.origin == "synthetic"]  # every synthetic pair judged "No"

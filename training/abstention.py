@@ -47,8 +47,7 @@ def collect_evidence(pipeline, queries: Sequence[str], *, top_k: int = 5, strate
         window = list(queries[start : start + BATCH])
         for q, prep in zip(window, pipeline.prepare_many(window), strict=True):
             ret = pipeline.retrieve(q, top_k=top_k, gate_mode="deterministic", strategy=strategy, prepared=prep)
-            ev, _ = pipeline.answerer.evidence(q, ret.hits, ret.routing.probabilities, query_vector=prep.vector,
-                                               score_sentences=True)
+            ev, _ = pipeline.answerer.evidence(q, ret.hits, ret.routing.probabilities, query_vector=prep.vector, score_sentences=True)
             rows.append(ev.vector(FEATURES))
     return np.asarray(rows, dtype=np.float64).reshape(-1, len(FEATURES))
 
@@ -57,9 +56,7 @@ def collect_evidence(pipeline, queries: Sequence[str], *, top_k: int = 5, strate
 CHEAP_FEATURES = tuple(f for f in FEATURES if f != "span_score")
 
 
-def fit(
-    in_scope: np.ndarray, out_of_scope: np.ndarray, *, false_refusal: float, features: Sequence[str] = FEATURES
-) -> AbstentionModel:
+def fit(in_scope: np.ndarray, out_of_scope: np.ndarray, *, false_refusal: float, features: Sequence[str] = FEATURES) -> AbstentionModel:
     """Logistic regression (balanced classes) on the standardised ``features`` of the evidence rows (all
     FEATURES columns); threshold at the in-scope ``false_refusal`` quantile of its confidence."""
     from sklearn.linear_model import LogisticRegression
@@ -73,8 +70,13 @@ def fit(
     scale[scale == 0] = 1.0
     clf = LogisticRegression(class_weight="balanced", max_iter=1000).fit((x - mean) / scale, y)
     model = AbstentionModel(
-        features=list(features), mean=mean.tolist(), scale=scale.tolist(), coef=clf.coef_[0].tolist(),
-        intercept=float(clf.intercept_[0]), threshold=0.0, target_false_refusal=false_refusal,
+        features=list(features),
+        mean=mean.tolist(),
+        scale=scale.tolist(),
+        coef=clf.coef_[0].tolist(),
+        intercept=float(clf.intercept_[0]),
+        threshold=0.0,
+        target_false_refusal=false_refusal,
     )
     conf = confidences(model, in_scope)
     model.threshold = float(np.quantile(conf, false_refusal, method="lower")) if false_refusal > 0 else float(conf.min())
@@ -97,7 +99,12 @@ def measure(model: AbstentionModel, in_scope: np.ndarray, out_of_scope: np.ndarr
 
 
 def cross_validate(
-    in_scope: np.ndarray, out_of_scope: np.ndarray, *, false_refusal: float, folds: int = 5, seed: int = 0,
+    in_scope: np.ndarray,
+    out_of_scope: np.ndarray,
+    *,
+    false_refusal: float,
+    folds: int = 5,
+    seed: int = 0,
     features: Sequence[str] = FEATURES,
 ) -> dict[str, Any]:
     """k-fold held-out figures: each fold's questions are measured by a model fitted on the other folds."""
@@ -123,14 +130,11 @@ def cross_validate(
     }
 
 
-def choose_features(
-    in_scope: np.ndarray, out_of_scope: np.ndarray, *, false_refusal: float, folds: int = 5, seed: int = 0
-) -> dict[str, Any]:
+def choose_features(in_scope: np.ndarray, out_of_scope: np.ndarray, *, false_refusal: float, folds: int = 5, seed: int = 0) -> dict[str, Any]:
     """The k-fold figures of the feature set kept: every feature when that separates at least one more
     held-out question (abstained minus refused) than the set without the span score, else the cheaper set."""
     full = cross_validate(in_scope, out_of_scope, false_refusal=false_refusal, folds=folds, seed=seed)
-    cheap = cross_validate(in_scope, out_of_scope, false_refusal=false_refusal, folds=folds, seed=seed,
-                           features=CHEAP_FEATURES)
+    cheap = cross_validate(in_scope, out_of_scope, false_refusal=false_refusal, folds=folds, seed=seed, features=CHEAP_FEATURES)
 
     def separated(m: dict[str, Any]) -> float:
         return m["abstention_rate"] * m["out_of_scope"] - m["false_refusal_rate"] * m["in_scope"]
@@ -139,8 +143,15 @@ def choose_features(
 
 
 def fit_abstention(
-    settings: Settings, in_scope: Sequence[LabelledQuery], out_of_scope: Sequence[LabelledQuery], *,
-    false_refusal: float = 0.03, folds: int = 5, seed: int = 0, save: bool = True, pipeline=None,  # noqa: ANN001
+    settings: Settings,
+    in_scope: Sequence[LabelledQuery],
+    out_of_scope: Sequence[LabelledQuery],
+    *,
+    false_refusal: float = 0.03,
+    folds: int = 5,
+    seed: int = 0,
+    save: bool = True,
+    pipeline=None,  # noqa: ANN001
 ) -> AbstentionReport:
     """Fit the abstention model for the active versions of ``settings``' home, report k-fold held-out
     figures and (``save``) store it with the active router version (the index version without a router).
@@ -165,7 +176,9 @@ def fit_abstention(
     model.fit = {
         "heldout": {k: v for k, v in heldout.items() if k != "per_fold"},
         "on_fit_questions": measure(model, ev_in, ev_out),
-        "router": versions.get("router"), "index": versions.get("index"), "retriever": versions.get("retriever"),
+        "router": versions.get("router"),
+        "index": versions.get("index"),
+        "retriever": versions.get("retriever"),
         "seconds": round(time.perf_counter() - t0, 1),
     }
     path = None

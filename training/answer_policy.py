@@ -102,7 +102,12 @@ def fit_policy(cases: Sequence[Case], vectors: SentenceVectors | None, *, top_k:
 
 
 def fit_answer_policy(
-    settings: Settings, queries: Sequence[LabelledQuery], *, save: bool = True, pipeline=None, top_k: int = 5,  # noqa: ANN001
+    settings: Settings,
+    queries: Sequence[LabelledQuery],
+    *,
+    save: bool = True,
+    pipeline=None,
+    top_k: int = 5,  # noqa: ANN001
 ) -> PolicyReport:
     """Fit the policy for the active versions of ``settings``' home on ``queries`` (with reference answers)
     and (``save``) store it beside the abstention model. ``pipeline``: an open pipeline of that home."""
@@ -127,8 +132,13 @@ def fit_answer_policy(
         "answer_f1": round(float(np.mean([token_f1(t, c.reference) for t, c in zip(texts, cases, strict=True)])), 4),
         "answer_rouge_l": round(float(np.mean([rouge_l(t, c.reference) for t, c in zip(texts, cases, strict=True)])), 4),
     }
-    policy.fit = {"on_fit_questions": scores, "router": versions.get("router"), "index": versions.get("index"),
-                  "retriever": versions.get("retriever"), "seconds": round(time.perf_counter() - t0, 1)}
+    policy.fit = {
+        "on_fit_questions": scores,
+        "router": versions.get("router"),
+        "index": versions.get("index"),
+        "retriever": versions.get("retriever"),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
     path = None
     if save:
         router = versions.get("router")

@@ -75,7 +75,11 @@ def _biases(free: np.ndarray, has_pos: np.ndarray) -> np.ndarray:
 
 
 def fit_calibration(
-    logits: np.ndarray, labels: np.ndarray, *, per_domain_bias: bool = True, prior_sd: float = PRIOR_SD,
+    logits: np.ndarray,
+    labels: np.ndarray,
+    *,
+    per_domain_bias: bool = True,
+    prior_sd: float = PRIOR_SD,
     bounds: tuple[float, float] = (0.05, 20.0),
 ) -> Calibration:
     """The temperature (and, with ``per_domain_bias``, the biases) minimising held-out NLL + the bias prior.
@@ -98,16 +102,20 @@ def fit_calibration(
         nll = float((np.logaddexp(0.0, u) - y * u).sum())
         return nll + float((theta[1:] ** 2).sum()) / (2 * prior_sd**2)
 
-    res = minimize(objective, np.zeros(1 + n_free), method="L-BFGS-B",
-                   bounds=[(np.log(bounds[0]), np.log(bounds[1]))] + [(None, None)] * n_free)
+    res = minimize(objective, np.zeros(1 + n_free), method="L-BFGS-B", bounds=[(np.log(bounds[0]), np.log(bounds[1]))] + [(None, None)] * n_free)
     t = float(np.exp(res.x[0]))
     bias = [float(v) for v in _biases(res.x[1:], has_pos)] if per_domain_bias else []
     cal = Calibration(t, int(z.shape[0]), 0.0, 0.0, 0.0, 0.0, bias, prior_sd if per_domain_bias else None)
     before, after = sigmoid(z), cal.apply(z)
     return Calibration(
-        temperature=t, questions=int(z.shape[0]), nll_before=bce_nll(before, y), nll_after=bce_nll(after, y),
-        ece_before=expected_calibration_error(before, y), ece_after=expected_calibration_error(after, y),
-        bias=bias, prior_sd=cal.prior_sd,
+        temperature=t,
+        questions=int(z.shape[0]),
+        nll_before=bce_nll(before, y),
+        nll_after=bce_nll(after, y),
+        ece_before=expected_calibration_error(before, y),
+        ece_after=expected_calibration_error(after, y),
+        bias=bias,
+        prior_sd=cal.prior_sd,
     )
 
 

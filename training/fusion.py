@@ -59,7 +59,9 @@ def _prepare(q: FitQuestion, domains: Sequence[str]) -> _Prepared:
     tie = np.empty(len(rows), dtype=np.int64)
     tie[order] = np.arange(len(rows))
     return _Prepared(
-        np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.float64), tie,
+        np.array([r[0] for r in rows], dtype=np.int64),
+        np.array([r[1] for r in rows], dtype=np.float64),
+        tie,
         np.array([r[2] in q.gold for r in rows], dtype=bool),
     )
 
@@ -128,7 +130,13 @@ def _mean_scores(questions: Sequence[FitQuestion], domains: Sequence[str], param
 
 
 def cross_validated_gain(
-    questions: Sequence[FitQuestion], domains: Sequence[str], *, top_k: int, evidence_k: int, folds: int, seed: int = 0,
+    questions: Sequence[FitQuestion],
+    domains: Sequence[str],
+    *,
+    top_k: int,
+    evidence_k: int,
+    folds: int,
+    seed: int = 0,
 ) -> dict:
     """Out-of-fold Acc@Top1 of the fitting procedure against uis: each fold is ranked with the setting fitted
     on the other folds. ``wins``/``losses``: questions whose top passage is gold under one and not the other;
@@ -147,12 +155,23 @@ def cross_validated_gain(
             fitted[i] = ranking_scores(questions[i], domains, params, top_k)[0]
             uis[i] = ranking_scores(questions[i], domains, as_uis(params), top_k)[0]
     wins, losses = int(((fitted > 0) & (uis == 0)).sum()), int(((fitted == 0) & (uis > 0)).sum())
-    return {"folds": folds, "acc_at_top1": round(float(fitted.mean()), 4), "uis_acc_at_top1": round(float(uis.mean()), 4),
-            "wins": wins, "losses": losses, "pays": bool(wins - losses > 1.645 * np.sqrt(wins + losses))}
+    return {
+        "folds": folds,
+        "acc_at_top1": round(float(fitted.mean()), 4),
+        "uis_acc_at_top1": round(float(uis.mean()), 4),
+        "wins": wins,
+        "losses": losses,
+        "pays": bool(wins - losses > 1.645 * np.sqrt(wins + losses)),
+    }
 
 
 def fit_fusion(
-    questions: Sequence[FitQuestion], domains: Sequence[str], *, top_k: int = 5, evidence_k: int = 20, guard_folds: int = 5,
+    questions: Sequence[FitQuestion],
+    domains: Sequence[str],
+    *,
+    top_k: int = 5,
+    evidence_k: int = 20,
+    guard_folds: int = 5,
 ) -> tuple[FusionParams, dict]:
     """The fitted parameters and a report (objective of the chosen setting, of uis, and the guard's check).
 

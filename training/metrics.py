@@ -33,9 +33,7 @@ def expected_calibration_error(probs: np.ndarray, labels: np.ndarray, bins: int 
     return float(ece)
 
 
-def router_metrics(
-    probs: np.ndarray, labels: np.ndarray, domains: Sequence[str], *, threshold: float = 0.5, bins: int = 10
-) -> dict:
+def router_metrics(probs: np.ndarray, labels: np.ndarray, domains: Sequence[str], *, threshold: float = 0.5, bins: int = 10) -> dict:
     """Multi-label routing quality of independent per-domain probabilities.
 
     ``probs`` (n, m) router outputs; ``labels`` (n, m) multi-hot gold domains. A domain is predicted

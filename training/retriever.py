@@ -193,8 +193,9 @@ def _optimizer(model: SentenceTransformer, cfg: RetrieverConfig, total_steps: in
     return opt, sched
 
 
-def _step(model: SentenceTransformer, loss_fn: SymmetricInfoNCELoss, opt: Any, sched: Any,
-          texts: tuple[list[str], list[set[str]], list[str], list[str]]) -> float:
+def _step(
+    model: SentenceTransformer, loss_fn: SymmetricInfoNCELoss, opt: Any, sched: Any, texts: tuple[list[str], list[set[str]], list[str], list[str]]
+) -> float:
     """One optimisation step on a batch (queries, their gold doc_ids, the batch's doc_ids and texts); returns the loss."""
     queries, golds, doc_ids, passage_texts = texts
     loss = loss_fn(model.preprocess(queries), model.preprocess(passage_texts), positive_mask(golds, doc_ids))
@@ -206,8 +207,9 @@ def _step(model: SentenceTransformer, loss_fn: SymmetricInfoNCELoss, opt: Any, s
     return loss.item()
 
 
-def _checkpoint(checkpoint_dir: Path | None, model: SentenceTransformer, state: dict[str, int], cfg: RetrieverConfig,
-                examples: int, opt: Any, sched: Any) -> Path | None:
+def _checkpoint(
+    checkpoint_dir: Path | None, model: SentenceTransformer, state: dict[str, int], cfg: RetrieverConfig, examples: int, opt: Any, sched: Any
+) -> Path | None:
     """Save the run so far (model, optimizer, scheduler, random state, position); None without a checkpoint folder."""
     if checkpoint_dir is None:
         return None
@@ -301,21 +303,27 @@ def train_and_save(
         log.info("hard negatives within the margin of the positive: %s", metrics["negatives_filter"])
     t_train = time.perf_counter()
     model = train_retriever(
-        examples, data.passages, base_model=base, config=cfg, progress=progress, stop=stop,
-        checkpoint_dir=settings.home_dir / "checkpoints" / "retriever", resume=resume,
+        examples,
+        data.passages,
+        base_model=base,
+        config=cfg,
+        progress=progress,
+        stop=stop,
+        checkpoint_dir=settings.home_dir / "checkpoints" / "retriever",
+        resume=resume,
     )
     metrics["train_seconds"] = round(time.perf_counter() - t_train, 1)
     if val and pool:
         metrics["fine_tuned"] = evaluate_on_pool(model, val, pool, progress=progress)
         log.info("fine-tuned retriever on the validation pool: %s", metrics["fine_tuned"])
     metrics["total_seconds"] = round(time.perf_counter() - t0, 1)
-    version = save_version(registry, "retriever", lambda path: _save_with_onnx(model, path), metrics,
-                           _manifest(model, base, cfg, examples, data), activate=activate)
+    version = save_version(
+        registry, "retriever", lambda path: _save_with_onnx(model, path), metrics, _manifest(model, base, cfg, examples, data), activate=activate
+    )
     return version, metrics
 
 
-def _manifest(model: SentenceTransformer, base: str, cfg: RetrieverConfig, examples: Sequence[RetrieverExample],
-              data: TrainingData) -> dict:
+def _manifest(model: SentenceTransformer, base: str, cfg: RetrieverConfig, examples: Sequence[RetrieverExample], data: TrainingData) -> dict:
     """What a retriever version records beside its metrics: base model, loss, configuration and training data."""
     return {
         "base_model": base,

@@ -84,8 +84,14 @@ def bce_loss(logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor 
 
 
 def train_head(
-    vectors: np.ndarray, labels: np.ndarray, weights: np.ndarray, domains: Sequence[str], config: RouterConfig, *,
-    retriever: str | None, stop: StopFlag | None = None,
+    vectors: np.ndarray,
+    labels: np.ndarray,
+    weights: np.ndarray,
+    domains: Sequence[str],
+    config: RouterConfig,
+    *,
+    retriever: str | None,
+    stop: StopFlag | None = None,
 ) -> HeadRouter:
     """Fit the head with weighted BCE (AdamW, shuffled mini-batches of at most ``batch_size``, seeded)."""
     torch.manual_seed(config.seed)
@@ -154,8 +160,13 @@ def _active_index(settings: Settings) -> tuple[Registry, str, dict, list[str]]:
 
 
 def _training_questions(
-    settings: Settings, index_version: str, domains: Sequence[str], queries: Sequence[LabelledQuery], origins: Sequence[str],
-    synthetic: Sequence[LabelledQuery] | None, cfg: RouterConfig,
+    settings: Settings,
+    index_version: str,
+    domains: Sequence[str],
+    queries: Sequence[LabelledQuery],
+    origins: Sequence[str],
+    synthetic: Sequence[LabelledQuery] | None,
+    cfg: RouterConfig,
 ) -> tuple[list[LabelledQuery], list[str]]:
     """The questions of the index's domains (and out-of-scope ones) with their origins, plus the synthetic ones
     (None: heuristic questions from the index's passages)."""
@@ -177,8 +188,14 @@ def _training_questions(
 
 
 def _fit_held_out(
-    settings: Settings, index_version: str, router: HeadRouter, val_vectors: np.ndarray, val: list[LabelledQuery],
-    cfg: RouterConfig, fitters: Mapping[str, Callable[[HeldOut], dict]], metrics: dict[str, Any],
+    settings: Settings,
+    index_version: str,
+    router: HeadRouter,
+    val_vectors: np.ndarray,
+    val: list[LabelledQuery],
+    cfg: RouterConfig,
+    fitters: Mapping[str, Callable[[HeldOut], dict]],
+    metrics: dict[str, Any],
 ) -> None:
     """Calibration, the fused strategy's parameters and the further fitters, on the held-out questions; their
     reports go into ``metrics``, the fitted values into ``router``."""
@@ -207,8 +224,15 @@ def _fit_held_out(
 
 
 def _manifest(
-    cfg: RouterConfig, domains: Sequence[str], retriever: str | None, index_version: str, train: Sequence[LabelledQuery],
-    val: Sequence[LabelledQuery], metrics: Mapping[str, Any], data_fingerprint: str | None, data_path: str | None,
+    cfg: RouterConfig,
+    domains: Sequence[str],
+    retriever: str | None,
+    index_version: str,
+    train: Sequence[LabelledQuery],
+    val: Sequence[LabelledQuery],
+    metrics: Mapping[str, Any],
+    data_fingerprint: str | None,
+    data_path: str | None,
 ) -> dict[str, Any]:
     """What a router version records beside its metrics."""
     return {
@@ -285,5 +309,3 @@ def train_and_activate(
         router.version = path.name
 
     return save_version(registry, "router", write, metrics, manifest, activate=activate)
-
-

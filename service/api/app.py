@@ -27,10 +27,7 @@ log = logging.getLogger("fedqa.api")
 
 def _clean_errors(errors: list[dict]) -> list[dict]:
     """Validation errors without the offending input (it may be huge or binary)."""
-    return [
-        {"loc": [str(x) for x in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
-        for e in errors
-    ]
+    return [{"loc": [str(x) for x in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))} for e in errors]
 
 
 def _summary(errors: list[dict]) -> str:
@@ -48,9 +45,7 @@ def install_error_handlers(app: FastAPI) -> None:
     async def validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         errors = _clean_errors(list(exc.errors()))
         if any(e["type"] == "json_invalid" for e in errors):
-            return JSONResponse(
-                {"detail": "request body is not valid JSON (it must be UTF-8 encoded JSON)", "errors": errors}, 400
-            )
+            return JSONResponse({"detail": "request body is not valid JSON (it must be UTF-8 encoded JSON)", "errors": errors}, 400)
         return JSONResponse({"detail": _summary(errors), "errors": errors}, 422)
 
     @app.exception_handler(RequestError)
@@ -103,8 +98,7 @@ def create_app(settings: Settings | None = None, state: ServiceState | None = No
     app = FastAPI(
         title="fedqa",
         version=__version__,
-        description="Federated multi-product question answering (MKP-QA): routed, gated, per-domain retrieval "
-        "with grounded, cited answers.",
+        description="Federated multi-product question answering (MKP-QA): routed, gated, per-domain retrieval with grounded, cited answers.",
         lifespan=lifespan,
     )
     app.state.fedqa = state

@@ -69,7 +69,8 @@ def ask(req: AskRequest, request: Request, state: ServiceState = Depends(get_sta
             first = next(events)  # validation, routing and search run now, so their errors get a real status (422/503)
             streaming = True
             return StreamingResponse(
-                _sse(itertools.chain([first], events), request, lease), media_type="text/event-stream",
+                _sse(itertools.chain([first], events), request, lease),
+                media_type="text/event-stream",
                 background=BackgroundTask(lease.release),
             )
         answer = lease.pipeline.answer(req)

@@ -86,14 +86,18 @@ def _events(pipeline: Pipeline, req: ChatRequest) -> tuple[str, Iterator[tuple[s
 
 
 def _chunk(cid: str, created: int, model: str, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
-    body = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+    body = {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        **extra,
+    }
     return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
 
 
-def _stream(
-    events: Iterator[tuple[str, dict[str, Any]]], model: str, retrieval_query: str, request: Request, lease: Lease
-) -> Iterator[str]:
+def _stream(events: Iterator[tuple[str, dict[str, Any]]], model: str, retrieval_query: str, request: Request, lease: Lease) -> Iterator[str]:
     """OpenAI chunks; the pipeline's lease is given back when the stream ends."""
     try:
         yield from _chunks(events, model, retrieval_query, request)
@@ -143,8 +147,11 @@ def chat_completions(req: ChatRequest, request: Request, state: ServiceState = D
         "created": int(time.time()),
         "model": req.model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": len(retrieval_query.split()), "completion_tokens": len(text.split()),
-                  "total_tokens": len(retrieval_query.split()) + len(text.split())},
+        "usage": {
+            "prompt_tokens": len(retrieval_query.split()),
+            "completion_tokens": len(text.split()),
+            "total_tokens": len(retrieval_query.split()) + len(text.split()),
+        },
         "fedqa": {**_extra(done), "retrieval_query": retrieval_query},
     }
 

@@ -25,9 +25,7 @@ def acquire_pipeline(state: ServiceState) -> Lease:
     """A lease on the current pipeline; 503 (naming the cause, e.g. a missing model file) when none could be loaded."""
     lease = state.acquire()
     if lease is None:
-        raise HTTPException(
-            503, f"service unavailable (not ready): {state.error or 'still starting'}", headers={"Retry-After": "10"}
-        )
+        raise HTTPException(503, f"service unavailable (not ready): {state.error or 'still starting'}", headers={"Retry-After": "10"})
     return lease
 
 

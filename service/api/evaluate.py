@@ -102,21 +102,30 @@ def _view(job: dict, request: Request) -> EvaluateJob:
     dataset = spec.pop("dataset", "inline")
     done = job["status"] == "done"
     return EvaluateJob(
-        id=job["id"], status=job["status"], progress=job["progress"], dataset=dataset, spec=spec, error=job["error"],
+        id=job["id"],
+        status=job["status"],
+        progress=job["progress"],
+        dataset=dataset,
+        spec=spec,
+        error=job["error"],
         results=job["summary"] if done else None,
         report=str(request.url_for("evaluation_report", job_id=job["id"])) if done else None,
     )
 
 
-@router.post("/evaluate", status_code=202, response_model=EvaluateJob, responses=_ERRORS,
-             summary="Start an evaluation job (or a dry run counting its LLM calls)")
+@router.post(
+    "/evaluate",
+    status_code=202,
+    response_model=EvaluateJob,
+    responses=_ERRORS,
+    summary="Start an evaluation job (or a dry run counting its LLM calls)",
+)
 def start(req: EvaluateRequest, request: Request) -> EvaluateJob | JSONResponse:
     state = request.app.state.fedqa
     if (req.queries is None) == (req.dataset is None):
         raise HTTPException(422, "give either queries (inline) or dataset (a name), not both or neither")
     try:
-        queries = (load_dataset(req.dataset, state.settings.home_dir) if req.dataset is not None
-                   else [q.model_dump() for q in req.queries or []])
+        queries = load_dataset(req.dataset, state.settings.home_dir) if req.dataset is not None else [q.model_dump() for q in req.queries or []]
     except EvaluationError as exc:
         raise HTTPException(422, f"dataset: {exc}") from None
     if req.limit:
@@ -131,14 +140,22 @@ def start(req: EvaluateRequest, request: Request) -> EvaluateJob | JSONResponse:
             raise StoreUnavailable(state.error or "the service is still starting")
         judge = open_judge(state.settings, pipeline.llm) if needs_judge(spec) else None
         if needs_judge(spec) and judge is None:
-            raise HTTPException(422, "metrics: answer, wixqa, rageval and ragxplain need a judge; set FEDQA_JUDGE_BASE_URL "
-                                     "or an LLM, or ask for metrics ['retrieval']")
+            raise HTTPException(
+                422,
+                "metrics: answer, wixqa, rageval and ragxplain need a judge; set FEDQA_JUDGE_BASE_URL or an LLM, or ask for metrics ['retrieval']",
+            )
         the_plan = plan(spec, len(queries), len(pipeline.domains), state.settings.judge_retries)
         versions = pinned_versions(pipeline, judge, spec)
     dataset = req.dataset or "inline"
     if req.dry_run:
-        body = EvaluateJob(id=None, status="dry_run", progress={"done": 0, "total": len(queries) * len(spec["strategies"])},
-                           dataset=dataset, spec=spec, plan=the_plan)
+        body = EvaluateJob(
+            id=None,
+            status="dry_run",
+            progress={"done": 0, "total": len(queries) * len(spec["strategies"])},
+            dataset=dataset,
+            spec=spec,
+            plan=the_plan,
+        )
         return JSONResponse(body.model_dump(), status_code=200)
     worker = _worker(request.app)
     try:
@@ -164,8 +181,9 @@ def _job(request: Request, job_id: str) -> dict:
     return job
 
 
-@router.get("/evaluate/{job_id}", response_model=EvaluateJob, responses=_ERRORS,
-            summary="Status, progress (done/total) and, when finished, the results")
+@router.get(
+    "/evaluate/{job_id}", response_model=EvaluateJob, responses=_ERRORS, summary="Status, progress (done/total) and, when finished, the results"
+)
 def get_job(job_id: str, request: Request) -> EvaluateJob:
     return _view(_job(request, job_id), request)
 
@@ -176,8 +194,9 @@ def job_questions(job_id: str, request: Request) -> dict:
     return {"id": job_id, "records": _worker(request.app).store.results(job_id)}
 
 
-@router.get("/evaluate/{job_id}/report", name="evaluation_report", response_class=HTMLResponse, responses=_ERRORS,
-            summary="The HTML report of a finished job")
+@router.get(
+    "/evaluate/{job_id}/report", name="evaluation_report", response_class=HTMLResponse, responses=_ERRORS, summary="The HTML report of a finished job"
+)
 def job_report(job_id: str, request: Request) -> HTMLResponse:
     job = _job(request, job_id)
     if job["status"] != "done":

@@ -59,9 +59,7 @@ class Metrics:
         GCCollector(registry=r)
         if state is not None:
             r.register(_StateCollector(state))
-        self.requests = Counter(
-            "fedqa_http_requests", "HTTP requests by route template and status", ["method", "route", "status"], registry=r
-        )
+        self.requests = Counter("fedqa_http_requests", "HTTP requests by route template and status", ["method", "route", "status"], registry=r)
         self.latency = Histogram(
             "fedqa_http_request_duration_seconds",
             "HTTP request latency by route template (until the last byte of the body)",
@@ -70,9 +68,7 @@ class Metrics:
             registry=r,
         )
         self.in_progress = Gauge("fedqa_http_requests_in_progress", "Requests being handled", ["method", "route"], registry=r)
-        self.rejected = Counter(
-            "fedqa_http_rejected", "Requests refused before the route ran, by reason", ["reason"], registry=r
-        )
+        self.rejected = Counter("fedqa_http_rejected", "Requests refused before the route ran, by reason", ["reason"], registry=r)
         self.stage = Histogram(
             "fedqa_stage_seconds",
             "Answering pipeline stage durations (router, gate, embed, search, retrieval, generate, total)",

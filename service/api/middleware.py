@@ -175,4 +175,3 @@ class BodyLimitMiddleware:
             if started:
                 raise
             await self._reject(send, count=False)  # counted when it was raised
-

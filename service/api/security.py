@@ -27,9 +27,7 @@ _bearer = HTTPBearer(auto_error=False, description="API key as a bearer token")
 _header = APIKeyHeader(name="X-API-Key", auto_error=False, description="API key")
 
 
-def presented_key(
-    bearer: HTTPAuthorizationCredentials | None = Depends(_bearer), header: str | None = Depends(_header)
-) -> str | None:
+def presented_key(bearer: HTTPAuthorizationCredentials | None = Depends(_bearer), header: str | None = Depends(_header)) -> str | None:
     """The key the client sent, if any."""
     if bearer and bearer.credentials:
         return bearer.credentials
@@ -86,9 +84,7 @@ def enforce_rate_limit(request: Request, key: str | None) -> None:
         )
 
 
-def require_api_key(
-    request: Request, key: str | None = Depends(presented_key), settings: Settings = Depends(get_app_settings)
-) -> str | None:
+def require_api_key(request: Request, key: str | None = Depends(presented_key), settings: Settings = Depends(get_app_settings)) -> str | None:
     """401 unless the request carries a configured API key (open when none is configured); then the rate limit."""
     keys = settings.api_key_set()
     if not keys:
@@ -105,9 +101,7 @@ def require_api_key(
     return key
 
 
-def require_admin(
-    request: Request, key: str | None = Depends(presented_key), settings: Settings = Depends(get_app_settings)
-) -> None:
+def require_admin(request: Request, key: str | None = Depends(presented_key), settings: Settings = Depends(get_app_settings)) -> None:
     """401 without a key, 403 with a key that is not the admin key; closed when no admin key is set; rate limited."""
     admin = settings.admin_key.get_secret_value() if settings.admin_key else ""
     if not admin:

@@ -41,9 +41,7 @@ class Lease:
 class ServiceState:
     """Holds the current pipeline; users take a lease on it, reload swaps it."""
 
-    def __init__(
-        self, settings: Settings, backend: StoreBackend | None = None, loader: Callable[..., Pipeline] = load_pipeline
-    ) -> None:
+    def __init__(self, settings: Settings, backend: StoreBackend | None = None, loader: Callable[..., Pipeline] = load_pipeline) -> None:
         self.settings = settings
         self.backend = backend
         self._loader = loader

@@ -23,9 +23,13 @@ def register(sub: Subparsers) -> None:
     t.add_argument("--corpus", nargs="+", help="docs.jsonl or folders of pages (default: the active index's passages)")
     t.add_argument("--domain", help="domain of the pages (when a corpus path is one domain's folder)")
     t.add_argument("--queries", nargs="*", default=[], help="labelled queries (queries.jsonl format), e.g. queries_dev.jsonl cross_dev.jsonl")
-    t.add_argument("--out-of-scope", nargs="*", default=[], metavar="FILE",
-                   help="questions no domain answers (queries.jsonl format, domains []), e.g. oos_dev.jsonl: "
-                        "router rows with every domain 0, part held out")
+    t.add_argument(
+        "--out-of-scope",
+        nargs="*",
+        default=[],
+        metavar="FILE",
+        help="questions no domain answers (queries.jsonl format, domains []), e.g. oos_dev.jsonl: router rows with every domain 0, part held out",
+    )
     t.add_argument("--router-synthetic-per-domain", type=int, default=2000, help="passages per domain given heuristic router-only questions")
     t.add_argument("--out", required=True, help="output folder")
     t.add_argument("--val-fraction", type=float, default=0.3, help="share of labelled queries held out (per domain, by qid)")
@@ -56,8 +60,10 @@ def _generators(args: argparse.Namespace, s: Settings) -> tuple[list[QueryGenera
 
         llm = open_llm(s)
         if llm is None:
-            raise ValueError("the LLM generator and relevance labels need an LLM: set FEDQA_LLM_BASE_URL, "
-                             "or FEDQA_LLM_BACKEND=transformers|llamacpp for the embedded one")
+            raise ValueError(
+                "the LLM generator and relevance labels need an LLM: set FEDQA_LLM_BASE_URL, "
+                "or FEDQA_LLM_BACKEND=transformers|llamacpp for the embedded one"
+            )
         if args.generator in ("llm", "both"):
             generators.append(LLMQueryGenerator(llm, timeout_s=s.llm_timeout_s))
         if args.label_relevance:
@@ -84,14 +90,28 @@ def cmd_data_build(args: argparse.Namespace) -> int:
     out_of_scope = [q for f in (args.out_of_scope or []) for q in load_queries(f)]
     generators, judge = _generators(args, s)
     config = DataConfig(
-        val_fraction=args.val_fraction, seed=args.seed, synthetic_per_domain=args.synthetic_per_domain,
-        negatives=args.negatives, cross_examples=args.cross, pool_random=args.pool_random,
-        llm_per_domain=args.llm_per_domain, label_relevance=args.label_relevance, label_limit=args.label_limit,
+        val_fraction=args.val_fraction,
+        seed=args.seed,
+        synthetic_per_domain=args.synthetic_per_domain,
+        negatives=args.negatives,
+        cross_examples=args.cross,
+        pool_random=args.pool_random,
+        llm_per_domain=args.llm_per_domain,
+        label_relevance=args.label_relevance,
+        label_limit=args.label_limit,
         router_synthetic_per_domain=args.router_synthetic_per_domain,
     )
     report = build_training_data(
-        corpus, queries, Path(args.out), generators=generators, config=config, judge=judge, sources=sources,
-        overwrite=args.force, progress=not args.quiet, out_of_scope=out_of_scope,
+        corpus,
+        queries,
+        Path(args.out),
+        generators=generators,
+        config=config,
+        judge=judge,
+        sources=sources,
+        overwrite=args.force,
+        progress=not args.quiet,
+        out_of_scope=out_of_scope,
     )
     print_json({"out": str(report.out), "fingerprint": report.fingerprint, "seconds": round(report.seconds, 1), **report.counts})
     return 0

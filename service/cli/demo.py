@@ -59,8 +59,7 @@ def setup_demo(settings: Settings, *, progress: bool = True, router_epochs: int 
         from training.answer_policy import fit_answer_policy
 
         policy = fit_answer_policy(settings, load_queries(QUERIES))
-        done.append(f"fitted the answer policy ({policy.path}): token F1 {policy.scores['answer_f1']:.3f} "
-                    "on the demo questions")
+        done.append(f"fitted the answer policy ({policy.path}): token F1 {policy.scores['answer_f1']:.3f} on the demo questions")
     from service.generation.abstention import abstention_path
 
     path = abstention_path(registry, active["router"], active["index"])
@@ -68,6 +67,8 @@ def setup_demo(settings: Settings, *, progress: bool = True, router_epochs: int 
         from training.abstention import fit_abstention
 
         fit = fit_abstention(settings, load_queries(QUERIES), load_queries(OUT_OF_SCOPE))
-        done.append(f"fitted the not-covered decision ({fit.path}): held-out false refusals "
-                    f"{fit.heldout['false_refusal_rate']:.3f}, out-of-scope refused {fit.heldout['abstention_rate']:.3f}")
+        done.append(
+            f"fitted the not-covered decision ({fit.path}): held-out false refusals "
+            f"{fit.heldout['false_refusal_rate']:.3f}, out-of-scope refused {fit.heldout['abstention_rate']:.3f}"
+        )
     return done

@@ -24,8 +24,9 @@ def register(sub: Subparsers) -> None:
     """Add ``evaluate`` to the parser."""
     s = sub.add_parser("evaluate", help="evaluate strategies on labelled questions (summary.json, results.jsonl, report.html)")
     src = s.add_mutually_exclusive_group(required=True)
-    src.add_argument("--queries", nargs="+", metavar="FILE",
-                     help="queries.jsonl files (qid, query, domains, gold_doc_ids, answer), e.g. a uni and a cross set")
+    src.add_argument(
+        "--queries", nargs="+", metavar="FILE", help="queries.jsonl files (qid, query, domains, gold_doc_ids, answer), e.g. a uni and a cross set"
+    )
     src.add_argument("--dataset", help="a dataset name: demo, or NAME in $FEDQA_HOME/eval/datasets/NAME.jsonl")
     src.add_argument("--resume", metavar="JOB", help="finish an interrupted job of this home")
     s.add_argument("--strategies", default="fused,mkpqa,uis,rfs", help="comma-separated: fused,mkpqa,uis,rfs,lfs")
@@ -38,9 +39,12 @@ def register(sub: Subparsers) -> None:
     s.add_argument("--out", help="folder for summary.json, results.jsonl and report.html")
     s.add_argument("--dry-run", action="store_true", help="only count the LLM calls the job would make")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
-    s.add_argument("--restart", action="store_true",
-                   help="with --resume: when the serving versions changed since the job started, start it again "
-                        "(default: refuse, so one result never mixes two systems)")
+    s.add_argument(
+        "--restart",
+        action="store_true",
+        help="with --resume: when the serving versions changed since the job started, start it again "
+        "(default: refuse, so one result never mixes two systems)",
+    )
     s.set_defaults(func=cmd_evaluate)
 
 
@@ -59,9 +63,16 @@ def new_job(args: argparse.Namespace, s: Settings) -> NewJob:
     from service.queries import load_queries
     from service.schemas import EvalSpec
 
-    spec = EvalSpec.model_validate({"strategies": split_list(args.strategies), "metrics": split_list(args.metrics),
-                                    "top_k": args.top_k, "gate": args.gate, "seed": args.seed,
-                                    "domains": split_list(args.domains) if args.domains else None}).model_dump()
+    spec = EvalSpec.model_validate(
+        {
+            "strategies": split_list(args.strategies),
+            "metrics": split_list(args.metrics),
+            "top_k": args.top_k,
+            "gate": args.gate,
+            "seed": args.seed,
+            "domains": split_list(args.domains) if args.domains else None,
+        }
+    ).model_dump()
     if args.queries:
         files = [args.queries] if isinstance(args.queries, str) else list(args.queries)
         queries = [query_record(q) for f in files for q in load_queries(f)]
@@ -79,8 +90,7 @@ def print_plan(job: NewJob, s: Settings) -> None:
     from service.evaluation.runner import plan
 
     domains = (Registry(s.home_dir).active_manifest("index") or {}).get("domains", {})
-    print_json({"dry_run": True, "dataset": job.dataset, "spec": job.spec,
-                "plan": plan(job.spec, len(job.queries), len(domains), s.judge_retries)})
+    print_json({"dry_run": True, "dataset": job.dataset, "spec": job.spec, "plan": plan(job.spec, len(job.queries), len(domains), s.judge_retries)})
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -115,7 +125,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def run_in_process(
-    s: Settings, store: JobStore, spec: dict[str, Any], job_id: str | None, job: NewJob | None, n: int, *, quiet: bool,
+    s: Settings,
+    store: JobStore,
+    spec: dict[str, Any],
+    job_id: str | None,
+    job: NewJob | None,
+    n: int,
+    *,
+    quiet: bool,
     restart: bool = False,
 ) -> tuple[dict[str, Any] | None, str]:
     """Open the pipeline (and judge), store the job when new, claim it and run it; (summary or None, job id)."""
@@ -138,8 +155,11 @@ def run_in_process(
         owner = owner_id("cli")
         if not store.claim(job_id, owner):
             raise EvaluationError(f"job {job_id} is being run by another process")
-        print(f"evaluation job {job_id}: {n} questions x {len(spec['strategies'])} strategies "
-              f"(gate {spec['gate']}); resume with: fedqa evaluate --resume {job_id}", file=sys.stderr)
+        print(
+            f"evaluation job {job_id}: {n} questions x {len(spec['strategies'])} strategies "
+            f"(gate {spec['gate']}); resume with: fedqa evaluate --resume {job_id}",
+            file=sys.stderr,
+        )
         bar = None
         if not quiet:
             from tqdm import tqdm
@@ -164,9 +184,21 @@ def run_in_process(
 
 def print_table(summary: dict[str, Any], out: IO[str]) -> None:
     """A short human table of the headline metrics."""
-    metrics = [m for m in ("acc_at_top1", f"recall_at_{summary['spec']['top_k']}", "mrr", "answer_f1", "answer_rouge_l",
-                           "false_refusal", "abstained", "relevancy", "faithfulness")
-               if m in summary["metrics"]]
+    metrics = [
+        m
+        for m in (
+            "acc_at_top1",
+            f"recall_at_{summary['spec']['top_k']}",
+            "mrr",
+            "answer_f1",
+            "answer_rouge_l",
+            "false_refusal",
+            "abstained",
+            "relevancy",
+            "faithfulness",
+        )
+        if m in summary["metrics"]
+    ]
     groups = [g for g in ("all", "uni", "cross", "oos") if g in summary["n_by_group"]]
     print(f"{'strategy':<9}{'group':<7}{'n':>5}" + "".join(f"{m:>14}" for m in metrics), file=out)
     for s, per in summary["results"].items():

@@ -55,8 +55,7 @@ def _register_abstention(tsub: Subparsers) -> None:
 
 def _register_answer(tsub: Subparsers) -> None:
     t = tsub.add_parser("answer", help="fit the extractive-answer policy (how much to quote) for the active versions")
-    t.add_argument("--queries", nargs="+", required=True,
-                   help="labelled training questions with reference answers (not the ones you report on)")
+    t.add_argument("--queries", nargs="+", required=True, help="labelled training questions with reference answers (not the ones you report on)")
     t.add_argument("--top-k", type=int, default=5, help="ranking depth the policy may quote from")
     t.add_argument("--dry-run", action="store_true", help="print the fitted policy without storing it")
     t.set_defaults(func=cmd_train_answer)
@@ -71,8 +70,12 @@ def _register_retriever(tsub: Subparsers) -> None:
     t.add_argument("--temperature", type=float, default=0.05)
     t.add_argument("--max-seq-length", type=int, default=128, help="tokens per text in training; saved with the model, so also for index build")
     t.add_argument("--negatives", type=int, default=1, help="hard negatives per query in a batch")
-    t.add_argument("--negative-margin", type=float, default=0.05,
-                   help="drop hard negatives the base model scores within this margin of the positive, or above it (-1: keep all)")
+    t.add_argument(
+        "--negative-margin",
+        type=float,
+        default=0.05,
+        help="drop hard negatives the base model scores within this margin of the positive, or above it (-1: keep all)",
+    )
     t.add_argument("--max-examples", type=int, default=800, help="every labelled/cross example, then synthetic ones up to this many (0: all)")
     t.add_argument("--labelled-repeat", type=int, default=2)
     t.add_argument("--seed", type=int, default=0)
@@ -121,15 +124,22 @@ def cmd_train_router(args: argparse.Namespace) -> int:
     from training.router import RouterConfig, train_and_activate
 
     synthetic_cap = args.synthetic_per_domain if args.synthetic_per_domain >= 0 else None
-    config = RouterConfig(epochs=args.epochs, batch_size=args.batch_size, hidden=args.hidden, seed=args.seed,
-                          synthetic_per_domain=synthetic_cap)
+    config = RouterConfig(epochs=args.epochs, batch_size=args.batch_size, hidden=args.hidden, seed=args.seed, synthetic_per_domain=synthetic_cap)
     sets = _router_sets(args, synthetic_cap)
     s = settings()
     with StopFlag().catch_sigint() as stop:
         version = train_and_activate(
-            s, sets.train, val=sets.val, origins=sets.origins, synthetic=sets.synthetic, config=config,
-            progress=not args.quiet, activate=not args.no_activate, data_fingerprint=sets.data_fingerprint,
-            data_path=sets.data_path, stop=stop,
+            s,
+            sets.train,
+            val=sets.val,
+            origins=sets.origins,
+            synthetic=sets.synthetic,
+            config=config,
+            progress=not args.quiet,
+            activate=not args.no_activate,
+            data_fingerprint=sets.data_fingerprint,
+            data_path=sets.data_path,
+            stop=stop,
         )
     abstention = _fit_abstention_after_router(s, sets.val) if not args.no_activate else None
     registry = Registry(s.home_dir)
@@ -166,8 +176,7 @@ def _fit_abstention_after_router(s: Settings, val: list[LabelledQuery]) -> dict 
     from training.abstention import fit_abstention
 
     report = fit_abstention(s, in_scope, out_of_scope)
-    return {"path": str(report.path), "threshold": report.model.threshold,
-            "heldout": {k: v for k, v in report.heldout.items() if k != "per_fold"}}
+    return {"path": str(report.path), "threshold": report.model.threshold, "heldout": {k: v for k, v in report.heldout.items() if k != "per_fold"}}
 
 
 def cmd_train_abstention(args: argparse.Namespace) -> int:
@@ -176,11 +185,24 @@ def cmd_train_abstention(args: argparse.Namespace) -> int:
     from training.abstention import fit_abstention
 
     in_scope = [q for f in args.queries for q in load_queries(f)]
-    report = fit_abstention(settings(), in_scope, load_queries(args.out_of_scope), false_refusal=args.false_refusal,
-                            folds=args.folds, seed=args.seed, save=not args.dry_run)
+    report = fit_abstention(
+        settings(),
+        in_scope,
+        load_queries(args.out_of_scope),
+        false_refusal=args.false_refusal,
+        folds=args.folds,
+        seed=args.seed,
+        save=not args.dry_run,
+    )
     heldout = {k: v for k, v in report.heldout.items() if k != "per_fold"}
-    print_json({"abstention": str(report.path) if report.path else None, "threshold": report.model.threshold,
-                "target_false_refusal": args.false_refusal, "heldout": heldout})
+    print_json(
+        {
+            "abstention": str(report.path) if report.path else None,
+            "threshold": report.model.threshold,
+            "target_false_refusal": args.false_refusal,
+            "heldout": heldout,
+        }
+    )
     return 0
 
 
@@ -202,16 +224,29 @@ def cmd_train_retriever(args: argparse.Namespace) -> int:
     from training.retriever import RetrieverConfig, train_and_save
 
     config = RetrieverConfig(
-        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, temperature=args.temperature,
-        max_seq_length=args.max_seq_length, negatives_per_query=args.negatives, max_examples=args.max_examples or None,
-        labelled_repeat=args.labelled_repeat, seed=args.seed, checkpoint_every=args.checkpoint_every,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        temperature=args.temperature,
+        max_seq_length=args.max_seq_length,
+        negatives_per_query=args.negatives,
+        max_examples=args.max_examples or None,
+        labelled_repeat=args.labelled_repeat,
+        seed=args.seed,
+        checkpoint_every=args.checkpoint_every,
         negative_margin=args.negative_margin if args.negative_margin >= 0 else None,
     )
     data = TrainingData.load(args.data)
     with StopFlag().catch_sigint() as stop:
         version, metrics = train_and_save(
-            settings(), data, config=config, base_model=args.base_model, activate=not args.no_activate,
-            evaluate_base=not args.no_base_eval, progress=not args.quiet, stop=stop,
+            settings(),
+            data,
+            config=config,
+            base_model=args.base_model,
+            activate=not args.no_activate,
+            evaluate_base=not args.no_base_eval,
+            progress=not args.quiet,
+            stop=stop,
             resume=Path(args.resume) if args.resume else None,
         )
     print_json({"retriever": version, "activated": not args.no_activate, **metrics})

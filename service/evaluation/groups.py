@@ -122,8 +122,9 @@ def _rageval_ranking(s: Scoring) -> None:
 
 
 def _answers(s: Scoring) -> None:
-    s.record["metrics"].update(answers.scores(s.answer, s.answer_mode or "none", s.query.get("answer"),
-                                              out_of_scope=answers.is_out_of_scope(s.query), answer_ms=s.answer_ms))
+    s.record["metrics"].update(
+        answers.scores(s.answer, s.answer_mode or "none", s.query.get("answer"), out_of_scope=answers.is_out_of_scope(s.query), answer_ms=s.answer_ms)
+    )
 
 
 def _answer(s: Scoring) -> None:
@@ -165,21 +166,30 @@ GROUPS: dict[MetricGroup, Group] = {
     MetricGroup.RETRIEVAL: Group(metrics=retrieval_metric_names, score_ranking=_retrieval),
     MetricGroup.ANSWERS: Group(metrics=lambda k: list(answers.METRICS), score_answer=_answers),
     MetricGroup.ANSWER: Group(
-        metrics=lambda k: list(ANSWER_METRICS), judged=ANSWER_METRICS,
-        answer_calls={"relevancy": 1, "faithfulness": 2}, score_answer=_answer,
+        metrics=lambda k: list(ANSWER_METRICS),
+        judged=ANSWER_METRICS,
+        answer_calls={"relevancy": 1, "faithfulness": 2},
+        score_answer=_answer,
     ),
     MetricGroup.WIXQA: Group(
-        metrics=lambda k: [*WIXQA_LEXICAL, *WIXQA_JUDGED], judged=WIXQA_JUDGED,
-        answer_calls={"wixqa": 2}, score_answer=_wixqa,
+        metrics=lambda k: [*WIXQA_LEXICAL, *WIXQA_JUDGED],
+        judged=WIXQA_JUDGED,
+        answer_calls={"wixqa": 2},
+        score_answer=_wixqa,
     ),
     MetricGroup.RAGEVAL: Group(
-        metrics=lambda k: [*RAGEVAL_JUDGED, *RAGEVAL_RETRIEVAL], judged=RAGEVAL_JUDGED,
-        answer_calls={"rageval_labels": 1}, question_calls={"rageval_key_points": 1},
-        score_ranking=_rageval_ranking, score_answer=_rageval_answer,
+        metrics=lambda k: [*RAGEVAL_JUDGED, *RAGEVAL_RETRIEVAL],
+        judged=RAGEVAL_JUDGED,
+        answer_calls={"rageval_labels": 1},
+        question_calls={"rageval_key_points": 1},
+        score_ranking=_rageval_ranking,
+        score_answer=_rageval_answer,
     ),
     MetricGroup.RAGXPLAIN: Group(
-        metrics=lambda k: list(ragxplain.METRICS), judged=tuple(ragxplain.METRICS),
-        answer_calls={"ragxplain": len(ragxplain.METRICS)}, strategy_calls={"ragxplain_insights": 1},
+        metrics=lambda k: list(ragxplain.METRICS),
+        judged=tuple(ragxplain.METRICS),
+        answer_calls={"ragxplain": len(ragxplain.METRICS)},
+        strategy_calls={"ragxplain_insights": 1},
         score_answer=_ragxplain,
     ),
 }

@@ -127,8 +127,7 @@ class JobStore:
         total = len(queries) * len(spec["strategies"])
         with self._conn() as c:
             c.execute(
-                "INSERT INTO jobs (id, created, updated, status, spec, queries, total, versions) "
-                "VALUES (?, ?, ?, 'queued', ?, ?, ?, ?)",
+                "INSERT INTO jobs (id, created, updated, status, spec, queries, total, versions) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?)",
                 (job_id, now, now, json.dumps(spec), json.dumps(queries), total, json.dumps(versions) if versions else None),
             )
         return job_id
@@ -193,8 +192,7 @@ class JobStore:
         """Change a job's status (a final status is never left again)."""
         with self._conn() as c:
             c.execute(
-                f"UPDATE jobs SET status = ?, error = COALESCE(?, error), updated = ? WHERE id = ? "
-                f"AND status NOT IN ({','.join('?' * len(FINAL))})",
+                f"UPDATE jobs SET status = ?, error = COALESCE(?, error), updated = ? WHERE id = ? AND status NOT IN ({','.join('?' * len(FINAL))})",
                 (status, error, time.time(), job_id, *FINAL),
             )
 
@@ -264,9 +262,7 @@ class JobStore:
     def results(self, job_id: str) -> builtins.list[dict[str, Any]]:
         """Finished per-question records, in question order then strategy."""
         with self._conn() as c:
-            rows = c.execute(
-                "SELECT record FROM results WHERE job_id = ? ORDER BY position, strategy", (job_id,)
-            ).fetchall()
+            rows = c.execute("SELECT record FROM results WHERE job_id = ? ORDER BY position, strategy", (job_id,)).fetchall()
         return [json.loads(r["record"]) for r in rows]
 
     def cache_get(self, job_id: str, key: str) -> Any | None:

@@ -151,24 +151,35 @@ class Outcome:
 
     @classmethod
     def failed(cls, call: JudgeCall, calls: int | None = None) -> Outcome:
-        return cls(None, error=call.error, kind=call.kind, calls=call.attempts if calls is None else calls,
-                   detail={"raw": (call.raw or "")[:400]})
+        return cls(None, error=call.error, kind=call.kind, calls=call.attempts if calls is None else calls, detail={"raw": (call.raw or "")[:400]})
 
     @classmethod
     def skipped(cls, reason: str) -> Outcome:
         return cls(None, error=reason, kind="skipped")
 
     def as_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "explanation": self.explanation, "error": self.error, "kind": self.kind,
-                "calls": self.calls, **({"detail": self.detail} if self.detail else {})}
+        return {
+            "value": self.value,
+            "explanation": self.explanation,
+            "error": self.error,
+            "kind": self.kind,
+            "calls": self.calls,
+            **({"detail": self.detail} if self.detail else {}),
+        }
 
 
 class Judge:
     """An LLM used as a judge: bounded concurrency, a timeout per call, retries on parse and call failures."""
 
     def __init__(
-        self, llm: LLM, *, name: str | None = None, timeout_s: float = 60.0, retries: int = 2,
-        concurrency: int = 2, max_tokens: int = 384,
+        self,
+        llm: LLM,
+        *,
+        name: str | None = None,
+        timeout_s: float = 60.0,
+        retries: int = 2,
+        concurrency: int = 2,
+        max_tokens: int = 384,
     ) -> None:
         self.llm = llm
         self.name = name or getattr(llm, "name", "llm")
@@ -222,8 +233,13 @@ def open_judge(settings: Settings, llm: LLM | None) -> Judge | None:
         llm = OpenAILLM(settings.judge_base_url, model, api_key=key, api=settings.judge_api)
     if llm is None:
         return None
-    return Judge(llm, timeout_s=settings.judge_timeout_s, retries=settings.judge_retries,
-                 concurrency=settings.judge_concurrency, max_tokens=settings.judge_max_tokens)
+    return Judge(
+        llm,
+        timeout_s=settings.judge_timeout_s,
+        retries=settings.judge_retries,
+        concurrency=settings.judge_concurrency,
+        max_tokens=settings.judge_max_tokens,
+    )
 
 
 def format_context(passages: Sequence[tuple[str, str]], *, words: int = 180) -> str:

@@ -118,9 +118,7 @@ def faithfulness(judge: Judge, question: str, answer: str | None, context: Seque
         return Outcome.failed(call, calls)
     verdicts = [v for v, _ in call.value]
     unsupported = [s for s, (v, _) in zip(statements, call.value, strict=True) if not v]
-    explanation = (
-        f"{sum(verdicts)} of {len(verdicts)} statements supported by the context"
-        + (f"; unsupported: {'; '.join(unsupported[:3])}" if unsupported else "")
+    explanation = f"{sum(verdicts)} of {len(verdicts)} statements supported by the context" + (
+        f"; unsupported: {'; '.join(unsupported[:3])}" if unsupported else ""
     )
-    return Outcome(faithfulness_score(verdicts), explanation=explanation, calls=calls,
-                   detail={"statements": statements, "verdicts": verdicts})
+    return Outcome(faithfulness_score(verdicts), explanation=explanation, calls=calls, detail={"statements": statements, "verdicts": verdicts})

@@ -25,29 +25,56 @@ class EvaluationError(ValueError):
 
 
 # What a missing answer scores in each judged metric: a failure of the system, never of the judge.
-NO_ANSWER_SCORES = {"relevancy": 0.0, "faithfulness": 0.0, "factuality": 0.0, "completeness": 0.0,
-                    "hallucination": 0.0, "irrelevance": 1.0, **{m: 0.0 for m in ragxplain.METRICS}}
+NO_ANSWER_SCORES = {
+    "relevancy": 0.0,
+    "faithfulness": 0.0,
+    "factuality": 0.0,
+    "completeness": 0.0,
+    "hallucination": 0.0,
+    "irrelevance": 1.0,
+    **{m: 0.0 for m in ragxplain.METRICS},
+}
 
 
 def _no_answer(record: dict[str, Any], names: Iterable[str], mode: str) -> None:
     """Score the judged metrics of a question the system did not answer (RAGEval: every key point missing)."""
     for n in names:
         record["metrics"][n] = NO_ANSWER_SCORES.get(n, 0.0)
-        record["outcomes"][n] = {"value": record["metrics"][n], "explanation": f"no answer (answer_mode {mode}): "
-                                 "scored as a failure of the system", "error": None, "kind": None, "calls": 0}
+        record["outcomes"][n] = {
+            "value": record["metrics"][n],
+            "explanation": f"no answer (answer_mode {mode}): scored as a failure of the system",
+            "error": None,
+            "kind": None,
+            "calls": 0,
+        }
 
 
 def _record(q: dict[str, Any], position: int, strategy: Strategy, ret: Retrieval) -> dict[str, Any]:
     """A question's record before scoring: the question, the ranking and the routing."""
     domains = q.get("domains") or []
     record: dict[str, Any] = {
-        "qid": q["qid"], "query": q["query"], "domains": domains, "kind": kind_of(q),
-        "strategy": strategy, "position": position, "gold_doc_ids": q.get("gold_doc_ids") or [],
-        "ranking": [{"doc_id": h.passage.doc_id, "domain": h.passage.domain, "title": h.passage.title,
-                     "score": round(h.score, 6), "unified_score": round(h.unified_score, 6)} for h in ret.hits],
-        "active_domains": ret.routing.active_domains, "fallback": ret.routing.fallback,
+        "qid": q["qid"],
+        "query": q["query"],
+        "domains": domains,
+        "kind": kind_of(q),
+        "strategy": strategy,
+        "position": position,
+        "gold_doc_ids": q.get("gold_doc_ids") or [],
+        "ranking": [
+            {
+                "doc_id": h.passage.doc_id,
+                "domain": h.passage.domain,
+                "title": h.passage.title,
+                "score": round(h.score, 6),
+                "unified_score": round(h.unified_score, 6),
+            }
+            for h in ret.hits
+        ],
+        "active_domains": ret.routing.active_domains,
+        "fallback": ret.routing.fallback,
         "probabilities": ret.routing.probabilities,
-        "metrics": {}, "outcomes": {},
+        "metrics": {},
+        "outcomes": {},
     }
     if ret.routing.selector:
         record["selector"] = {k: v for k, v in ret.routing.selector.items() if k != "errors"}
@@ -56,15 +83,22 @@ def _record(q: dict[str, Any], position: int, strategy: Strategy, ret: Retrieval
 
 
 def evaluate_question(
-    pipeline: Pipeline, judge: Judge | None, spec: dict[str, Any], q: dict[str, Any], position: int, strategy: Strategy,
-    prepared: Prepared | None, key_points: Callable[[], Outcome] | None = None,
+    pipeline: Pipeline,
+    judge: Judge | None,
+    spec: dict[str, Any],
+    q: dict[str, Any],
+    position: int,
+    strategy: Strategy,
+    prepared: Prepared | None,
+    key_points: Callable[[], Outcome] | None = None,
 ) -> dict[str, Any]:
     """Retrieve (and answer, and judge) one question with one strategy; returns its record."""
     top_k = spec["top_k"]
     seed = (spec["seed"] + position) if spec.get("seed") is not None else None
     t0 = time.perf_counter()
-    ret = pipeline.retrieve(q["query"], top_k=top_k, seed=seed, gate_mode=spec["gate"], strategy=strategy, prepared=prepared,
-                           domains=spec.get("domains"))
+    ret = pipeline.retrieve(
+        q["query"], top_k=top_k, seed=seed, gate_mode=spec["gate"], strategy=strategy, prepared=prepared, domains=spec.get("domains")
+    )
     record = _record(q, position, strategy, ret)
     scoring = Scoring(record, q, ret.hits, ret.routing.active_domains, top_k, judge=judge, key_points=key_points)
     groups = [GROUPS[g] for g in metric_groups(spec)]
@@ -78,15 +112,25 @@ def evaluate_question(
 
 
 def _score_answer(
-    pipeline: Pipeline, spec: dict[str, Any], record: dict[str, Any], scoring: Scoring, ret: Retrieval,
-    prepared: Prepared | None, judge: Judge | None,
+    pipeline: Pipeline,
+    spec: dict[str, Any],
+    record: dict[str, Any],
+    scoring: Scoring,
+    ret: Retrieval,
+    prepared: Prepared | None,
+    judge: Judge | None,
 ) -> None:
     """Answer through the configured answering path and score it; a missing answer scores 0 in every judged
     metric (a failure of the system) without asking the judge."""
     ans = pipeline.answer_retrieval(ret, query_vector=getattr(prepared, "vector", None), context_passages=spec["top_k"])
     answer, mode = ans.text, ans.mode.value
-    record.update(answer=answer, answer_mode=mode, answer_error=ans.error, generate_ms=ans.timings_ms["answer"],
-                  confidence=None if ans.confidence is None else ans.confidence.__dict__)
+    record.update(
+        answer=answer,
+        answer_mode=mode,
+        answer_error=ans.error,
+        generate_ms=ans.timings_ms["answer"],
+        confidence=None if ans.confidence is None else ans.confidence.__dict__,
+    )
     scoring.answer, scoring.answer_mode, scoring.answer_ms = answer, mode, ans.timings_ms["answer"]
     groups = [GROUPS[g] for g in metric_groups(spec)]
     if needs_judge(spec) and judge is None:

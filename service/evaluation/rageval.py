@@ -96,8 +96,7 @@ def judge_keypoints(judge: Judge, question: str, answer: str | None, key_points:
     if not key_points:
         return {n: Outcome.skipped("no key points") for n in names}, 0
     points = "\n".join(f"{i}. {p}" for i, p in enumerate(key_points, 1))
-    call = judge.ask(KEYPOINT_JUDGE_PROMPT.format(question=question, points=points, answer=answer),
-                     lambda obj: _labels_parse(obj, len(key_points)))
+    call = judge.ask(KEYPOINT_JUDGE_PROMPT.format(question=question, points=points, answer=answer), lambda obj: _labels_parse(obj, len(key_points)))
     if call.kind:
         failed = Outcome.failed(call)
         return {n: Outcome(None, error=failed.error, kind=failed.kind, detail=failed.detail) for n in names}, call.attempts

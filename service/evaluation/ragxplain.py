@@ -70,8 +70,9 @@ def _metric_parse(obj: Any) -> tuple[float, str]:
     return field_number(obj, ["score", "rating"], 0, 10) / 10.0, field_text(obj, ["explanation", "reason"])
 
 
-def evaluate(judge: Judge, question: str, answer: str | None, context: Sequence[tuple[str, str]],
-             reference: str | None, grading_note: str | None) -> dict[str, Outcome]:
+def evaluate(
+    judge: Judge, question: str, answer: str | None, context: Sequence[tuple[str, str]], reference: str | None, grading_note: str | None
+) -> dict[str, Outcome]:
     """The six RAGXplain metrics of one answer (one judge request each)."""
     if not answer:
         return {m: Outcome.skipped("no answer to judge") for m in METRICS}
@@ -85,8 +86,12 @@ def evaluate(judge: Judge, question: str, answer: str | None, context: Sequence[
             out[metric] = Outcome.skipped("no reference answer or grading note")
             continue
         prompt = METRIC_PROMPT.format(
-            definition=definition, question=question, context=format_context(context, words=120),
-            reference=reference or "(none)", note=note or "(none)", answer=answer,
+            definition=definition,
+            question=question,
+            context=format_context(context, words=120),
+            reference=reference or "(none)",
+            note=note or "(none)",
+            answer=answer,
         )
         call = judge.ask(prompt, _metric_parse, max_tokens=160)
         if call.kind:
@@ -115,26 +120,39 @@ def _insights_parse(obj: Any) -> dict[str, Any]:
         if isinstance(a, dict):
             text = field_text(a, ["action", "item"])
             prio = a.get("priority", i)
-            clean.append({"priority": int(prio) if isinstance(prio, (int, float)) else i,
-                          "metric": field_text(a, ["metric"]), "action": text, "source": "judge"})
+            clean.append(
+                {
+                    "priority": int(prio) if isinstance(prio, (int, float)) else i,
+                    "metric": field_text(a, ["metric"]),
+                    "action": text,
+                    "source": "judge",
+                }
+            )
         elif isinstance(a, str):
             clean.append({"priority": i, "metric": "", "action": a, "source": "judge"})
     clean.sort(key=lambda a: a["priority"])
     return {"insights": [str(s) for s in insights[:3]], "actions": clean}
 
 
-def insights(judge: Judge | None, strategy: str, means: Mapping[str, float | None], n: int,
-             low_explanations: Sequence[str]) -> dict[str, Any]:
+def insights(judge: Judge | None, strategy: str, means: Mapping[str, float | None], n: int, low_explanations: Sequence[str]) -> dict[str, Any]:
     """Dataset-level insights and up to four prioritised action items for one strategy."""
     if judge is None:
         return {"insights": [], "actions": rule_actions(means), "source": "rules", "error": "no judge"}
     prompt = INSIGHTS_PROMPT.format(
-        strategy=strategy, n=n,
+        strategy=strategy,
+        n=n,
         means=json.dumps({m: (round(v, 3) if v is not None else None) for m, v in means.items()}),
         explanations="\n".join(f"- {e}" for e in low_explanations[:8]) or "- (none)",
     )
     call = judge.ask(prompt, _insights_parse, max_tokens=400)
     if call.kind:
-        return {"insights": [], "actions": rule_actions(means), "source": "rules", "error": call.error,
-                "kind": call.kind, "calls": call.attempts, "judge": judge.name}
+        return {
+            "insights": [],
+            "actions": rule_actions(means),
+            "source": "rules",
+            "error": call.error,
+            "kind": call.kind,
+            "calls": call.attempts,
+            "judge": judge.name,
+        }
     return {**call.value, "source": "judge", "calls": call.attempts, "judge": judge.name}

@@ -80,7 +80,7 @@ def bar_chart(metric: str, summary: dict[str, Any], groups: Sequence[str], width
                 f'<rect x="{x + 2:.1f}" y="{y(v):.1f}" width="{bw - 4:.1f}" height="{top_pad + plot_h - y(v):.1f}" '
                 f'fill="{COLORS.get(s, "#888")}"><title>{_e(s)} {_e(g)}: {_fmt(v, metric)}</title></rect>'
             )
-            lo, hi = (summary.get("ci95", {}).get(s, {}).get(g, {}).get(metric) or [None, None])
+            lo, hi = summary.get("ci95", {}).get(s, {}).get(g, {}).get(metric) or [None, None]
             label_y = y(v)
             if lo is not None and hi is not None and hi > lo:
                 cx = x + bw / 2
@@ -90,8 +90,10 @@ def bar_chart(metric: str, summary: dict[str, Any], groups: Sequence[str], width
                 label_y = y(hi)
             parts.append(f'<text x="{x + bw / 2:.1f}" y="{label_y - 3:.1f}" text-anchor="middle" font-size="9">{_fmt(v, metric)}</text>')
     if all(summary["results"][s].get(g, {}).get(metric) is None for s in strategies for g in groups):
-        parts.append(f'<text x="{left + plot_w / 2:.1f}" y="{top_pad + plot_h / 2:.1f}" text-anchor="middle" font-size="12" '
-                     f'fill="#b00">no value: every question failed or was skipped (see Failures)</text>')
+        parts.append(
+            f'<text x="{left + plot_w / 2:.1f}" y="{top_pad + plot_h / 2:.1f}" text-anchor="middle" font-size="12" '
+            f'fill="#b00">no value: every question failed or was skipped (see Failures)</text>'
+        )
     lx = left
     for s in strategies:
         parts.append(f'<rect x="{lx}" y="{height - 18}" width="10" height="10" fill="{COLORS.get(s, "#888")}"/>')
@@ -124,8 +126,9 @@ def _results_table(summary: dict[str, Any], groups: Sequence[str]) -> str:
 def _domain_table(summary: dict[str, Any]) -> str:
     strategies = list(summary["results"])
     domains = sorted({g for per in summary["results"].values() for g in per if g.startswith("domain:")})
-    metrics = [m for m in summary["metrics"] if m in ("acc_at_top1", "mrr", "relevancy", "faithfulness")
-               or m.startswith("recall_at_")] or summary["metrics"][:3]
+    metrics = [m for m in summary["metrics"] if m in ("acc_at_top1", "mrr", "relevancy", "faithfulness") or m.startswith("recall_at_")] or summary[
+        "metrics"
+    ][:3]
     head = "".join(f"<th>{_e(s)}<br>{_e(m)}</th>" for m in metrics for s in strategies)
     rows = []
     for d in domains:
@@ -139,13 +142,17 @@ def _failures(summary: dict[str, Any]) -> str:
     rows = []
     for s, per in (summary.get("failures") or {}).items():
         for m, kinds in per.items():
-            rows.append(f'<tr><td class="l">{_e(s)}</td><td class="l">{_e(m)}</td>'
-                        f'<td>{kinds.get("parse", 0)}</td><td>{kinds.get("call", 0)}</td><td>{kinds.get("skipped", 0)}</td>'
-                        f'<td>{kinds.get("call_or_parse", 0)}</td></tr>')
+            rows.append(
+                f'<tr><td class="l">{_e(s)}</td><td class="l">{_e(m)}</td>'
+                f"<td>{kinds.get('parse', 0)}</td><td>{kinds.get('call', 0)}</td><td>{kinds.get('skipped', 0)}</td>"
+                f"<td>{kinds.get('call_or_parse', 0)}</td></tr>"
+            )
     if not rows:
         return "<p>No failed or skipped metric.</p>"
-    return ('<table><tr><th class="l">strategy</th><th class="l">metric</th><th>parse failures</th><th>call failures</th>'
-            f'<th>skipped</th><th>lfs votes failed</th></tr>{"".join(rows)}</table>')
+    return (
+        '<table><tr><th class="l">strategy</th><th class="l">metric</th><th>parse failures</th><th>call failures</th>'
+        f"<th>skipped</th><th>lfs votes failed</th></tr>{''.join(rows)}</table>"
+    )
 
 
 def _insights(summary: dict[str, Any]) -> str:
@@ -160,8 +167,7 @@ def _insights(summary: dict[str, Any]) -> str:
         if block.get("insights"):
             out.append("<ul>" + "".join(f"<li>{_e(i)}</li>" for i in block["insights"]) + "</ul>")
         if block.get("actions"):
-            out.append("<ol>" + "".join(
-                f"<li><b>{_e(a.get('metric') or '')}</b> {_e(a.get('action'))}</li>" for a in block["actions"]) + "</ol>")
+            out.append("<ol>" + "".join(f"<li><b>{_e(a.get('metric') or '')}</b> {_e(a.get('action'))}</li>" for a in block["actions"]) + "</ol>")
     return "".join(out)
 
 
@@ -173,8 +179,9 @@ def worst_questions(records: Sequence[dict[str, Any]], limit: int = 15) -> list[
 
     def badness(rs: list[dict[str, Any]]) -> tuple[float, float]:
         wrong = sum(1 for r in rs if r["metrics"].get("acc_at_top1") == 0.0)
-        judged = [v for r in rs for m, v in r["metrics"].items()
-                  if v is not None and m in ("relevancy", "faithfulness", "factuality", "completeness")]
+        judged = [
+            v for r in rs for m, v in r["metrics"].items() if v is not None and m in ("relevancy", "faithfulness", "factuality", "completeness")
+        ]
         judged_norm = [v / 10 if v > 1 else v for v in judged]
         return (-wrong, sum(judged_norm) / len(judged_norm) if judged_norm else 1.0)
 
@@ -190,19 +197,23 @@ def worst_questions(records: Sequence[dict[str, Any]], limit: int = 15) -> list[
 def _question(item: dict[str, Any]) -> str:
     rs = item["records"]
     r0 = rs[0]
-    parts = [f'<div class="q"><div class="t">{_e(r0["qid"])}: {_e(r0["query"])}</div>',
-             f'<div>domains: <code>{_e(", ".join(r0["domains"]))}</code> · gold: <code>{_e(", ".join(r0["gold_doc_ids"][:4]))}'
-             f'{" ..." if len(r0["gold_doc_ids"]) > 4 else ""}</code></div><ul>']
+    parts = [
+        f'<div class="q"><div class="t">{_e(r0["qid"])}: {_e(r0["query"])}</div>',
+        f"<div>domains: <code>{_e(', '.join(r0['domains']))}</code> · gold: <code>{_e(', '.join(r0['gold_doc_ids'][:4]))}"
+        f"{' ...' if len(r0['gold_doc_ids']) > 4 else ''}</code></div><ul>",
+    ]
     for r in rs:
         top = r["ranking"][0] if r["ranking"] else None
         ok = r["metrics"].get("acc_at_top1")
         mark = "" if ok is None else (" ✓" if ok == 1.0 else ' <span class="bad">✗</span>')
-        line = (f'<li><b>{_e(r["strategy"])}</b>{mark}: searched <code>{_e(", ".join(r["active_domains"]))}</code>; '
-                f'top-1 <code>{_e(top["doc_id"]) if top else "none"}</code>')
+        line = (
+            f"<li><b>{_e(r['strategy'])}</b>{mark}: searched <code>{_e(', '.join(r['active_domains']))}</code>; "
+            f"top-1 <code>{_e(top['doc_id']) if top else 'none'}</code>"
+        )
         if r.get("selector"):
-            line += f' · lfs votes {_e(r["selector"].get("votes"))}'
+            line += f" · lfs votes {_e(r['selector'].get('votes'))}"
         if r.get("answer") is not None:
-            line += f'<br>answer ({_e(r.get("answer_mode"))}): {_e((r.get("answer") or "")[:300])}'
+            line += f"<br>answer ({_e(r.get('answer_mode'))}): {_e((r.get('answer') or '')[:300])}"
         for m, o in (r.get("outcomes") or {}).items():
             if o.get("value") is not None and o.get("explanation"):
                 line += f'<br><span class="judge">{_e(m)} = {_fmt(o["value"], m)} ({_e(o.get("judge", ""))}): {_e(o["explanation"][:240])}</span>'
@@ -232,7 +243,7 @@ def render(summary: dict[str, Any], records: Sequence[dict[str, Any]], *, title:
     body = [
         f"<h1>{_e(title)}</h1>",
         f'<p class="meta">{"<br>".join(meta)}<br>generated {time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}'
-        f'{" · job " + _e(summary["job"]) if summary.get("job") else ""}</p>',
+        f"{' · job ' + _e(summary['job']) if summary.get('job') else ''}</p>",
         "<h2>Uni-domain vs cross-domain</h2>",
         '<div class="charts">' + "".join(bar_chart(m, summary, chart_groups) for m in charted) + "</div>",
         "<h2>All metrics (mean, 95% bootstrap interval)</h2>",
@@ -246,5 +257,7 @@ def render(summary: dict[str, Any], records: Sequence[dict[str, Any]], *, title:
         "".join(_question(q) for q in worst_questions(records)) or "<p>None: every question was answered correctly.</p>",
         '<p class="meta">' + "<br>".join(_e(n) for n in summary.get("notes", [])) + "</p>",
     ]
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
-            f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>")
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
+        f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>"
+    )

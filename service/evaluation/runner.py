@@ -40,8 +40,15 @@ def needs_llm(spec: dict[str, Any]) -> bool:
 
 
 def query_record(q: LabelledQuery) -> dict[str, Any]:
-    return {"qid": q.qid, "query": q.query, "domains": q.domains, "gold_doc_ids": q.gold_doc_ids,
-            "answer": q.answer, "kind": q.kind, "grading_note": q.grading_note}
+    return {
+        "qid": q.qid,
+        "query": q.query,
+        "domains": q.domains,
+        "gold_doc_ids": q.gold_doc_ids,
+        "answer": q.answer,
+        "kind": q.kind,
+        "grading_note": q.grading_note,
+    }
 
 
 def dedupe_qids(queries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -87,6 +94,7 @@ def plan(spec: dict[str, Any], n_questions: int, n_domains: int, retries: int) -
 # --------------------------------------------------------------------------- a job
 def _key_points(store: JobStore, job_id: str, judge: Judge | None, q: dict[str, Any]) -> Callable[[], Outcome]:
     """RAGEval's key points of a question's reference answer: extracted once per job (cached), on first use."""
+
     def get() -> Outcome:
         if judge is None:
             return Outcome.skipped("no judge")
@@ -96,11 +104,11 @@ def _key_points(store: JobStore, job_id: str, judge: Judge | None, q: dict[str, 
         out = rageval.extract_keypoints(judge, q["query"], q.get("answer"))
         store.cache_set(job_id, f"keypoints:{q['qid']}", out.as_dict())
         return out
+
     return get
 
 
-def _insights(store: JobStore, job_id: str, judge: Judge | None, strategies: Sequence[str],
-              records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def _insights(store: JobStore, job_id: str, judge: Judge | None, strategies: Sequence[str], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """RAGXplain's insights per strategy, cached in the job so a resumed job does not ask again."""
     insights = {}
     for s in strategies:
@@ -113,8 +121,12 @@ def _insights(store: JobStore, job_id: str, judge: Judge | None, strategies: Seq
 
 
 def _in_windows(
-    pipeline: Pipeline, queries: list[dict[str, Any]], is_done: Callable[[dict[str, Any]], bool],
-    one: Callable[[int, dict[str, Any], Prepared], None], should_stop: Callable[[], bool], workers: int,
+    pipeline: Pipeline,
+    queries: list[dict[str, Any]],
+    is_done: Callable[[dict[str, Any]], bool],
+    one: Callable[[int, dict[str, Any], Prepared], None],
+    should_stop: Callable[[], bool],
+    workers: int,
 ) -> None:
     """Call ``one(position, question, prepared)`` for every unfinished question, ``workers`` at a time.
 
@@ -152,8 +164,7 @@ def pinned_versions(pipeline: Pipeline, judge: Judge | None, spec: dict[str, Any
     return out
 
 
-def check_versions(pipeline: Pipeline, judge: Judge | None, store: JobStore, job_id: str, spec: dict[str, Any], *,
-                   restart: bool = False) -> None:
+def check_versions(pipeline: Pipeline, judge: Judge | None, store: JobStore, job_id: str, spec: dict[str, Any], *, restart: bool = False) -> None:
     """Make sure a job's results all come from one set of versions.
 
     A job not started yet is (re)pinned to ``pipeline``'s versions. A job with finished questions
@@ -169,15 +180,34 @@ def check_versions(pipeline: Pipeline, judge: Judge | None, store: JobStore, job
         store.pin(job_id, current)
         return
     changed = {k: [pinned.get(k), current.get(k)] for k in sorted(set(pinned) | set(current)) if pinned.get(k) != current.get(k)}
-    message = (f"job {job_id} was started with other versions than the ones serving now {changed} (was, now); "
-               "resuming would mix two systems in one result: submit it again, or restart it "
-               f"(fedqa evaluate --resume {job_id} --restart)")
+    message = (
+        f"job {job_id} was started with other versions than the ones serving now {changed} (was, now); "
+        "resuming would mix two systems in one result: submit it again, or restart it "
+        f"(fedqa evaluate --resume {job_id} --restart)"
+    )
     store.set_status(job_id, "failed", error=message)
     raise EvaluationError(message)
 
 
+def _runnable_job(pipeline: Pipeline, judge: Judge | None, store: JobStore, job_id: str, restart: bool) -> dict[str, Any]:
+    """The stored job, once it is known to be runnable here (it exists, has the judge it needs, same versions)."""
+    job = store.get(job_id)
+    if job is None:
+        raise EvaluationError(f"no evaluation job {job_id}")
+    spec = job["spec"]
+    if needs_judge(spec) and judge is None:
+        store.set_status(job_id, "failed", error="judge metrics need a judge: set FEDQA_JUDGE_BASE_URL or an LLM")
+        raise EvaluationError("judge metrics need a judge: set FEDQA_JUDGE_BASE_URL (or FEDQA_LLM_*), or use --metrics retrieval")
+    check_versions(pipeline, judge, store, job_id, spec, restart=restart)
+    return job
+
+
 def run_job(
-    pipeline: Pipeline, judge: Judge | None, store: JobStore, job_id: str, *,
+    pipeline: Pipeline,
+    judge: Judge | None,
+    store: JobStore,
+    job_id: str,
+    *,
     should_stop: Callable[[], bool] = lambda: False,
     progress: Callable[[int, int], None] | None = None,
     restart: bool = False,
@@ -187,14 +217,8 @@ def run_job(
 
     A resume with other versions than the job was pinned to is refused (see :func:`check_versions`;
     ``restart``: start it again instead)."""
-    job = store.get(job_id)
-    if job is None:
-        raise EvaluationError(f"no evaluation job {job_id}")
+    job = _runnable_job(pipeline, judge, store, job_id, restart)
     spec = job["spec"]
-    if needs_judge(spec) and judge is None:
-        store.set_status(job_id, "failed", error="judge metrics need a judge: set FEDQA_JUDGE_BASE_URL or an LLM")
-        raise EvaluationError("judge metrics need a judge: set FEDQA_JUDGE_BASE_URL (or FEDQA_LLM_*), or use --metrics retrieval")
-    check_versions(pipeline, judge, store, job_id, spec, restart=restart)
     queries = store.queries(job_id)
     strategies, groups = spec["strategies"], metric_groups(spec)
     done = store.done_keys(job_id)
@@ -208,8 +232,16 @@ def run_job(
         for strategy in [s for s in strategies if (s, q["qid"]) not in done]:
             if should_stop():
                 return
-            record = evaluate_question(pipeline, judge, spec, q, position, strategy, prepared,
-                                       _key_points(store, job_id, judge, q) if MetricGroup.RAGEVAL in groups else None)
+            record = evaluate_question(
+                pipeline,
+                judge,
+                spec,
+                q,
+                position,
+                strategy,
+                prepared,
+                _key_points(store, job_id, judge, q) if MetricGroup.RAGEVAL in groups else None,
+            )
             if judge is not None:
                 record["judge"] = judge.name
             store.save_result(job_id, strategy, q["qid"], position, record)
@@ -224,8 +256,9 @@ def run_job(
         return None
     records = store.results(job_id)
     insights = _insights(store, job_id, judge, strategies, records) if MetricGroup.RAGXPLAIN in groups else None
-    summary = summarize(spec, queries, records, dataset=job["spec"].get("dataset", "inline"), job_id=job_id,
-                        versions=pipeline.versions, insights=insights)
+    summary = summarize(
+        spec, queries, records, dataset=job["spec"].get("dataset", "inline"), job_id=job_id, versions=pipeline.versions, insights=insights
+    )
     store.finish(job_id, summary)
     return summary
 
@@ -246,8 +279,7 @@ def load_dataset(name: str, home: str | Path) -> list[dict[str, Any]]:
     return [query_record(q) for q in load_queries(path)]
 
 
-def create_job(store: JobStore, spec: dict[str, Any], queries: list[dict[str, Any]], dataset: str,
-               versions: dict[str, Any] | None = None) -> str:
+def create_job(store: JobStore, spec: dict[str, Any], queries: list[dict[str, Any]], dataset: str, versions: dict[str, Any] | None = None) -> str:
     """Store a new job (questions de-duplicated by qid), pinned to ``versions`` (:func:`pinned_versions`
     of the pipeline that will run it; None: pinned when it starts); returns its id."""
     if not queries:

@@ -86,8 +86,13 @@ def _extras(spec: dict[str, Any], records: Sequence[Record], versions: dict[str,
 
 
 def summarize(
-    spec: dict[str, Any], queries: Sequence[dict[str, Any]], records: Sequence[Record], *,
-    dataset: str, job_id: str | None = None, versions: dict[str, Any] | None = None,
+    spec: dict[str, Any],
+    queries: Sequence[dict[str, Any]],
+    records: Sequence[Record],
+    *,
+    dataset: str,
+    job_id: str | None = None,
+    versions: dict[str, Any] | None = None,
     insights: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The job's summary: means per strategy and group, 95% intervals, counts and failures."""

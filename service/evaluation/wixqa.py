@@ -132,12 +132,16 @@ def context_recall(judge: Judge, reference: str | None, context: Sequence[tuple[
     if not sentences:
         return Outcome.skipped("the reference answer has no sentence")
     listing = "\n".join(f"{i}. {s}" for i, s in enumerate(sentences, 1))
-    call = judge.ask(CONTEXT_RECALL_PROMPT.format(context=format_context(context), sentences=listing),
-                     lambda obj: _attributed_parse(obj, len(sentences)))
+    call = judge.ask(
+        CONTEXT_RECALL_PROMPT.format(context=format_context(context), sentences=listing), lambda obj: _attributed_parse(obj, len(sentences))
+    )
     if call.kind:
         return Outcome.failed(call)
-    return Outcome(context_recall_score(call.value), explanation=f"{sum(call.value)} of {len(call.value)} reference "
-                   "sentences found in the context", calls=call.attempts)
+    return Outcome(
+        context_recall_score(call.value),
+        explanation=f"{sum(call.value)} of {len(call.value)} reference sentences found in the context",
+        calls=call.attempts,
+    )
 
 
 def _factual_parse(obj: Any) -> tuple[float, str]:

@@ -45,9 +45,7 @@ class Heartbeat:
 class EvalWorker:
     """Runs queued jobs one at a time in a background thread; resumes unfinished ones on start."""
 
-    def __init__(
-        self, store: JobStore, run: Callable[[str, Callable[[], bool]], None], ready: Callable[[], bool] = lambda: True
-    ) -> None:
+    def __init__(self, store: JobStore, run: Callable[[str, Callable[[], bool]], None], ready: Callable[[], bool] = lambda: True) -> None:
         """``run(job_id, should_stop)`` evaluates one job (see :func:`service.evaluation.runner.run_job`);
         ``ready()`` says whether jobs can run now (the pipeline is loaded)."""
         self.store = store
@@ -93,6 +91,7 @@ class EvalWorker:
     def _should_stop(self, job_id: str) -> Callable[[], bool]:
         def check() -> bool:
             return self._stop.is_set() or job_id in self._cancelled
+
         return check
 
     def _loop(self) -> None:

@@ -107,8 +107,10 @@ class Answerer:
         self.extractor = Extractor(
             encoder,
             ExtractConfig(
-                method=ExtractiveMethod(settings.extractive_method), max_sources=settings.extractive_sources,
-                max_words=settings.extractive_max_words, margin=settings.extractive_margin,
+                method=ExtractiveMethod(settings.extractive_method),
+                max_sources=settings.extractive_sources,
+                max_words=settings.extractive_max_words,
+                margin=settings.extractive_margin,
             ),
             vectors,
             policy,
@@ -125,8 +127,13 @@ class Answerer:
 
     # ------------------------------------------------------------------ decisions
     def evidence(
-        self, query: str, hits: Sequence[RankedHit], probabilities: Mapping[str, float], *,
-        query_vector: np.ndarray | None = None, score_sentences: bool = False,
+        self,
+        query: str,
+        hits: Sequence[RankedHit],
+        probabilities: Mapping[str, float],
+        *,
+        query_vector: np.ndarray | None = None,
+        score_sentences: bool = False,
     ) -> tuple[Evidence, Extract]:
         """The abstention evidence of a ranking, and the meaning extract it was read from
         (``score_sentences``: compute the span score even when the abstention model does not read it)."""
@@ -156,8 +163,15 @@ class Answerer:
 
     # ------------------------------------------------------------------ entry points
     def stream(
-        self, query: str, hits: Sequence[RankedHit], probabilities: Mapping[str, float], *, generate: bool = True,
-        query_vector: np.ndarray | None = None, context_passages: int | None = None, incremental: bool = True,
+        self,
+        query: str,
+        hits: Sequence[RankedHit],
+        probabilities: Mapping[str, float],
+        *,
+        generate: bool = True,
+        query_vector: np.ndarray | None = None,
+        context_passages: int | None = None,
+        incremental: bool = True,
     ) -> Iterator[Token | Answer]:
         """Answer text as it is produced (:class:`Token`), then the :class:`Answer` (always the last item).
 
@@ -177,13 +191,20 @@ class Answerer:
             yield item
 
     def answer(
-        self, query: str, hits: Sequence[RankedHit], probabilities: Mapping[str, float], *, generate: bool = True,
-        query_vector: np.ndarray | None = None, context_passages: int | None = None,
+        self,
+        query: str,
+        hits: Sequence[RankedHit],
+        probabilities: Mapping[str, float],
+        *,
+        generate: bool = True,
+        query_vector: np.ndarray | None = None,
+        context_passages: int | None = None,
     ) -> Answer:
         """The :class:`Answer` (what :meth:`stream` ends with)."""
         last: Answer | None = None
-        for item in self.stream(query, hits, probabilities, generate=generate, query_vector=query_vector,
-                                context_passages=context_passages, incremental=False):
+        for item in self.stream(
+            query, hits, probabilities, generate=generate, query_vector=query_vector, context_passages=context_passages, incremental=False
+        ):
             if isinstance(item, Answer):
                 last = item
         assert last is not None
@@ -241,8 +262,8 @@ class Answerer:
         g = grounding(text, context)
         if g < self.settings.min_grounding:
             yield from self._fallback(
-                job, f"the generated answer was not supported by the sources (grounding {g:.2f} < "
-                f"{self.settings.min_grounding:.2f}); it was replaced",
+                job,
+                f"the generated answer was not supported by the sources (grounding {g:.2f} < {self.settings.min_grounding:.2f}); it was replaced",
             )
             return
         yield Answer(text, AnswerMode.GENERATIVE, citations(text, len(context)))

@@ -36,8 +36,7 @@ if TYPE_CHECKING:
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 _WORD = re.compile(r"[a-z0-9]+")
 _STOPWORDS = frozenset(
-    "a an and are as at be by can do does for from how i in is it my of on or the this to what when where which who why "
-    "with you your".split()
+    "a an and are as at be by can do does for from how i in is it my of on or the this to what when where which who why with you your".split()
 )
 
 
@@ -175,9 +174,7 @@ class ExtractConfig:
     margin: float = 2.0
 
 
-def by_meaning(
-    query_vector: np.ndarray, hits: Sequence[RankedHit], vectors: SentenceVectors, config: ExtractConfig
-) -> Extract:
+def by_meaning(query_vector: np.ndarray, hits: Sequence[RankedHit], vectors: SentenceVectors, config: ExtractConfig) -> Extract:
     """The span of the top passages closest in meaning to the question (see the module docstring)."""
     top = list(hits[: config.max_sources])
     if not top:
@@ -201,8 +198,13 @@ def by_meaning(
 
 
 def by_policy(
-    query: str, query_vector: np.ndarray | None, hits: Sequence[RankedHit], vectors: SentenceVectors | None,
-    policy: AnswerPolicy, *, max_words: int,
+    query: str,
+    query_vector: np.ndarray | None,
+    hits: Sequence[RankedHit],
+    vectors: SentenceVectors | None,
+    policy: AnswerPolicy,
+    *,
+    max_words: int,
 ) -> Extract:
     """The answer the fitted policy quotes (see the module docstring); its score is the best sentence's
     similarity in the chosen passage (0.0 when no sentence vectors are available)."""
@@ -258,8 +260,13 @@ class Extractor:
     """Chooses the extractive answer by the configured method (one dispatch table)."""
 
     def __init__(
-        self, encoder: Encoder | None, config: ExtractConfig | None = None, vectors: SentenceVectors | None = None,
-        policy: AnswerPolicy | None = None, *, score_sentences: bool = True,
+        self,
+        encoder: Encoder | None,
+        config: ExtractConfig | None = None,
+        vectors: SentenceVectors | None = None,
+        policy: AnswerPolicy | None = None,
+        *,
+        score_sentences: bool = True,
     ) -> None:
         self.encoder = encoder
         self.config = config or ExtractConfig()
@@ -273,16 +280,12 @@ class Extractor:
             ExtractiveMethod.PASSAGE: lambda q, v, hits: top_passage(hits),
         }
 
-    def meaning(
-        self, query: str, hits: Sequence[RankedHit], *, query_vector: np.ndarray | None = None, score_sentences: bool = False
-    ) -> Extract:
+    def meaning(self, query: str, hits: Sequence[RankedHit], *, query_vector: np.ndarray | None = None, score_sentences: bool = False) -> Extract:
         """The ``meaning`` extract (also the evidence for abstention, whatever the configured method);
         ``score_sentences``: score the chosen passage's sentences even when the policy quotes it whole."""
         return self._meaning(query, query_vector, hits, score_sentences=score_sentences)
 
-    def _meaning(
-        self, query: str, vector: np.ndarray | None, hits: Sequence[RankedHit], *, score_sentences: bool = False
-    ) -> Extract:
+    def _meaning(self, query: str, vector: np.ndarray | None, hits: Sequence[RankedHit], *, score_sentences: bool = False) -> Extract:
         if self.vectors is None:
             return by_terms(query, hits, max_sources=self.config.max_sources)
         if self.policy is not None and self.policy.whole and not (self.score_sentences or score_sentences):

@@ -15,9 +15,7 @@ from service.generation.llm import LLMError, LLMTimeout
 class OpenAILLM:
     """Chat or legacy completions API at ``base_url`` (which includes ``/v1``); greedy, no client retries."""
 
-    def __init__(
-        self, base_url: str, model: str, *, api_key: str | None = None, api: Literal["chat", "completions"] = "chat"
-    ) -> None:
+    def __init__(self, base_url: str, model: str, *, api_key: str | None = None, api: Literal["chat", "completions"] = "chat") -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.api = api
@@ -26,8 +24,7 @@ class OpenAILLM:
         self.client = openai.OpenAI(base_url=self.base_url, api_key=api_key or "unused", max_retries=0)
 
     def _create(self, prompt: str, max_tokens: int, stop: Sequence[str], timeout_s: float, stream: bool) -> Any:
-        kwargs: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "temperature": 0.0, "stream": stream,
-                                  "timeout": timeout_s}
+        kwargs: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "temperature": 0.0, "stream": stream, "timeout": timeout_s}
         if stop:
             kwargs["stop"] = list(stop)[:4]
         if self.api == "chat":

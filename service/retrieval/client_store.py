@@ -64,9 +64,7 @@ class ClientStore:
 
     def search(self, domain: str, vector: np.ndarray, limit: int) -> list[Hit]:
         try:
-            res = self.client.query_points(
-                self._name(domain), query=np.asarray(vector, dtype=np.float32).tolist(), limit=limit, with_payload=True
-            )
+            res = self.client.query_points(self._name(domain), query=np.asarray(vector, dtype=np.float32).tolist(), limit=limit, with_payload=True)
         except ValueError as exc:  # local mode: unknown collection
             raise StoreError(str(exc)) from exc
         except Exception as exc:
@@ -80,9 +78,7 @@ class ClientStore:
     def _scroll(self, domain: str, *, with_vectors: bool) -> Iterator[tuple[Passage, list[float] | None]]:
         offset = None
         while True:
-            records, offset = self.client.scroll(
-                self._name(domain), limit=_BATCH, offset=offset, with_payload=True, with_vectors=with_vectors
-            )
+            records, offset = self.client.scroll(self._name(domain), limit=_BATCH, offset=offset, with_payload=True, with_vectors=with_vectors)
             for r in records:
                 yield Passage.from_payload(r.payload or {}), (r.vector if with_vectors else None)  # type: ignore[misc]
             if offset is None:

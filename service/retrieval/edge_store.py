@@ -44,8 +44,7 @@ class EdgeStore:
                 self.close()
                 if "WouldBlock" in str(exc):
                     raise StoreUnavailable(
-                        f"index {version} is open in another process (a running 'fedqa serve'?); "
-                        "stop it, or query it over HTTP"
+                        f"index {version} is open in another process (a running 'fedqa serve'?); stop it, or query it over HTTP"
                     ) from exc
                 raise StoreUnavailable(f"cannot open shard {d}: {exc}") from exc
 

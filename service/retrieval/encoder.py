@@ -211,7 +211,5 @@ class Encoder:
             with tqdm(total=len(texts), desc="embedding", unit="text") as bar:
                 return self._onnx.encode(texts, batch_size=batch_size, bar=bar)
         with MODEL_LOCK:
-            vecs = self.model.encode(
-                texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=progress
-            )
+            vecs = self.model.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=progress)
         return np.asarray(vecs, dtype=np.float32)

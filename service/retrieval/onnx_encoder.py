@@ -71,7 +71,12 @@ def exported(onnx_dir: Path, source: str) -> OnnxExport | None:
         return None
     try:
         return OnnxExport(
-            onnx_dir / ONNX_FILE, source, RECIPE, int(meta["max_seq_length"]), str(meta["pooling"]), int(meta["dim"]),
+            onnx_dir / ONNX_FILE,
+            source,
+            RECIPE,
+            int(meta["max_seq_length"]),
+            str(meta["pooling"]),
+            int(meta["dim"]),
             bool(meta.get("lower_case", False)),
         )
     except (KeyError, TypeError, ValueError):
@@ -130,20 +135,29 @@ def _export(model, hf, tmp: Path, onnx_dir: Path, source: str) -> OnnxExport:  #
     try:
         names = _trace(model, hf, tmp / "fp32.onnx")
         optimized = optimize_model(
-            str(tmp / "fp32.onnx"), model_type="bert", num_heads=int(hf.config.num_attention_heads),
-            hidden_size=int(hf.config.hidden_size), opt_level=1,
+            str(tmp / "fp32.onnx"),
+            model_type="bert",
+            num_heads=int(hf.config.num_attention_heads),
+            hidden_size=int(hf.config.hidden_size),
+            opt_level=1,
         )
         fused = {op: int(optimized.get_fused_operator_statistics().get(op, 0)) for op in FUSED_OPS}
         optimized.save_model_to_file(str(tmp / "optimized.onnx"))
         quantize_dynamic(
-            str(tmp / "optimized.onnx"), str(tmp / ONNX_FILE), weight_type=QuantType.QInt8, per_channel=True,
-            op_types_to_quantize=["MatMul", "Attention"], extra_options={"DefaultTensorType": 1, "MatMulConstBOnly": True},
+            str(tmp / "optimized.onnx"),
+            str(tmp / ONNX_FILE),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            op_types_to_quantize=["MatMul", "Attention"],
+            extra_options={"DefaultTensorType": 1, "MatMulConstBOnly": True},
         )
         for name in ("fp32.onnx", "optimized.onnx"):
             (tmp / name).unlink()
         spec = {
-            "max_seq_length": int(model.max_seq_length), "pooling": model[1].pooling_mode,
-            "dim": int(model.get_embedding_dimension()), "lower_case": bool(getattr(model[0], "do_lower_case", False)),
+            "max_seq_length": int(model.max_seq_length),
+            "pooling": model[1].pooling_mode,
+            "dim": int(model.get_embedding_dimension()),
+            "lower_case": bool(getattr(model[0], "do_lower_case", False)),
         }
         meta = {"source": source, "recipe": RECIPE, "inputs": names, "fused_ops": fused, **spec}
         (tmp / META_FILE).write_text(json.dumps(meta))
@@ -168,8 +182,13 @@ def _trace(model, hf, path: Path) -> list[str]:  # noqa: ANN001
     try:
         with torch.inference_mode():
             torch.onnx.export(
-                _LastHiddenState(hf, names), tuple(features[n] for n in names), str(path), input_names=names,
-                output_names=["last_hidden_state"], opset_version=17, dynamo=False,
+                _LastHiddenState(hf, names),
+                tuple(features[n] for n in names),
+                str(path),
+                input_names=names,
+                output_names=["last_hidden_state"],
+                opset_version=17,
+                dynamo=False,
                 dynamic_axes={n: {0: "batch", 1: "tokens"} for n in [*names, "last_hidden_state"]},
             )
     finally:
@@ -270,9 +289,7 @@ class OnnxSession:
         return out
 
     def _features(self, texts: Sequence[str], idx: np.ndarray) -> dict[str, np.ndarray]:
-        features = self.tokenizer(
-            [texts[i].strip() for i in idx], padding=True, truncation=True, max_length=self.max_seq_length, return_tensors="np"
-        )
+        features = self.tokenizer([texts[i].strip() for i in idx], padding=True, truncation=True, max_length=self.max_seq_length, return_tensors="np")
         feed = {n: features[n].astype(np.int64) for n in self.inputs if n in features}
         for n in self.inputs:
             feed.setdefault(n, np.zeros_like(feed["input_ids"]))

@@ -54,9 +54,7 @@ class GateDecision:
     fallback: bool  # True when no domain came out active and the argmax was used
 
 
-def gate(
-    p: np.ndarray, tau0: float, *, mode: GateMode = "stochastic", rng: np.random.Generator | None = None
-) -> GateDecision:
+def gate(p: np.ndarray, tau0: float, *, mode: GateMode = "stochastic", rng: np.random.Generator | None = None) -> GateDecision:
     """Choose the active domains.
 
     ``stochastic``: each domain is an independent Bernoulli(min(1, p_j/tau)) draw from ``rng``

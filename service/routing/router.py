@@ -152,8 +152,15 @@ class HeadRouter:
         module.load_state_dict(load_file(str(path / HEAD_FILE)))
         module.eval()
         return cls(
-            module, meta["domains"], dim=int(meta["dim"]), hidden=int(meta["hidden"]), retriever=meta.get("retriever"),
-            temperature=float(meta.get("temperature", 1.0)), bias=meta.get("bias") or None, fitted=meta.get("fitted") or {}, version=version,
+            module,
+            meta["domains"],
+            dim=int(meta["dim"]),
+            hidden=int(meta["hidden"]),
+            retriever=meta.get("retriever"),
+            temperature=float(meta.get("temperature", 1.0)),
+            bias=meta.get("bias") or None,
+            fitted=meta.get("fitted") or {},
+            version=version,
         )
 
 

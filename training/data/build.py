@@ -180,8 +180,9 @@ def build_training_data(
     train_q, val_q = split_queries(_known(queries, by_id, domains), cfg.val_fraction, seed=cfg.seed)
     synthetic = _synthetic(corpus, generators, cfg, progress=progress)
     sampler = HardNegativeSampler(corpus)
-    oos_train, oos_val = split_queries([LabelledQuery(q.qid, q.query, [], [], q.answer, "oos") for q in out_of_scope],
-                                       cfg.val_fraction, seed=cfg.seed)
+    oos_train, oos_val = split_queries(
+        [LabelledQuery(q.qid, q.query, [], [], q.answer, "oos") for q in out_of_scope], cfg.val_fraction, seed=cfg.seed
+    )
     rows = TrainingRows(sampler, cfg.negatives, seed=cfg.seed)
     rows.add_questions(train_q, synthetic, cross_examples=cfg.cross_examples)
     rows.add_router_only(_router_synthetic(corpus, cfg, {s.doc_id for s in synthetic}), oos_train)
@@ -220,8 +221,7 @@ def _known(queries: Sequence[LabelledQuery], by_id: dict[str, Passage], domains:
     return kept
 
 
-def _synthetic(corpus: Sequence[Passage], generators: Sequence[QueryGenerator], cfg: DataConfig, *,
-               progress: bool) -> list[SyntheticQuery]:
+def _synthetic(corpus: Sequence[Passage], generators: Sequence[QueryGenerator], cfg: DataConfig, *, progress: bool) -> list[SyntheticQuery]:
     """Synthetic queries of each generator over a seeded sample of every domain's passages."""
     sample = sample_passages(corpus, cfg.synthetic_per_domain, seed=cfg.seed, min_words=cfg.min_passage_words)
     synthetic: list[SyntheticQuery] = []

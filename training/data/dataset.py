@@ -73,8 +73,13 @@ class TrainingData:
             router_origins=[r.get("origin", "labelled") for r in router],
             retriever_rows=[
                 RetrieverExample(
-                    r["qid"], r["query"], list(r["positives"]), list(r["negatives"]), r.get("origin", "labelled"),
-                    r.get("generator"), list(r.get("domains") or []),
+                    r["qid"],
+                    r["query"],
+                    list(r["positives"]),
+                    list(r["negatives"]),
+                    r.get("origin", "labelled"),
+                    r.get("generator"),
+                    list(r.get("domains") or []),
                 )
                 for r in retriever
             ],

@@ -121,10 +121,12 @@ def drop_false_negatives(
 
     texts = sorted({d for e in examples for d in list(e.positives) + list(e.negatives) if d in passages})
     index = {d: i for i, d in enumerate(texts)}
-    p_vecs = model.encode([passages[d].text for d in texts], batch_size=batch_size, normalize_embeddings=True,
-                          convert_to_numpy=True, show_progress_bar=False)
-    q_vecs = model.encode([e.query for e in examples], batch_size=batch_size, normalize_embeddings=True,
-                          convert_to_numpy=True, show_progress_bar=False)
+    p_vecs = model.encode(
+        [passages[d].text for d in texts], batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+    )
+    q_vecs = model.encode(
+        [e.query for e in examples], batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+    )
     out, checked, dropped = [], 0, 0
     for e, qv in zip(examples, q_vecs, strict=True):
         pos = [float(np.dot(qv, p_vecs[index[d]])) for d in e.positives if d in index]

@@ -54,13 +54,11 @@ class TrainingRows:
     def add_router_only(self, router_synthetic: list[SyntheticQuery], oos_train: list[LabelledQuery]) -> None:
         """Router rows only: heuristic questions for every domain's vocabulary, and out-of-scope questions (no domain)."""
         for i, s in enumerate(router_synthetic):
-            self.router.append({"qid": f"rsyn-{i:06d}", "query": s.query, "domains": [s.domain], "origin": "synthetic",
-                                "generator": s.generator})
+            self.router.append({"qid": f"rsyn-{i:06d}", "query": s.query, "domains": [s.domain], "origin": "synthetic", "generator": s.generator})
         for q in oos_train:
             self.router.append({"qid": q.qid, "query": q.query, "domains": [], "origin": "out-of-scope"})
 
-    def label_relevance(self, judge: LLMRelevanceJudge, by_id: dict[str, Passage], limit: int, *,
-                        progress: bool) -> list[RelevanceLabel]:
+    def label_relevance(self, judge: LLMRelevanceJudge, by_id: dict[str, Passage], limit: int, *, progress: bool) -> list[RelevanceLabel]:
         """LLM relevance labels for up to ``limit`` seeded (row, passage) pairs: drop synthetic rows whose positive
         the judge rejects, and hard negatives it finds relevant. Returns the labels."""
         relevance: list[RelevanceLabel] = []

@@ -9,9 +9,7 @@ from collections.abc import Sequence
 from service.queries import LabelledQuery
 
 
-def split_queries(
-    queries: Sequence[LabelledQuery], fraction: float, *, seed: int = 0
-) -> tuple[list[LabelledQuery], list[LabelledQuery]]:
+def split_queries(queries: Sequence[LabelledQuery], fraction: float, *, seed: int = 0) -> tuple[list[LabelledQuery], list[LabelledQuery]]:
     """(train, validation): a seeded share ``fraction`` of the single-domain queries of each domain.
 
     Stratified by domain, decided by qid (the input order does not matter). A cross-domain query
@@ -45,9 +43,7 @@ def split_queries(
     return train, val
 
 
-def join_cross(
-    queries: Sequence[LabelledQuery], n: int, *, seed: int = 0, prefix: str = "xsyn"
-) -> list[LabelledQuery]:
+def join_cross(queries: Sequence[LabelledQuery], n: int, *, seed: int = 0, prefix: str = "xsyn") -> list[LabelledQuery]:
     """``n`` cross-domain questions made by joining two questions of different domains.
 
     "Q1 And, Q2" with both domain sets and both gold sets, the way the faq6 cross set is built.

@@ -22,9 +22,32 @@ log = logging.getLogger("fedqa.training.data")
 
 # Section headings that say nothing about the content (man pages, POD, HTML boilerplate).
 _GENERIC = {
-    "description", "name", "synopsis", "summary", "introduction", "overview", "notes", "see also", "example",
-    "examples", "details", "options", "author", "authors", "bugs", "copyright", "license", "contents", "index",
-    "discussion", "general", "misc", "miscellaneous", "other", "faq", "answers",
+    "description",
+    "name",
+    "synopsis",
+    "summary",
+    "introduction",
+    "overview",
+    "notes",
+    "see also",
+    "example",
+    "examples",
+    "details",
+    "options",
+    "author",
+    "authors",
+    "bugs",
+    "copyright",
+    "license",
+    "contents",
+    "index",
+    "discussion",
+    "general",
+    "misc",
+    "miscellaneous",
+    "other",
+    "faq",
+    "answers",
 }
 _NUMBERING = re.compile(r"^\s*(?:[0-9]+(?:\.[0-9]+)*\.?|[A-Z]\.(?:[0-9]+\.?)*)\s+")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")

@@ -41,8 +41,18 @@ STRATEGIES: tuple[str, ...] = tuple(REGISTRY)
 DEFAULT_STRATEGY = StrategyName("fused")
 
 __all__ = [
-    "DEFAULT_STRATEGY", "LFS_PROMPT", "LLMDomainSelector", "REGISTRY", "STRATEGIES", "Search", "Selection",
-    "StrategyInput", "StrategyName", "describe_domains", "parse_yes_no", "select",
+    "DEFAULT_STRATEGY",
+    "LFS_PROMPT",
+    "LLMDomainSelector",
+    "REGISTRY",
+    "STRATEGIES",
+    "Search",
+    "Selection",
+    "StrategyInput",
+    "StrategyName",
+    "describe_domains",
+    "parse_yes_no",
+    "select",
 ]
 
 
@@ -64,6 +74,16 @@ def select(
     name = strategy.value if isinstance(strategy, Enum) else str(strategy)
     if name not in REGISTRY:
         raise ValueError(f"unknown strategy {name!r}; choose one of {', '.join(REGISTRY)}")
-    inp = StrategyInput(probs=probs, domains=list(domains), tau0=tau0, gate_mode=gate_mode, rng=rng, query=query,
-                        selector=selector, search=search, top_k=top_k, fitted=fitted or {})
+    inp = StrategyInput(
+        probs=probs,
+        domains=list(domains),
+        tau0=tau0,
+        gate_mode=gate_mode,
+        rng=rng,
+        query=query,
+        selector=selector,
+        search=search,
+        top_k=top_k,
+        fitted=fitted or {},
+    )
     return REGISTRY[name](inp)

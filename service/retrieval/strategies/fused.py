@@ -31,9 +31,16 @@ def select(inp: StrategyInput) -> Selection:
     p = inp.p()
     if params is None:
         decision = gate(p, inp.tau0, mode="deterministic")
-        return Selection("fused", domains, {d: 1.0 for d in domains}, decision.threshold,
-                         {d: float(a) for d, a in zip(domains, decision.activation, strict=True)}, True,
-                         {"fused": None, "reason": "no fitted fusion parameters: every domain, ranked by s"}, hits)
+        return Selection(
+            "fused",
+            domains,
+            {d: 1.0 for d in domains},
+            decision.threshold,
+            {d: float(a) for d, a in zip(domains, decision.activation, strict=True)},
+            True,
+            {"fused": None, "reason": "no fitted fusion parameters: every domain, ranked by s"},
+            hits,
+        )
     q = fuse(p, domain_evidence(hits, domains, params.evidence_k), params)
     decision = gate(q, params.tau0, mode="deterministic")
     detail: dict[str, Any] = {"fused": {d: round(float(v), 6) for d, v in zip(domains, q, strict=True)}}
@@ -43,5 +50,6 @@ def select(inp: StrategyInput) -> Selection:
         return Selection("fused", domains, {d: 1.0 for d in domains}, decision.threshold, activation, True, detail, hits)
     w = domain_weights(q, params.sharpness)
     active = [d for d, a in zip(domains, decision.active, strict=True) if a]
-    return Selection("fused", active, {d: float(w[domains.index(d)]) for d in active}, decision.threshold, activation,
-                     decision.fallback, detail, hits)
+    return Selection(
+        "fused", active, {d: float(w[domains.index(d)]) for d in active}, decision.threshold, activation, decision.fallback, detail, hits
+    )

@@ -63,9 +63,7 @@ def describe_domains(passage_titles: Mapping[str, Sequence[str]], *, topics: int
         heads = Counter(t.split(" > ")[0].strip() for t in titles if t and t.strip())
         common = [h for h, _ in heads.most_common(topics)]
         out[domain] = (
-            f"Documentation of {domain} ({len(titles)} passages); main pages: " + "; ".join(common)
-            if common
-            else f"Documentation of {domain}."
+            f"Documentation of {domain} ({len(titles)} passages); main pages: " + "; ".join(common) if common else f"Documentation of {domain}."
         )
     return out
 

@@ -15,5 +15,6 @@ def select(inp: StrategyInput) -> Selection:
     p = inp.p()
     decision = gate(p, inp.tau0, mode="deterministic")
     top = domains[int(np.argmax(p))]
-    return Selection("rfs", [top], {top: float(inp.probs[top])}, decision.threshold,
-                     {d: float(a) for d, a in zip(domains, decision.activation, strict=True)})
+    return Selection(
+        "rfs", [top], {top: float(inp.probs[top])}, decision.threshold, {d: float(a) for d, a in zip(domains, decision.activation, strict=True)}
+    )

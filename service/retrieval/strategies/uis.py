@@ -13,5 +13,6 @@ def select(inp: StrategyInput) -> Selection:
     """Every domain, weight 1."""
     domains = list(inp.domains)
     decision = gate(inp.p(), inp.tau0, mode="deterministic")
-    return Selection("uis", domains, {d: 1.0 for d in domains}, decision.threshold,
-                     {d: float(a) for d, a in zip(domains, decision.activation, strict=True)})
+    return Selection(
+        "uis", domains, {d: 1.0 for d in domains}, decision.threshold, {d: float(a) for d, a in zip(domains, decision.activation, strict=True)}
+    )
