@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from service.artifacts import Registry
 from service.config import Settings
 from service.generation.abstention import FEATURES, AbstentionModel, Evidence, abstention_path, save_abstention
 from service.queries import LabelledQuery
 from service.retrieval.strategies import DEFAULT_STRATEGY
+from training.versions import beside_router, fitted_on
 
 BATCH = 32
 
@@ -176,16 +176,11 @@ def fit_abstention(
     model.fit = {
         "heldout": {k: v for k, v in heldout.items() if k != "per_fold"},
         "on_fit_questions": measure(model, ev_in, ev_out),
-        "router": versions.get("router"),
-        "index": versions.get("index"),
-        "retriever": versions.get("retriever"),
-        "seconds": round(time.perf_counter() - t0, 1),
+        **fitted_on(versions, t0),
     }
     path = None
     if save:
-        registry = Registry(settings.home_dir)
-        router = versions.get("router")
-        target = abstention_path(registry, None if router == "uniform" else router, versions.get("index"))
+        target = beside_router(settings.home_dir, versions, abstention_path)
         if target is not None:
             save_abstention(model, target)
             path = str(target)

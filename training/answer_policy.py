@@ -19,13 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from service.artifacts import Registry
 from service.config import Settings
 from service.evaluation.wixqa import token_f1
 from service.generation.answer_policy import WHOLE, AnswerPolicy, policy_path, save_policy
 from service.generation.extractive import SentenceVectors, by_policy
 from service.queries import LabelledQuery
 from service.retrieval.passage import RankedHit
+from training.versions import beside_router, fitted_on
 
 SOURCES = (1, 2, 3, 5)
 TERM_WEIGHTS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5)
@@ -132,17 +132,10 @@ def fit_answer_policy(
         "answer_f1": round(float(np.mean([token_f1(t, c.reference) for t, c in zip(texts, cases, strict=True)])), 4),
         "answer_rouge_l": round(float(np.mean([rouge_l(t, c.reference) for t, c in zip(texts, cases, strict=True)])), 4),
     }
-    policy.fit = {
-        "on_fit_questions": scores,
-        "router": versions.get("router"),
-        "index": versions.get("index"),
-        "retriever": versions.get("retriever"),
-        "seconds": round(time.perf_counter() - t0, 1),
-    }
+    policy.fit = {"on_fit_questions": scores, **fitted_on(versions, t0)}
     path = None
     if save:
-        router = versions.get("router")
-        target = policy_path(Registry(settings.home_dir), None if router == "uniform" else router, versions.get("index"))
+        target = beside_router(settings.home_dir, versions, policy_path)
         if target is not None:
             save_policy(policy, target)
             path = str(target)

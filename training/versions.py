@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,3 +39,20 @@ def save_version(
     if activate:
         registry.activate(kind, version)
     return version
+
+
+def fitted_on(versions: Mapping[str, Any], started: float) -> dict[str, Any]:
+    """Which serving versions a model fitted beside a router (abstention, answer policy) was fitted on, and how long it took."""
+    return {
+        "router": versions.get("router"),
+        "index": versions.get("index"),
+        "retriever": versions.get("retriever"),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def beside_router(settings_home: Path, versions: Mapping[str, Any], path_of: Callable[..., Path | None]) -> Path | None:
+    """Where a model fitted for the serving versions is stored: ``path_of(registry, router, index)`` (the router
+    version's folder, or the index's when no router is trained)."""
+    router = versions.get("router")
+    return path_of(Registry(settings_home), None if router == "uniform" else router, versions.get("index"))
