@@ -166,3 +166,13 @@ def test_answerer_without_an_llm_and_with_a_broken_one(demo_pipeline):
     )
     out = broken.answer(ret.query, ret.hits, ret.routing.probabilities)
     assert out.mode is AnswerMode.NONE and out.text is None and "could not start" in out.error
+
+
+def test_a_pipeline_copy_with_other_settings_answers_with_them_and_leaves_the_shared_pipeline_as_it_is(demo_pipeline):
+    from tests.utils import pipeline_with
+
+    before = demo_pipeline.answerer.settings
+    clone = pipeline_with(demo_pipeline, settings=before.model_copy(update={"answer_fallback": "none"}))
+    assert clone.answerer is not demo_pipeline.answerer
+    assert clone.answerer.settings.answer_fallback == "none" and clone.answerer._fallback_mode() == AnswerMode.NONE
+    assert demo_pipeline.answerer.settings is before and demo_pipeline.answerer._fallback_mode() == AnswerMode.EXTRACTIVE

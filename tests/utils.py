@@ -31,10 +31,11 @@ def free_port() -> int:
 def pipeline_with(pipeline: Any, **attrs: Any) -> Any:
     """A copy of a (session-wide) pipeline with some attributes replaced, e.g. ``llm=`` or ``settings=``.
 
-    The shared pipeline is left as it is, so no test changes what the next one sees. The copy shares
-    the router, encoder, store and search threads, so its ``close()`` does nothing.
+    The shared pipeline (and its answering component) is left as it is, so no test changes what the next
+    one sees. The copy shares the router, encoder, store and search threads, so its ``close()`` does nothing.
     """
     clone = copy.copy(pipeline)
+    clone.answerer = copy.copy(pipeline.answerer)  # ``llm``/``settings`` write into it: the shared one stays as it is
     for name, value in attrs.items():
         if not hasattr(pipeline, name):
             raise AttributeError(f"the pipeline has no attribute {name!r}")

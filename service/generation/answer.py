@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -117,13 +117,6 @@ class Answerer:
             # the span score is embedded only when a fitted abstention model reads it
             score_sentences=abstention is not None and "span_score" in abstention.features,
         )
-        self._producers: dict[AnswerMode, Callable[[_Job], Iterator[Token | Answer]]] = {
-            AnswerMode.RETRIEVAL: lambda job: iter([Answer(None, AnswerMode.RETRIEVAL)]),
-            AnswerMode.NONE: self._none,
-            AnswerMode.NOT_COVERED: self._not_covered,
-            AnswerMode.GENERATIVE: self._generative,
-            AnswerMode.EXTRACTIVE: self._extractive,
-        }
 
     # ------------------------------------------------------------------ decisions
     def evidence(
@@ -184,7 +177,7 @@ class Answerer:
             job.confidence = self._decide(evidence)
             job.extract = meaning if self.extractor.config.method == ExtractiveMethod.MEANING else None
         mode = self._mode(job, generate)
-        for item in self._producers[mode](job):
+        for item in self._produce(mode, job):
             if isinstance(item, Answer):
                 item.confidence = item.confidence or job.confidence
                 item.timings_ms["answer"] = _ms(t0)
@@ -211,6 +204,14 @@ class Answerer:
         return last
 
     # ------------------------------------------------------------------ producers
+    def _produce(self, mode: AnswerMode, job: _Job) -> Iterator[Token | Answer]:
+        """The producer of ``mode`` (one dispatch table, by method name, so that a copy of the Answerer dispatches
+        to the copy)."""
+        return getattr(self, _PRODUCERS[mode])(job)
+
+    def _retrieval(self, job: _Job) -> Iterator[Token | Answer]:
+        return iter([Answer(None, AnswerMode.RETRIEVAL)])
+
     def _none(self, job: _Job) -> Iterator[Token | Answer]:
         yield Answer(None, AnswerMode.NONE, error=job.error)
 
@@ -234,7 +235,7 @@ class Answerer:
     def _fallback(self, job: _Job, error: str) -> Iterator[Token | Answer]:
         job.error = error
         yield Token("", reset=True)
-        yield from self._producers[self._fallback_mode()](job)
+        yield from self._produce(self._fallback_mode(), job)
 
     def _generative(self, job: _Job) -> Iterator[Token | Answer]:
         assert self.llm is not None
@@ -267,3 +268,12 @@ class Answerer:
             )
             return
         yield Answer(text, AnswerMode.GENERATIVE, citations(text, len(context)))
+
+
+_PRODUCERS: dict[AnswerMode, str] = {
+    AnswerMode.RETRIEVAL: "_retrieval",
+    AnswerMode.NONE: "_none",
+    AnswerMode.NOT_COVERED: "_not_covered",
+    AnswerMode.GENERATIVE: "_generative",
+    AnswerMode.EXTRACTIVE: "_extractive",
+}
