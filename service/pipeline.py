@@ -147,10 +147,11 @@ class Pipeline:
 
     def _warm_sentences(self) -> None:
         """Embed every passage's sentences in the background when the index is small (at most
-        FEDQA_SENTENCE_VECTORS_PRECOMPUTE passages): extractive answers then embed nothing at request time."""
+        FEDQA_SENTENCE_VECTORS_PRECOMPUTE passages) and answers embed sentences at all: extractive answers then
+        embed nothing at request time."""
         vectors = self.answerer.extractor.vectors
         limit = self.settings.sentence_vectors_precompute
-        if vectors is None or limit <= 0 or vectors.filling:
+        if vectors is None or not self.answerer.extractor.embeds_sentences or limit <= 0 or vectors.filling:
             return
         try:
             total = sum(self.store.count(d) for d in self.domains)

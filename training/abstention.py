@@ -25,7 +25,7 @@ from service.config import Settings
 from service.generation.abstention import FEATURES, AbstentionModel, Evidence, abstention_path, save_abstention
 from service.queries import LabelledQuery
 from service.retrieval.strategies import DEFAULT_STRATEGY
-from training.versions import beside_router, fitted_on
+from training.versions import fitted_on, save_beside_router
 
 BATCH = 32
 
@@ -178,10 +178,5 @@ def fit_abstention(
         "on_fit_questions": measure(model, ev_in, ev_out),
         **fitted_on(versions, t0),
     }
-    path = None
-    if save:
-        target = beside_router(settings.home_dir, versions, abstention_path)
-        if target is not None:
-            save_abstention(model, target)
-            path = str(target)
+    path = save_beside_router(settings.home_dir, versions, abstention_path, lambda t: save_abstention(model, t)) if save else None
     return AbstentionReport(model=model, path=path, heldout=heldout)

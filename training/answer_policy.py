@@ -25,7 +25,7 @@ from service.generation.answer_policy import WHOLE, AnswerPolicy, policy_path, s
 from service.generation.extractive import SentenceVectors, by_policy
 from service.queries import LabelledQuery
 from service.retrieval.passage import RankedHit
-from training.versions import beside_router, fitted_on
+from training.versions import fitted_on, save_beside_router
 
 SOURCES = (1, 2, 3, 5)
 TERM_WEIGHTS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5)
@@ -133,10 +133,5 @@ def fit_answer_policy(
         "answer_rouge_l": round(float(np.mean([rouge_l(t, c.reference) for t, c in zip(texts, cases, strict=True)])), 4),
     }
     policy.fit = {"on_fit_questions": scores, **fitted_on(versions, t0)}
-    path = None
-    if save:
-        target = beside_router(settings.home_dir, versions, policy_path)
-        if target is not None:
-            save_policy(policy, target)
-            path = str(target)
+    path = save_beside_router(settings.home_dir, versions, policy_path, lambda t: save_policy(policy, t)) if save else None
     return PolicyReport(policy=policy, path=path, scores=scores)

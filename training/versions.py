@@ -56,3 +56,15 @@ def beside_router(settings_home: Path, versions: Mapping[str, Any], path_of: Cal
     version's folder, or the index's when no router is trained)."""
     router = versions.get("router")
     return path_of(Registry(settings_home), None if router == "uniform" else router, versions.get("index"))
+
+
+def save_beside_router(
+    settings_home: Path, versions: Mapping[str, Any], path_of: Callable[..., Path | None], save: Callable[[Path], None]
+) -> str | None:
+    """Store a model fitted for the serving versions where :func:`beside_router` says (``save(path)``); its path,
+    or None when there is no place (no router and no index)."""
+    target = beside_router(settings_home, versions, path_of)
+    if target is None:
+        return None
+    save(target)
+    return str(target)

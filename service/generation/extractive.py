@@ -280,6 +280,12 @@ class Extractor:
             ExtractiveMethod.PASSAGE: lambda q, v, hits: top_passage(hits),
         }
 
+    @property
+    def embeds_sentences(self) -> bool:
+        """Whether answering embeds sentences (a fitted policy that quotes whole passages, with no span score read,
+        does not: then there is nothing to pre-compute either)."""
+        return self.vectors is not None and not (self.policy is not None and self.policy.whole and not self.score_sentences)
+
     def meaning(self, query: str, hits: Sequence[RankedHit], *, query_vector: np.ndarray | None = None, score_sentences: bool = False) -> Extract:
         """The ``meaning`` extract (also the evidence for abstention, whatever the configured method);
         ``score_sentences``: score the chosen passage's sentences even when the policy quotes it whole."""
@@ -288,7 +294,7 @@ class Extractor:
     def _meaning(self, query: str, vector: np.ndarray | None, hits: Sequence[RankedHit], *, score_sentences: bool = False) -> Extract:
         if self.vectors is None:
             return by_terms(query, hits, max_sources=self.config.max_sources)
-        if self.policy is not None and self.policy.whole and not (self.score_sentences or score_sentences):
+        if self.policy is not None and not (self.embeds_sentences or score_sentences):
             return by_policy(query, None, hits, None, self.policy, max_words=self.config.max_words)
         if vector is None:
             vector = self.vectors.encoder.embed_queries([query])[0]
