@@ -34,16 +34,20 @@ def answer_stream(
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """Answer as events (``retrieval``, ``token``, ``reset``, ``done``); see :meth:`service.pipeline.Pipeline.answer_stream`."""
     for name, data in _events(pipeline, req, retrieval_query, incremental=incremental):
-        yield name, data.model_dump(mode="json") if isinstance(data, AskResponse) else data
+        if isinstance(data, AskResponse):
+            yield name, data.model_dump(mode="json")
+        elif name == "retrieval":
+            yield name, {"routing": data.routing.model_dump(), "sources": [s.model_dump() for s in sources(data.hits)]}
+        else:
+            yield name, data
 
 
-def _events(
-    pipeline: Pipeline, req: AskRequest, retrieval_query: str | None, *, incremental: bool
-) -> Iterator[tuple[str, dict[str, Any] | AskResponse]]:
-    """The answer's events, the ``done`` one as the response object (built once)."""
+def _events(pipeline: Pipeline, req: AskRequest, retrieval_query: str | None, *, incremental: bool) -> Iterator[tuple[str, Any]]:
+    """The answer's events: ``retrieval`` as the :class:`Retrieval`, ``done`` as the response object (each built
+    once; :func:`answer_stream` turns them into JSON data, :func:`answer` keeps only the response)."""
     t_all = time.perf_counter()
     ret, prepared = _retrieve(pipeline, req, retrieval_query)
-    yield "retrieval", {"routing": ret.routing.model_dump(), "sources": [s.model_dump() for s in sources(ret.hits)]}
+    yield "retrieval", ret
     final: Answer | None = None
     for item in pipeline.answerer.stream(
         req.query, ret.hits, ret.routing.probabilities, generate=req.generate, query_vector=prepared.vector, incremental=incremental

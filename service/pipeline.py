@@ -25,7 +25,7 @@ from service.generation.answer_policy import AnswerPolicy
 from service.generation.extractive import shared_vectors
 from service.generation.llm import LLM
 from service.retrieval.encoder import Encoder
-from service.retrieval.federated import merge, search_domains, search_threads
+from service.retrieval.federated import merge, search_domains, search_threads, with_passages
 from service.retrieval.passage import RankedHit
 from service.retrieval.store import Store, StoreUnavailable
 from service.retrieval.strategies import DEFAULT_STRATEGY, LLMDomainSelector, Selection, StrategyName, describe_domains, select
@@ -290,7 +290,7 @@ class Pipeline:
         missing = [d for d in selection.active if d not in per_domain]
         if missing:
             per_domain.update(search(missing, top_k))
-        hits = merge(per_domain, selection.weights, top_k)
+        hits = with_passages(self.store, merge(per_domain, selection.weights, top_k))
         timings["search"] = _ms(t0)
         timings["retrieval"] = _ms(t_all)
 

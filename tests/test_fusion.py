@@ -6,25 +6,29 @@ import numpy as np
 import pytest
 
 from service.retrieval.federated import merge, search_domains
-from service.retrieval.passage import Hit, Passage
+from service.retrieval.passage import Hit, point_id
 from service.routing.fusion import Evidence, FusionParams, domain_evidence, domain_weights, fuse
 from training.fusion import FitQuestion, as_uis, fit_fusion
 
 
+_DOCS: dict[str, str] = {}  # point id -> doc_id of the hits made below
+
+
 def _hit(doc: str, domain: str, s: float) -> Hit:
-    return Hit(Passage(doc, domain, doc, f"{domain}/page", "text"), s)
+    _DOCS[point_id(doc)] = doc
+    return Hit(point_id(doc), s)
 
 
 def test_a_higher_p_never_lowers_u_even_for_negative_similarity():
     per = {"a": [_hit("a1", "a", -0.30), _hit("a2", "a", 0.20)], "b": [_hit("b1", "b", -0.10), _hit("b2", "b", 0.05)]}
     for doc, s in (("a1", -0.30), ("a2", 0.20), ("b1", -0.10)):
-        u = [next(r.unified_score for r in merge(per, {"a": p, "b": p}, 10) if r.passage.doc_id == doc) for p in (0.1, 0.5, 0.9)]
+        u = [next(r.unified_score for r in merge(per, {"a": p, "b": p}, 10) if _DOCS[r.point_id] == doc) for p in (0.1, 0.5, 0.9)]
         assert u == sorted(u), (doc, u)  # non-decreasing in p
         assert min(u) >= 0.0
     # With the raw U = p * s, raising a's p from 0.1 to 0.9 would push a1 (s < 0) below b1; clipped, it stays tied
     # at U = 0 and the raw score decides, so the order of negative-similarity passages no longer depends on p.
-    low = [r.passage.doc_id for r in merge(per, {"a": 0.1, "b": 0.5}, 10)]
-    high = [r.passage.doc_id for r in merge(per, {"a": 0.9, "b": 0.5}, 10)]
+    low = [_DOCS[r.point_id] for r in merge(per, {"a": 0.1, "b": 0.5}, 10)]
+    high = [_DOCS[r.point_id] for r in merge(per, {"a": 0.9, "b": 0.5}, 10)]
     assert low[-2:] == high[-2:] == ["b1", "a1"]
     assert high[0] == "a2"  # a positive similarity with a higher weight goes first
 
@@ -37,10 +41,10 @@ def test_sharpness_zero_is_uis_and_sharpness_one_is_the_paper_weight():
     ds = ["a", "b", "c"]
     uis = merge(per, {d: 1.0 for d in ds}, 3)
     lam0 = merge(per, dict(zip(ds, domain_weights(q, 0.0))), 3)
-    assert [h.passage.doc_id for h in lam0] == [h.passage.doc_id for h in uis] == ["b1", "c1", "a1"]
+    assert [_DOCS[h.point_id] for h in lam0] == [_DOCS[h.point_id] for h in uis] == ["b1", "c1", "a1"]
     paper = merge(per, dict(zip(ds, q)), 3)
     lam1 = merge(per, dict(zip(ds, domain_weights(q, 1.0))), 3)
-    assert [h.passage.doc_id for h in lam1] == [h.passage.doc_id for h in paper] == ["a1", "c1", "b1"]
+    assert [_DOCS[h.point_id] for h in lam1] == [_DOCS[h.point_id] for h in paper] == ["a1", "c1", "b1"]
 
 
 def test_paper_parameters_leave_p_unchanged_and_evidence_moves_q():

@@ -153,3 +153,26 @@ def test_ctrl_c_stops_cleanly_without_a_version():
         train_head(x, y, np.ones(8), DOMAINS, RouterConfig(epochs=2, batch_size=4), retriever=None, stop=stop)
     router = train_head(x, y, np.ones(8), DOMAINS, RouterConfig(epochs=2, batch_size=4), retriever=None)
     assert router.predict_vectors(x).shape == (8, 3)
+
+
+@pytest.mark.parametrize("hidden", [0, 16])
+def test_numpy_logits_follow_the_torch_head_through_training(hidden):
+    """The request path computes the head with numpy; it must equal the module (no dropout) and follow its updates."""
+    torch.manual_seed(0)
+    router = HeadRouter.new(DOMAINS, 8, hidden=hidden)
+    x = np.random.default_rng(1).normal(size=(5, 8)).astype(np.float32)
+
+    def torch_logits() -> np.ndarray:
+        router.module.eval()
+        with torch.inference_mode():
+            return router.module(torch.as_tensor(x)).double().numpy()
+
+    before = router.raw_logits(x)
+    assert np.allclose(before, torch_logits(), atol=1e-5)
+    router.module.train()
+    opt = torch.optim.SGD(router.module.parameters(), lr=0.5)
+    opt.zero_grad()
+    router.logits(x).sum().backward()
+    opt.step()  # in place: the numpy copy must notice
+    after = router.raw_logits(x)
+    assert not np.allclose(after, before) and np.allclose(after, torch_logits(), atol=1e-5)

@@ -45,10 +45,12 @@ def test_upsert_search_count_iterate(backend, embedded, encoder):
     first, last = store.domains()[0], store.domains()[-1]
     target = next(p for p in passages if p.domain == first)
     hits = store.search(first, encoder.embed_query(target.text), 3)
-    assert hits[0].passage == target
+    assert hits[0].point_id == target.point_id
     assert hits[0].score == pytest.approx(1.0, abs=1e-3)  # unit vectors: a passage is its own best match
     assert hits[0].score >= hits[1].score >= hits[2].score
-    assert all(h.passage.domain == first for h in hits)
+    found = store.passages(first, [h.point_id for h in hits] + [Passage("nowhere", first, "", "", "").point_id])
+    assert found[target.point_id] == target and set(found) == {h.point_id for h in hits}  # an unknown id is left out
+    assert all(p.domain == first and p.point_id == i for i, p in found.items())
 
     assert {p.doc_id for p in store.iter_passages(last)} == {p.doc_id for p in passages if p.domain == last}
     store.close()
@@ -75,7 +77,8 @@ def test_clone_copies_every_collection_and_drop_removes_it(backend, embedded):
     copy = backend.open("v2")
     assert {d: copy.count(d) for d in copy.domains()} == counts
     q = vectors[3]
-    assert copy.search(passages[3].domain, q, 1)[0].passage == passages[3]
+    hit = copy.search(passages[3].domain, q, 1)[0]
+    assert copy.passages(passages[3].domain, [hit.point_id]) == {hit.point_id: passages[3]}
     copy.close()
     backend.drop("v2")
     with pytest.raises(StoreUnavailable):

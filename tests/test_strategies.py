@@ -98,7 +98,7 @@ def test_strategies_on_the_demo_index(demo_pipeline, selector_llm):
     # The top-5 of the unified index: every domain's top-50 merged by raw score gives the same 5.
     per, _ = search_domains(demo_pipeline.store, prepared.vector, demo_pipeline.domains, 50)
     unified = merge(per, {d: 1.0 for d in per}, 5)
-    assert [h.passage.doc_id for h in uis.hits] == [h.passage.doc_id for h in unified]
+    assert [h.passage.point_id for h in uis.hits] == [c.point_id for c in unified]
     assert all(h.unified_score == h.score and h.domain_prob == 1.0 for h in uis.hits)
 
     mk = demo_pipeline.retrieve(query, top_k=5, strategy="mkpqa", gate_mode="deterministic", prepared=prepared)

@@ -14,6 +14,7 @@ from service.config import Settings
 from service.loading import index_encoder_backend, load_encoder
 from service.queries import LabelledQuery
 from service.retrieval.backends import open_backend
+from service.retrieval.passage import point_id
 from service.retrieval.store import StoreBackend, StoreUnavailable
 from training.metrics import retrieval_metrics
 
@@ -36,9 +37,9 @@ def evaluate_index(
         for v in vectors:
             hits = [h for d in store.domains() for h in store.search(d, v, depth)]
             hits.sort(key=lambda h: -h.score)
-            rankings.append([h.passage.doc_id for h in hits[:depth]])
+            rankings.append([h.point_id for h in hits[:depth]])
     finally:
         store.close()
-    out = retrieval_metrics(rankings, [q.gold_doc_ids for q in queries])
+    out = retrieval_metrics(rankings, [[point_id(d) for d in q.gold_doc_ids] for q in queries])  # hits carry point ids
     out.update(index=version, retriever=manifest.get("retriever"), candidates=manifest.get("passages"), depth=depth)
     return out

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
-from service.retrieval.passage import Hit
+from service.retrieval.passage import Hit, point_id
 from service.routing.fusion import FusionParams, domain_evidence, domain_weights, features, fuse
 from service.routing.gate import gate
 
@@ -49,20 +49,21 @@ class _Prepared:
 
     dom: np.ndarray  # domain index of each candidate hit
     s: np.ndarray  # its similarity
-    tie: np.ndarray  # its rank by (-s, doc_id): merge's tie-break
+    tie: np.ndarray  # its rank by (-s, point id): merge's tie-break
     gold: np.ndarray  # whether it is a gold passage
 
 
 def _prepare(q: FitQuestion, domains: Sequence[str]) -> _Prepared:
-    rows = [(i, h.score, h.passage.doc_id) for i, d in enumerate(domains) for h in q.hits.get(d, [])]
+    rows = [(i, h.score, h.point_id) for i, d in enumerate(domains) for h in q.hits.get(d, [])]
     order = sorted(range(len(rows)), key=lambda k: (-rows[k][1], rows[k][2]))
+    gold = {point_id(d) for d in q.gold}
     tie = np.empty(len(rows), dtype=np.int64)
     tie[order] = np.arange(len(rows))
     return _Prepared(
         np.array([r[0] for r in rows], dtype=np.int64),
         np.array([r[1] for r in rows], dtype=np.float64),
         tie,
-        np.array([r[2] in q.gold for r in rows], dtype=bool),
+        np.array([r[2] in gold for r in rows], dtype=bool),
     )
 
 

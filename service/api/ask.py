@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
 from service.api.deps import acquire_pipeline, get_state
@@ -75,7 +75,8 @@ def ask(req: AskRequest, request: Request, state: ServiceState = Depends(get_sta
             )
         answer = lease.pipeline.answer(req)
         record_answer(request, answer)
-        return answer
+        # Serialised here: FastAPI would validate the returned model again, in a second thread-pool hand-off.
+        return Response(answer.model_dump_json(), media_type="application/json")
     finally:
         if not streaming:
             lease.release()

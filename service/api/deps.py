@@ -1,4 +1,8 @@
-"""FastAPI dependencies: settings, service state, the current pipeline."""
+"""FastAPI dependencies: settings, service state, the current pipeline.
+
+The cheap ones are ``async def``: they only read app state, and FastAPI runs a plain ``def``
+dependency in its thread pool, a hand-off to another thread and back per dependency per request.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +15,12 @@ from service.config import Settings
 from service.pipeline import Pipeline
 
 
-def get_state(request: Request) -> ServiceState:
+async def get_state(request: Request) -> ServiceState:
     """The app's service state."""
     return request.app.state.fedqa
 
 
-def get_app_settings(request: Request) -> Settings:
+async def get_app_settings(request: Request) -> Settings:
     """The settings the app was created with."""
     return request.app.state.fedqa.settings
 

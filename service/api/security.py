@@ -2,7 +2,8 @@
 
 Keys come in ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``. When no API keys are
 configured the API is open; admin routes are closed unless an admin key is configured.
-Keys are compared in constant time and never logged.
+Keys are compared in constant time and never logged. The checks run on the event loop (``async def``:
+in-memory work only), not as a thread-pool hand-off per dependency.
 
 Every route that depends on :func:`require_api_key` or :func:`require_admin` is rate limited:
 ``FEDQA_RATE_LIMIT_PER_MINUTE`` requests in any 60-second window per key (per client IP when
@@ -27,7 +28,7 @@ _bearer = HTTPBearer(auto_error=False, description="API key as a bearer token")
 _header = APIKeyHeader(name="X-API-Key", auto_error=False, description="API key")
 
 
-def presented_key(bearer: HTTPAuthorizationCredentials | None = Depends(_bearer), header: str | None = Depends(_header)) -> str | None:
+async def presented_key(bearer: HTTPAuthorizationCredentials | None = Depends(_bearer), header: str | None = Depends(_header)) -> str | None:
     """The key the client sent, if any."""
     if bearer and bearer.credentials:
         return bearer.credentials
@@ -84,7 +85,7 @@ def enforce_rate_limit(request: Request, key: str | None) -> None:
         )
 
 
-def require_api_key(request: Request, key: str | None = Depends(presented_key), settings: Settings = Depends(get_app_settings)) -> str | None:
+async def require_api_key(request: Request, key: str | None = Depends(presented_key), settings: Settings = Depends(get_app_settings)) -> str | None:
     """401 unless the request carries a configured API key (open when none is configured); then the rate limit."""
     keys = settings.api_key_set()
     if not keys:
@@ -101,7 +102,7 @@ def require_api_key(request: Request, key: str | None = Depends(presented_key), 
     return key
 
 
-def require_admin(request: Request, key: str | None = Depends(presented_key), settings: Settings = Depends(get_app_settings)) -> None:
+async def require_admin(request: Request, key: str | None = Depends(presented_key), settings: Settings = Depends(get_app_settings)) -> None:
     """401 without a key, 403 with a key that is not the admin key; closed when no admin key is set; rate limited."""
     admin = settings.admin_key.get_secret_value() if settings.admin_key else ""
     if not admin:

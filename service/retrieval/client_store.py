@@ -64,12 +64,21 @@ class ClientStore:
 
     def search(self, domain: str, vector: np.ndarray, limit: int) -> list[Hit]:
         try:
-            res = self.client.query_points(self._name(domain), query=np.asarray(vector, dtype=np.float32).tolist(), limit=limit, with_payload=True)
+            res = self.client.query_points(self._name(domain), query=np.asarray(vector, dtype=np.float32).tolist(), limit=limit, with_payload=False)
         except ValueError as exc:  # local mode: unknown collection
             raise StoreError(str(exc)) from exc
         except Exception as exc:
             raise _unavailable(exc, f"search {domain}") from exc
-        return [Hit(Passage.from_payload(p.payload or {}), float(p.score)) for p in res.points]
+        return [Hit(str(p.id), float(p.score)) for p in res.points]
+
+    def passages(self, domain: str, point_ids: Sequence[str]) -> dict[str, Passage]:
+        try:
+            records = self.client.retrieve(self._name(domain), ids=list(point_ids), with_payload=True, with_vectors=False)
+        except ValueError as exc:  # local mode: unknown collection
+            raise StoreError(str(exc)) from exc
+        except Exception as exc:
+            raise _unavailable(exc, f"read passages of {domain}") from exc
+        return {str(r.id): Passage.from_payload(r.payload or {}) for r in records}
 
     def iter_passages(self, domain: str) -> Iterator[Passage]:
         for record, _ in self._scroll(domain, with_vectors=False):

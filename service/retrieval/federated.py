@@ -1,10 +1,13 @@
-"""Federated search: each active domain returns its top-k, U = w_j * s+, top-k by U across domains."""
+"""Federated search: each active domain returns its top-k, U = w_j * s+, top-k by U across domains,
+then the passages of those top-k only."""
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,23 +27,44 @@ def positive_similarity(s: float) -> float:
     return s if s > 0.0 else 0.0
 
 
-def merge(per_domain: Mapping[str, Sequence[Hit]], probs: Mapping[str, float], top_k: int) -> list[RankedHit]:
+@dataclass(frozen=True)
+class Candidate:
+    """A hit placed in the federated ranking before its passage is read: U = w_j * s+."""
+
+    domain: str
+    point_id: str
+    score: float
+    domain_prob: float
+    unified_score: float
+
+
+def merge(per_domain: Mapping[str, Sequence[Hit]], probs: Mapping[str, float], top_k: int) -> list[Candidate]:
     """Rank the union of the domains' hits by unified score U = w_j * s+ and keep the top ``top_k``.
 
     ``probs`` holds each domain's weight w_j (p_j for mkpqa, q_j^lambda for fused, 1 for uis);
-    s+ = max(s, 0) (:func:`positive_similarity`). Ties are broken by the raw score, then by doc_id,
-    so the order is deterministic.
+    s+ = max(s, 0) (:func:`positive_similarity`). Ties are broken by the raw score, then by point id,
+    so the order is deterministic. :func:`with_passages` reads the kept candidates' passages.
     """
-    ranked: dict[str, RankedHit] = {}
+    ranked: dict[str, Candidate] = {}
     for domain, hits in per_domain.items():
         p = float(probs[domain])
-        for h in hits:
-            r = RankedHit(passage=h.passage, score=h.score, domain_prob=p, unified_score=p * positive_similarity(h.score))
-            old = ranked.get(h.passage.doc_id)
+        # U grows with s within a domain, so only a domain's top_k by s can be in the merged top_k.
+        for h in heapq.nlargest(top_k, hits, key=lambda h: h.score):
+            r = Candidate(domain, h.point_id, h.score, p, p * positive_similarity(h.score))
+            old = ranked.get(h.point_id)
             if old is None or r.unified_score > old.unified_score:
-                ranked[h.passage.doc_id] = r
-    order = sorted(ranked.values(), key=lambda r: (-r.unified_score, -r.score, r.passage.doc_id))
+                ranked[h.point_id] = r
+    order = sorted(ranked.values(), key=lambda r: (-r.unified_score, -r.score, r.point_id))
     return order[:top_k]
+
+
+def with_passages(store: Store, ranked: Sequence[Candidate]) -> list[RankedHit]:
+    """The ranking with its passages, read from the store in one call per domain (the searches return none)."""
+    wanted: dict[str, list[str]] = {}
+    for c in ranked:
+        wanted.setdefault(c.domain, []).append(c.point_id)
+    found = {d: store.passages(d, ids) for d, ids in wanted.items()}
+    return [RankedHit(found[c.domain][c.point_id], c.score, c.domain_prob, c.unified_score) for c in ranked if c.point_id in found[c.domain]]
 
 
 def search_domains(

@@ -21,7 +21,6 @@ import logging
 import os
 import shutil
 import tempfile
-import threading
 import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -243,29 +242,23 @@ POOLERS = {"mean": _mean, "cls": _cls}
 class OnnxSession:
     """Runs an exported encoder: tokenise, one session run per batch, pool, L2-normalise.
 
-    One text or one batch (a query) runs on a session with ``threads`` intra-op threads. Many
-    batches (passages) run on a second, single-threaded session made on first use, one batch per
-    core at a time: independent batches keep every core busy where a shared thread pool waits at
-    each op for its slowest thread (a loaded machine, a short batch).
+    The session is single-threaded. One batch (a query) runs in the caller's thread: a pool of
+    intra-op threads that sleep between requests cost a query more than it saved (faq6 dev
+    questions, 2 cores, 10 ms apart: 3.4 ms p50 with two threads, 3.1 ms with one), and concurrent
+    requests each get a core. Many batches (passages) run one per core (``threads`` workers) on the
+    same session: independent batches keep every core busy where a shared thread pool waits at each
+    op for its slowest thread (a loaded machine, a short batch).
     """
 
     def __init__(self, export: OnnxExport, *, tokenizer, threads: int | None = None) -> None:  # noqa: ANN001
         self.export = export
         self.threads = threads or len(os.sched_getaffinity(0))
-        self.session = _session(export.path, self.threads)
-        self._bulk = None
-        self._bulk_lock = threading.Lock()
+        self.session = _session(export.path, 1)
         self.inputs = [i.name for i in self.session.get_inputs()]
         self.tokenizer = tokenizer
         self.max_seq_length = export.max_seq_length
         self.dim = export.dim
         self.pool = POOLERS[export.pooling]
-
-    def _bulk_session(self):  # noqa: ANN202 - an onnxruntime.InferenceSession
-        with self._bulk_lock:
-            if self._bulk is None:
-                self._bulk = _session(self.export.path, 1)
-            return self._bulk
 
     def encode(self, texts: Sequence[str], *, batch_size: int, bar=None) -> np.ndarray:  # noqa: ANN001 - a tqdm bar
         """Unit-length vectors of ``texts``; batches are formed in length order (little padding)."""
@@ -274,14 +267,13 @@ class OnnxSession:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         if len(batches) == 1 or self.threads == 1:
             for idx in batches:
-                out[idx] = self._run(self.session, self._features(texts, idx))
+                out[idx] = self._run(self._features(texts, idx))
                 if bar is not None:
                     bar.update(len(idx))
             return out
-        session = self._bulk_session()
         # The tokenizer is shared and not thread-safe: batches are tokenised here, run on the workers.
         with ThreadPoolExecutor(self.threads, thread_name_prefix="onnx-encode") as workers:
-            running = [(idx, workers.submit(self._run, session, self._features(texts, idx))) for idx in batches]
+            running = [(idx, workers.submit(self._run, self._features(texts, idx))) for idx in batches]
             for idx, future in running:
                 out[idx] = future.result()
                 if bar is not None:
@@ -295,8 +287,8 @@ class OnnxSession:
             feed.setdefault(n, np.zeros_like(feed["input_ids"]))
         return feed
 
-    def _run(self, session, feed: dict[str, np.ndarray]) -> np.ndarray:  # noqa: ANN001 - an InferenceSession
-        vecs = self.pool(session.run(None, feed)[0], feed["attention_mask"])
+    def _run(self, feed: dict[str, np.ndarray]) -> np.ndarray:
+        vecs = self.pool(self.session.run(None, feed)[0], feed["attention_mask"])
         return vecs / np.clip(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12, None)
 
 

@@ -9,6 +9,11 @@ from typing import Any
 _NAMESPACE = uuid.UUID("6f1c3c9e-4f7a-4c55-9a51-0d1f3b1e8a11")
 
 
+def point_id(doc_id: str) -> str:
+    """Stable store id of the passage ``doc_id``, so re-ingesting the same passage overwrites it."""
+    return str(uuid.uuid5(_NAMESPACE, doc_id))
+
+
 @dataclass(frozen=True)
 class Passage:
     """A passage with the provenance every answer must cite."""
@@ -21,8 +26,8 @@ class Passage:
 
     @property
     def point_id(self) -> str:
-        """Stable store id derived from doc_id, so re-ingesting the same passage overwrites it."""
-        return str(uuid.uuid5(_NAMESPACE, self.doc_id))
+        """Stable store id derived from doc_id (:func:`point_id`)."""
+        return point_id(self.doc_id)
 
     def payload(self) -> dict[str, Any]:
         """The payload stored beside the vector."""
@@ -36,9 +41,13 @@ class Passage:
 
 @dataclass(frozen=True)
 class Hit:
-    """A passage returned by one domain's search, with the store's similarity score s."""
+    """A point returned by one domain's search: its store id and similarity score s.
 
-    passage: Passage
+    Searches return no payload (reading and converting every hit's text cost more than the search
+    itself); the passages of the hits a ranking keeps are read afterwards with ``Store.passages``.
+    """
+
+    point_id: str
     score: float
 
 

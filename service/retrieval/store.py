@@ -47,7 +47,11 @@ class Store(Protocol):
         ...
 
     def search(self, domain: str, vector: np.ndarray, limit: int) -> list[Hit]:
-        """Top ``limit`` passages of one domain by dot product with ``vector``."""
+        """Top ``limit`` points of one domain by dot product with ``vector`` (ids and scores, no payload)."""
+        ...
+
+    def passages(self, domain: str, point_ids: Sequence[str]) -> dict[str, Passage]:
+        """The passages stored under ``point_ids`` in one domain, by point id (ids not found are left out)."""
         ...
 
     def iter_passages(self, domain: str) -> Iterator[Passage]:

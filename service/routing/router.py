@@ -54,7 +54,10 @@ def head_module(dim: int, n_domains: int, hidden: int) -> nn.Module:
 
 
 class HeadRouter:
-    """Multi-label head over query vectors: p_j = sigmoid(z_j / temperature + bias_j) (1 and 0: uncalibrated)."""
+    """Multi-label head over query vectors: p_j = sigmoid(z_j / temperature + bias_j) (1 and 0: uncalibrated).
+
+    ``module`` is a :func:`head_module` (linear layers with ReLU between them).
+    """
 
     def __init__(
         self,
@@ -82,6 +85,8 @@ class HeadRouter:
             raise ValueError(f"{len(self.bias)} biases for {len(self.domains)} domains")
         self.fitted: dict[str, Any] = dict(fitted or {})
         self.version = version
+        self._layers_key: tuple[int, ...] | None = None
+        self._layers_np: list[tuple[np.ndarray, np.ndarray]] = []
 
     @classmethod
     def new(cls, domains: Sequence[str], dim: int, *, hidden: int = 256, retriever: str | None = None) -> HeadRouter:
@@ -94,11 +99,29 @@ class HeadRouter:
         return self.module(x)
 
     def raw_logits(self, vectors: np.ndarray) -> np.ndarray:
-        """Logits as numpy, inference mode (for calibration)."""
-        vectors = np.asarray(vectors, dtype=np.float32).reshape(-1, self.dim)
-        self.module.eval()
-        with torch.inference_mode():
-            return self.logits(vectors).double().numpy()
+        """Logits as numpy, as in inference mode (no dropout), before the temperature.
+
+        Computed with numpy from the head's weights: for one query vector, PyTorch's per-call
+        overhead cost ten times the arithmetic (0.3 ms against 0.03 ms on the request path).
+        """
+        x = np.asarray(vectors, dtype=np.float32).reshape(-1, self.dim)
+        layers = self._layers()
+        for i, (w, b) in enumerate(layers):
+            x = x @ w + b
+            if i < len(layers) - 1:
+                x = np.maximum(x, 0.0)  # the hidden layer's ReLU (see head_module)
+        return x.astype(np.float64)
+
+    def _layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The head's linear layers as numpy (weight transposed, bias), copied again whenever training changed a
+        parameter (a tensor's version counter grows with every in-place update)."""
+        params = list(self.module.parameters())
+        key = tuple(p._version for p in params) + tuple(id(p) for p in params)
+        if self._layers_key != key:
+            linears = [m for m in self.module.modules() if isinstance(m, nn.Linear)]
+            self._layers_np = [(m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy()) for m in linears]
+            self._layers_key = key
+        return self._layers_np
 
     def predict_vectors(self, vectors: np.ndarray) -> np.ndarray:
         vectors = np.asarray(vectors, dtype=np.float32).reshape(-1, self.dim)
