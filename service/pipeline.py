@@ -24,6 +24,7 @@ from service.generation.answer import Answer, Answerer
 from service.generation.answer_policy import AnswerPolicy
 from service.generation.extractive import shared_vectors
 from service.generation.llm import LLM
+from service.generation.warmup import warm_sentences
 from service.retrieval.encoder import Encoder
 from service.retrieval.federated import merge, search_domains, search_threads, with_passages
 from service.retrieval.passage import RankedHit
@@ -104,7 +105,7 @@ class Pipeline:
             settings, encoder, llm=llm, llm_error=llm_error, abstention=abstention, vectors=shared_vectors(encoder, store.version), policy=policy
         )
         self._closed = threading.Event()
-        self._warm_sentences()
+        self._warm_thread = warm_sentences(self.answerer.extractor, store, self.domains, settings.sentence_vectors_precompute, self._closed)
         self._router_index = [router.domains.index(d) for d in self.domains]
         threads = search_threads(settings, store, len(self.domains))
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fedqa-search")
@@ -145,41 +146,14 @@ class Pipeline:
             "store": self.store.backend,
         }
 
-    def _warm_sentences(self) -> None:
-        """Embed every passage's sentences in the background when the index is small (at most
-        FEDQA_SENTENCE_VECTORS_PRECOMPUTE passages) and answers embed sentences at all: extractive answers then
-        embed nothing at request time."""
-        vectors = self.answerer.extractor.vectors
-        limit = self.settings.sentence_vectors_precompute
-        if vectors is None or not self.answerer.extractor.embeds_sentences or limit <= 0 or vectors.filling:
-            return
-        try:
-            total = sum(self.store.count(d) for d in self.domains)
-        except Exception:  # noqa: BLE001 - a store without counts is simply not pre-warmed
-            return
-        if total > min(limit, vectors.capacity):
-            return
-        vectors.filling = True
-
-        def run() -> None:
-            try:
-                passages = [p for d in self.domains for p in self.store.iter_passages(d)]
-                vectors.fill(passages, stop=self._closed.is_set)
-            except Exception as exc:  # noqa: BLE001 - the answers then embed at request time
-                log.warning("sentence vectors not pre-computed: %s", exc)
-
-        self._warm_thread = threading.Thread(target=run, name="fedqa-sentence-vectors", daemon=True)
-        self._warm_thread.start()
-
     def close(self, *, close_store: bool = True) -> None:
         """Release the search threads and (unless a newer pipeline shares it) the store.
 
         The background sentence embedding stops at its next batch and is waited for, so it neither reads a
         closed store nor is cut off inside the model runtime when the process exits."""
         self._closed.set()
-        warm = getattr(self, "_warm_thread", None)
-        if warm is not None and warm is not threading.current_thread():
-            warm.join(timeout=60)
+        if self._warm_thread is not None and self._warm_thread is not threading.current_thread():
+            self._warm_thread.join(timeout=60)
         self._pool.shutdown(wait=False)
         if close_store:
             self.store.close()
