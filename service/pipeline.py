@@ -28,8 +28,10 @@ from service.generation.warmup import warm_sentences
 from service.retrieval.encoder import Encoder
 from service.retrieval.federated import merge, search_domains, search_threads, with_passages
 from service.retrieval.passage import RankedHit
+from service.retrieval.questions import joint_retrieval, split_questions
 from service.retrieval.store import Store, StoreUnavailable
 from service.retrieval.strategies import DEFAULT_STRATEGY, LLMDomainSelector, Selection, StrategyName, describe_domains, select
+from service.retrieval.strategies.base import Search
 from service.routing.gate import GateMode
 from service.routing.router import Router, UniformRouter
 from service.schemas import AskRequest, AskResponse, Routing
@@ -221,15 +223,20 @@ class Pipeline:
         strategy: StrategyName | str = DEFAULT_STRATEGY,
         prepared: Prepared | None = None,
         domains: list[str] | None = None,
+        split: bool = True,
     ) -> Retrieval:
         """Route, choose the domains by ``strategy``, search them (top-k each) and merge.
 
         ``domains``: the caller's product filter: only these domains are searched, merged by raw s,
         and the routing says they were given (``given``), not predicted. See
-        :mod:`service.retrieval.strategies` for the strategies.
+        :mod:`service.retrieval.strategies` for the strategies. With the default strategy (and ``split``),
+        a message asking several questions is retrieved question by question (:mod:`service.retrieval.questions`).
         """
         t_all = time.perf_counter()
         strategy = StrategyName(strategy)
+        parts = split_questions(query) if split and strategy is DEFAULT_STRATEGY and not domains else [query]
+        if len(parts) > 1:
+            return self._retrieve_questions(query, parts, top_k=top_k, seed=seed, gate_mode=gate_mode, strategy=strategy)
         prepared = prepared or self.prepare(query)
         timings: dict[str, float] = dict(prepared.timings_ms)
         probs = prepared.probs
@@ -244,19 +251,7 @@ class Pipeline:
         if domains:
             selection = self._given(domains, probs)
         else:
-            selection = select(
-                strategy.value,
-                probs,
-                self.domains,
-                tau0=self.settings.tau0,
-                gate_mode=mode,
-                rng=np.random.default_rng(seed),
-                query=query,
-                selector=self.lfs_selector if strategy.value == "lfs" else None,
-                search=search,
-                top_k=top_k,
-                fitted=self.router.fitted,
-            )
+            selection = self._select(query, strategy, probs, mode, seed=seed, top_k=top_k, search=search)
         timings["gate"] = _ms(t0)  # choosing the domains (for fused: with its evidence searches)
 
         t0 = time.perf_counter()
@@ -270,6 +265,30 @@ class Pipeline:
 
         routing = self._routing(selection, probs, mode, strategy, given=bool(domains))
         return Retrieval(query=query, routing=routing, hits=hits, timings_ms=timings)
+
+    def _select(
+        self, query: str, strategy: StrategyName, probs: dict[str, float], mode: GateMode, *, seed: int | None, top_k: int, search: Search
+    ) -> Selection:
+        """The strategy's choice of domains and weights for one query."""
+        return select(
+            strategy.value,
+            probs,
+            self.domains,
+            tau0=self.settings.tau0,
+            gate_mode=mode,
+            rng=np.random.default_rng(seed),
+            query=query,
+            selector=self.lfs_selector if strategy.value == "lfs" else None,
+            search=search,
+            top_k=top_k,
+            fitted=self.router.fitted,
+        )
+
+    def _retrieve_questions(self, query: str, parts: list[str], *, top_k: int, **kwargs: Any) -> Retrieval:
+        """A message asking several questions: each retrieved on its own, the rankings interleaved."""
+        preps = self.prepare_many(parts)
+        rets = [self.retrieve(q, top_k=top_k, prepared=pp, split=False, **kwargs) for q, pp in zip(parts, preps, strict=True)]
+        return joint_retrieval(query, parts, rets, top_k)
 
     def _routing(self, selection: Selection, probs: dict[str, float], mode: GateMode, strategy: StrategyName, *, given: bool) -> Routing:
         """What the router and the strategy decided, as the response reports it."""

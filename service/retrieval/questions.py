@@ -1,0 +1,90 @@
+"""A message that asks several questions at once ("How do I strip HTML from a string? And, how do I report
+a bug in Debian?"), which is what a cross-product question usually is.
+
+The default strategy routes and searches each question on its own: one question's words no longer pull
+the other's search towards the wrong product, and each question is routed to its own product. The
+rankings are then interleaved: every question's first passage before any question's second, and within
+a rank by unified score, each passage once. The paper's strategies (uis, rfs, mkpqa, lfs) search the
+message as one query, as in the paper.
+
+A message is split only where a sentence ends and the next begins with a joining word (``And``, ``Also``,
+``Plus``, ``Additionally``): two sentences of one question ("I get warnings when I compile. Is this a
+problem?") stay one query.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from service.retrieval.passage import RankedHit
+from service.schemas import Routing
+
+if TYPE_CHECKING:
+    from service.pipeline import Retrieval
+
+_JOIN = re.compile(r"(?<=[?.!])\s+(?:and|also|plus|additionally)\b[,:]?\s+", re.IGNORECASE)
+MAX_QUESTIONS = 4
+
+
+def split_questions(text: str) -> list[str]:
+    """The questions of a message (one item: it asks one thing); at most :data:`MAX_QUESTIONS`, the last
+    keeping the rest of the text."""
+    parts = [p.strip() for p in _JOIN.split(text) if p.strip()]
+    if len(parts) > MAX_QUESTIONS:
+        parts = parts[: MAX_QUESTIONS - 1] + [" ".join(parts[MAX_QUESTIONS - 1 :])]
+    return parts or [text]
+
+
+def interleave(rankings: Sequence[Sequence[RankedHit]], top_k: int) -> list[RankedHit]:
+    """Rank r of every ranking before rank r + 1 of any; within a rank by unified score, then raw score; each
+    passage once (at its first place)."""
+    out: list[RankedHit] = []
+    seen: set[str] = set()
+    for rank in range(max((len(r) for r in rankings), default=0)):
+        tier = sorted((r[rank] for r in rankings if rank < len(r)), key=lambda h: (-h.unified_score, -h.score, h.passage.doc_id))
+        for hit in tier:
+            if hit.passage.doc_id not in seen and len(out) < top_k:
+                seen.add(hit.passage.doc_id)
+                out.append(hit)
+    return out
+
+
+def joint_routing(parts: Sequence[str], routings: Sequence[Routing]) -> Routing:
+    """One routing for the message: each domain's highest probability and activation over its questions, the
+    union of their domains (in order), and each question's own routing under ``selector["questions"]``."""
+    first = routings[0]
+    domains = list(first.probabilities)
+    active = list(dict.fromkeys(d for r in routings for d in r.active_domains))
+    return first.model_copy(
+        update={
+            "probabilities": {d: max(r.probabilities[d] for r in routings) for d in domains},
+            "activation": {d: max(r.activation.get(d, 0.0) for r in routings) for d in domains},
+            "threshold": min(r.threshold for r in routings),
+            "active_domains": active,
+            "fallback": any(r.fallback for r in routings),
+            "selector": {
+                "questions": [
+                    {"query": q, "active_domains": r.active_domains, "probabilities": r.probabilities, "selector": r.selector}
+                    for q, r in zip(parts, routings, strict=True)
+                ]
+            },
+        }
+    )
+
+
+def joint_retrieval(query: str, parts: Sequence[str], retrievals: Sequence[Retrieval], top_k: int) -> Retrieval:
+    """The message's retrieval from its questions' (timings: each stage summed over the questions)."""
+    timings: dict[str, float] = {}
+    for r in retrievals:
+        for k, v in r.timings_ms.items():
+            timings[k] = round(timings.get(k, 0.0) + v, 3)
+    return replace(
+        retrievals[0],
+        query=query,
+        routing=joint_routing(parts, [r.routing for r in retrievals]),
+        hits=interleave([r.hits for r in retrievals], top_k),
+        timings_ms=timings,
+    )

@@ -1,0 +1,55 @@
+"""Messages asking several questions: split where a new sentence starts with a joining word, each question
+routed and searched on its own by the default strategy, rankings interleaved."""
+
+from __future__ import annotations
+
+from service.retrieval.passage import Passage, RankedHit
+from service.retrieval.questions import MAX_QUESTIONS, interleave, split_questions
+
+
+def test_joined_questions_are_split_and_one_question_is_not():
+    assert split_questions("How do I strip HTML from a string? And, how do I report a bug in Debian?") == [
+        "How do I strip HTML from a string?",
+        "how do I report a bug in Debian?",
+    ]
+    assert split_questions("Why does my WHERE clause return every row. Also how do I pickle objects") == [
+        "Why does my WHERE clause return every row.",
+        "how do I pickle objects",
+    ]
+    one = "I get compiler warnings when I compile SQLite. Isn't this a problem? Doesn't it indicate poor code quality?"
+    assert split_questions(one) == [one]
+    assert split_questions("How do I sort and filter a list?") == ["How do I sort and filter a list?"]  # no sentence ends before 'and'
+    many = " And, ".join(f"Question {i}?" for i in range(MAX_QUESTIONS + 2))
+    parts = split_questions(many)
+    assert len(parts) == MAX_QUESTIONS and parts[-1].startswith(f"Question {MAX_QUESTIONS - 1}?")
+
+
+def _hit(doc: str, u: float) -> RankedHit:
+    return RankedHit(Passage(doc, doc[0], doc, doc, doc), u, 1.0, u)
+
+
+def test_interleave_takes_each_questions_rank_before_the_next_rank_and_each_passage_once():
+    a = [_hit("a1", 0.9), _hit("a2", 0.8), _hit("a3", 0.7)]
+    b = [_hit("b1", 0.5), _hit("a1", 0.45), _hit("b3", 0.4)]
+    assert [h.passage.doc_id for h in interleave([a, b], 10)] == ["a1", "b1", "a2", "a3", "b3"]
+    assert [h.passage.doc_id for h in interleave([b, a], 3)] == ["a1", "b1", "a2"]
+    assert interleave([[], []], 5) == []
+
+
+def test_default_strategy_retrieves_each_question_of_a_message(demo_pipeline):
+    first, second = "How do I import contacts from a spreadsheet?", "How do I rotate API keys?"
+    message = f"{first} And, {second}"
+    alone = [demo_pipeline.retrieve(q, top_k=5) for q in (first, second)]
+    joint = demo_pipeline.retrieve(message, top_k=5)
+    assert [h.passage.doc_id for h in joint.hits[:2]] == [
+        h.passage.doc_id for h in sorted((r.hits[0] for r in alone), key=lambda h: -h.unified_score)
+    ]
+    asked = joint.routing.selector["questions"]
+    assert [q["query"] for q in asked] == [first, second]
+    assert set(joint.routing.active_domains) == {d for r in alone for d in r.routing.active_domains}
+    for d, p in joint.routing.probabilities.items():
+        assert p == max(r.routing.probabilities[d] for r in alone)
+    # The paper's strategies search the message as one query; the default does too when asked not to split.
+    for kwargs in ({"strategy": "uis"}, {"split": False}):
+        whole = demo_pipeline.retrieve(message, top_k=5, **kwargs)
+        assert not (whole.routing.selector or {}).get("questions")
