@@ -89,7 +89,11 @@ class EdgeStore:
     def create_domain(self, domain: str, dim: int) -> None:
         if domain in self._shards:
             return
-        config = EdgeConfig(vectors=EdgeVectorParams(size=dim, distance=Distance.Dot), max_search_threads=_SHARD_SEARCH_THREADS)
+        # float16 vectors: half the memory each search reads. On faq6 (same vectors stored both ways) Acc@1,
+        # Recall@5/10 and MRR over the dev questions are identical; the six shards' search takes 2.5 ms
+        # instead of 2.9-4.2 ms p50 between requests.
+        vectors = EdgeVectorParams(size=dim, distance=Distance.Dot, datatype=VectorStorageDatatype.Float16)
+        config = EdgeConfig(vectors=vectors, max_search_threads=_SHARD_SEARCH_THREADS)
         shard = EdgeShard.create(str(self.root / domain), config)
         for field in ("doc_id", "source"):
             shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Keyword))
