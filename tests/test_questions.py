@@ -53,3 +53,16 @@ def test_default_strategy_retrieves_each_question_of_a_message(demo_pipeline):
     for kwargs in ({"strategy": "uis"}, {"split": False}):
         whole = demo_pipeline.retrieve(message, top_k=5, **kwargs)
         assert not (whole.routing.selector or {}).get("questions")
+
+
+def test_extractive_answer_quotes_an_answer_for_each_question(demo_pipeline):
+    from service.schemas import AskRequest
+
+    first, second = "How do I import contacts from a spreadsheet?", "How do I rotate API keys?"
+    alone = [demo_pipeline.answerer.extractor.extract(q, demo_pipeline.retrieve(q, top_k=5).hits).spans[0].text for q in (first, second)]
+    joint = demo_pipeline.answer(AskRequest(query=f"{first} And, {second}"))
+    assert joint.answer_mode == "extractive"
+    assert all(text in joint.answer for text in alone)  # each question's own quote
+    assert len(set(joint.citations)) >= 2
+    single = demo_pipeline.answer(AskRequest(query=first))
+    assert alone[1] not in (single.answer or "")

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from service.retrieval.passage import RankedHit
+from service.retrieval.questions import split_questions
 
 if TYPE_CHECKING:
     from service.generation.answer_policy import AnswerPolicy
@@ -289,7 +290,7 @@ class Extractor:
     def meaning(self, query: str, hits: Sequence[RankedHit], *, query_vector: np.ndarray | None = None, score_sentences: bool = False) -> Extract:
         """The ``meaning`` extract (also the evidence for abstention, whatever the configured method);
         ``score_sentences``: score the chosen passage's sentences even when the policy quotes it whole."""
-        return self._meaning(query, query_vector, hits, score_sentences=score_sentences)
+        return _per_question(lambda q, v: self._meaning(q, v, hits, score_sentences=score_sentences), query, query_vector)
 
     def _meaning(self, query: str, vector: np.ndarray | None, hits: Sequence[RankedHit], *, score_sentences: bool = False) -> Extract:
         if self.vectors is None:
@@ -304,7 +305,23 @@ class Extractor:
 
     def extract(self, query: str, hits: Sequence[RankedHit], *, query_vector: np.ndarray | None = None) -> Extract:
         """The extractive answer of ``hits`` for ``query`` (``query_vector``: its embedding, when known)."""
-        return self._methods[self.config.method](query, query_vector, hits)
+        method = self._methods[self.config.method]
+        return _per_question(lambda q, v: method(q, v, hits), query, query_vector)
+
+
+def _per_question(extract_one: Callable[[str, np.ndarray | None], Extract], query: str, vector: np.ndarray | None) -> Extract:
+    """``extract_one(query, vector)``; for a message asking several questions
+    (:func:`service.retrieval.questions.split_questions`) an extract per question joined in order, each passage quoted
+    once, scored by its best question (one quote cannot answer both halves of "How do I X? And, how do I Y?")."""
+    questions = split_questions(query)
+    if len(questions) == 1:
+        return extract_one(query, vector)
+    extracts = [extract_one(q, None) for q in questions]  # each question's vector: embedded (cached) by its retrieval
+    spans: list[Span] = []
+    for span in (s for e in extracts for s in e.spans):
+        if all(span.source != kept.source for kept in spans):
+            spans.append(span)
+    return Extract(spans=spans, score=max(e.score for e in extracts))
 
 
 _SHARED: weakref.WeakValueDictionary[tuple[int, str], SentenceVectors] = weakref.WeakValueDictionary()
