@@ -68,11 +68,19 @@ def _events(pipeline: Pipeline, req: AskRequest, retrieval_query: str | None, *,
 
 
 def _retrieve(pipeline: Pipeline, req: AskRequest, query: str | None = None) -> tuple[Retrieval, Prepared]:
-    """Validate the request, then route and retrieve with ``query`` (default: the question)."""
+    """Validate the request, then route and retrieve with ``query`` (default: the question). A ``query`` of the
+    caller's making (a chat turn joined to the one before) is not split into questions: its parts lean on each other."""
     top_k = pipeline.validate(req)
     prepared = pipeline.prepare(query or req.query)
     ret = pipeline.retrieve(
-        query or req.query, top_k=top_k, seed=req.seed, gate_mode=req.gate, strategy=req.strategy, prepared=prepared, domains=req.domains
+        query or req.query,
+        top_k=top_k,
+        seed=req.seed,
+        gate_mode=req.gate,
+        strategy=req.strategy,
+        prepared=prepared,
+        domains=req.domains,
+        split=query is None,
     )
     return ret, prepared
 

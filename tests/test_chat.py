@@ -70,6 +70,11 @@ def test_follow_up_is_routed_with_the_earlier_turn(client):
     assert extra["sources"][0]["domain"] == "orbit"
     assert probs["orbit"] > alone.model_extra["fedqa"]["routing"]["probabilities"]["orbit"]
     assert extra["retrieval_query"].startswith("How do I import contacts")
+    # A follow-up that opens with "And, ..." joined to the earlier turn is not split into two questions.
+    turns[-1] = {"role": "user", "content": "And, what is the largest file I can use?"}
+    joined = client.chat.completions.create(model="fedqa", messages=turns).model_extra["fedqa"]
+    assert "? And, what is the largest" in joined["retrieval_query"]
+    assert not (joined["routing"]["selector"] or {}).get("questions")
 
 
 def test_chat_needs_the_api_key_and_a_user_question(base_url, client):
