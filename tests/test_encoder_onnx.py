@@ -59,6 +59,16 @@ def test_onnx_vectors_are_close_to_pytorch_and_retrieve_as_well(onnx_encoder, en
     assert (again * d_fast[:50]).sum(1).min() > 0.98
 
 
+def test_onnx_queries_get_the_vector_served_alone_whatever_they_are_embedded_with(onnx_dir):
+    """int8 activations are quantised per batch: evaluation and fitting embed many queries at once and must see
+    the vector /ask gives each question alone."""
+    encoder = Encoder(backend="onnx", onnx_dir=onnx_dir, cache_size=0)
+    questions = [q["query"] for q in _demo()[1][:12]] + ["a much longer question about exporting every survey result to a spreadsheet"]
+    together = encoder.embed_queries(questions)
+    alone = np.stack([encoder.embed_query(q) for q in questions])
+    assert np.array_equal(together, alone)
+
+
 def test_export_is_stored_once_and_reused(onnx_encoder, onnx_dir: Path, caplog):
     model_file = onnx_dir / ONNX_FILE
     meta = json.loads((onnx_dir / META_FILE).read_text())

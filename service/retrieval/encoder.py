@@ -179,12 +179,16 @@ class Encoder:
     def embed_queries(self, queries: Sequence[str]) -> np.ndarray:
         """Embed queries; shape (n, dim), float32, unit length. Repeated queries come from the LRU cache."""
         queries = list(queries)
+        # ONNX int8 quantises activations per batch (and a short query is padded beside a long one), so a query
+        # embedded among others gets another vector than /ask gives it alone: one query per batch there, so that
+        # evaluation and fitting see what is served (a query costs ~3 ms; batches still run one per core).
+        batch = 1 if self._onnx is not None else 32
         if self.cache.size <= 0:
-            return self._encode(queries, batch_size=32, progress=False)
+            return self._encode(queries, batch_size=batch, progress=False)
         found = [self.cache.get(q) for q in queries]
         missing = sorted({q for q, v in zip(queries, found, strict=True) if v is None})
         if missing:
-            fresh = dict(zip(missing, self._encode(missing, batch_size=32, progress=False), strict=True))
+            fresh = dict(zip(missing, self._encode(missing, batch_size=batch, progress=False), strict=True))
             for q, v in fresh.items():
                 self.cache.put(q, v)
             found = [v if v is not None else fresh[q] for q, v in zip(queries, found, strict=True)]
