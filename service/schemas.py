@@ -69,7 +69,11 @@ class Routing(BaseModel):
     router: str = Field(description="Router version, or 'uniform' when none is trained.")
     strategy: Strategy = Field(default=DEFAULT_STRATEGY, strict=False, description="The strategy that chose the active domains.")
     given: bool = Field(default=False, description="The caller gave the domains (product filter); nothing was predicted.")
-    selector: dict | None = Field(default=None, description="lfs only: the LLM's vote per domain, failed calls and their errors.")
+    selector: dict | None = Field(
+        default=None,
+        description="The strategy's details: lfs: the LLM's vote per domain, failed calls and their errors; fused: the fused q per "
+        "domain and why every domain was searched; a message asking several questions: each question's own routing under 'questions'.",
+    )
 
 
 class AnswerConfidence(BaseModel):
