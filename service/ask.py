@@ -19,7 +19,7 @@ from service.retrieval.strategies import StrategyName
 from service.schemas import AnswerConfidence, AskRequest, AskResponse, Source
 
 if TYPE_CHECKING:
-    from service.pipeline import Pipeline, Prepared, Retrieval
+    from service.pipeline import Pipeline, Retrieval
 
 
 def answer(pipeline: Pipeline, req: AskRequest, *, retrieval_query: str | None = None) -> AskResponse:
@@ -46,11 +46,11 @@ def _events(pipeline: Pipeline, req: AskRequest, retrieval_query: str | None, *,
     """The answer's events: ``retrieval`` as the :class:`Retrieval`, ``done`` as the response object (each built
     once; :func:`answer_stream` turns them into JSON data, :func:`answer` keeps only the response)."""
     t_all = time.perf_counter()
-    ret, prepared = _retrieve(pipeline, req, retrieval_query)
+    ret = _retrieve(pipeline, req, retrieval_query)
     yield "retrieval", ret
     final: Answer | None = None
     for item in pipeline.answerer.stream(
-        req.query, ret.hits, ret.routing.probabilities, generate=req.generate, query_vector=prepared.vector, incremental=incremental
+        req.query, ret.hits, ret.routing.probabilities, generate=req.generate, query_vector=ret.vector, incremental=incremental
     ):
         if isinstance(item, Answer):
             final = item
@@ -67,22 +67,19 @@ def _events(pipeline: Pipeline, req: AskRequest, retrieval_query: str | None, *,
     yield "done", resp
 
 
-def _retrieve(pipeline: Pipeline, req: AskRequest, query: str | None = None) -> tuple[Retrieval, Prepared]:
+def _retrieve(pipeline: Pipeline, req: AskRequest, query: str | None = None) -> Retrieval:
     """Validate the request, then route and retrieve with ``query`` (default: the question). A ``query`` of the
     caller's making (a chat turn joined to the one before) is not split into questions: its parts lean on each other."""
     top_k = pipeline.validate(req)
-    prepared = pipeline.prepare(query or req.query)
-    ret = pipeline.retrieve(
+    return pipeline.retrieve(
         query or req.query,
         top_k=top_k,
         seed=req.seed,
         gate_mode=req.gate,
         strategy=req.strategy,
-        prepared=prepared,
         domains=req.domains,
         split=query is None,
     )
-    return ret, prepared
 
 
 def response(ret: Retrieval, answer: Answer, strategy: StrategyName | str, versions: dict[str, str | None]) -> AskResponse:

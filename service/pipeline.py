@@ -64,6 +64,7 @@ class Retrieval:
     routing: Routing
     hits: list[RankedHit]
     timings_ms: dict[str, float] = field(default_factory=dict)
+    vector: np.ndarray | None = None  # the query vector searched with (None: a message retrieved question by question)
 
 
 def _ms(t0: float) -> float:
@@ -264,7 +265,7 @@ class Pipeline:
         timings["retrieval"] = _ms(t_all)
 
         routing = self._routing(selection, probs, mode, strategy, given=bool(domains))
-        return Retrieval(query=query, routing=routing, hits=hits, timings_ms=timings)
+        return Retrieval(query=query, routing=routing, hits=hits, timings_ms=timings, vector=prepared.vector)
 
     def _select(
         self, query: str, strategy: StrategyName, probs: dict[str, float], mode: GateMode, *, seed: int | None, top_k: int, search: Search

@@ -32,34 +32,17 @@ def live_url(demo_pipeline):
         yield url
 
 
-def test_locust_headless_script_reports_per_endpoint(live_url, tmp_path):
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "loadtests" / "run_locust.py"),
-            "--host",
-            live_url,
-            "--users",
-            "3",
-            "--spawn-rate",
-            "3",
-            "--duration",
-            "6",
-            "--wait",
-            "0.1,0.3",
-            "--csv-dir",
-            str(tmp_path),
-            "--name",
-            "smoke",
-            "RetrievalUser",
-            "EvaluateUser",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=ROOT,
+def _run_locust(host: str, csv_dir: Path, name: str, *, users: int, duration: int, wait: str, user_classes: list[str]) -> subprocess.CompletedProcess:
+    """``loadtests/run_locust.py`` headless against ``host`` (spawn rate = users), as a user runs it."""
+    args = ["--host", host, "--users", str(users), "--spawn-rate", str(users), "--duration", str(duration), "--wait", wait]
+    args += ["--csv-dir", str(csv_dir), "--name", name, *user_classes]
+    return subprocess.run(
+        [sys.executable, str(ROOT / "loadtests" / "run_locust.py"), *args], capture_output=True, text=True, timeout=120, check=False, cwd=ROOT
     )
+
+
+def test_locust_headless_script_reports_per_endpoint(live_url, tmp_path):
+    out = _run_locust(live_url, tmp_path, "smoke", users=3, duration=6, wait="0.1,0.3", user_classes=["RetrievalUser", "EvaluateUser"])
     assert out.returncode == 0, out.stdout + out.stderr
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     rows = {r["endpoint"]: r for r in summary["endpoints"]}
@@ -92,32 +75,8 @@ def test_locust_counts_404_on_evaluate_as_a_failure(tmp_path):
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        out = subprocess.run(
-            [
-                sys.executable,
-                str(ROOT / "loadtests" / "run_locust.py"),
-                "--host",
-                f"http://127.0.0.1:{server.server_address[1]}",
-                "--users",
-                "2",
-                "--spawn-rate",
-                "2",
-                "--duration",
-                "3",
-                "--wait",
-                "0.1,0.2",
-                "--csv-dir",
-                str(tmp_path),
-                "--name",
-                "notfound",
-                "EvaluateUser",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-            cwd=ROOT,
-        )
+        host = f"http://127.0.0.1:{server.server_address[1]}"
+        out = _run_locust(host, tmp_path, "notfound", users=2, duration=3, wait="0.1,0.2", user_classes=["EvaluateUser"])
     finally:
         server.shutdown()
         server.server_close()

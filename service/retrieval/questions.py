@@ -87,4 +87,5 @@ def joint_retrieval(query: str, parts: Sequence[str], retrievals: Sequence[Retri
         routing=joint_routing(parts, [r.routing for r in retrievals]),
         hits=interleave([r.hits for r in retrievals], top_k),
         timings_ms=timings,
+        vector=None,  # no one vector stands for the message
     )
