@@ -6,12 +6,10 @@ from pathlib import Path
 
 from indexes.build import BuildReport, build_index
 from indexes.loaders import load_paths
-from indexes.segment import token_counter
 from service.artifacts import Registry
 from service.config import Settings
-from service.loading import index_encoder_backend, load_encoder
 from service.retrieval.backends import open_backend
-from service.retrieval.encoder import Encoder
+from service.retrieval.encoder import Encoder, index_encoder_backend, load_encoder
 from service.retrieval.store import StoreBackend
 
 
@@ -41,7 +39,7 @@ def ingest(
     passages = load_paths(
         [Path(p) for p in paths],
         domain=domain,
-        count_tokens=token_counter(encoder.tokenizer),
+        count_tokens=encoder.count_tokens,
         max_tokens=settings.max_passage_tokens,
     )
     return build_index(

@@ -14,9 +14,8 @@ import shutil
 from indexes.build import BuildReport, build_index
 from service.artifacts import ArtifactError, Registry
 from service.config import Settings
-from service.loading import load_encoder
 from service.retrieval.backends import open_backend
-from service.retrieval.encoder import Encoder
+from service.retrieval.encoder import Encoder, load_encoder
 from service.retrieval.passage import Passage
 from service.retrieval.store import Store, StoreBackend, StoreUnavailable
 

@@ -10,12 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from bs4 import BeautifulSoup
-
-if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerBase
 
 _ATX = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
@@ -132,12 +128,3 @@ def split_section(text: str, count_tokens: Callable[[str], int], max_tokens: int
 
     paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
     return _pack(paragraphs, "\n\n", count_tokens, max_tokens, by_sentences)
-
-
-def token_counter(tokenizer: PreTrainedTokenizerBase) -> Callable[[str], int]:
-    """Count tokens as the retriever sees them, special tokens ([CLS], [SEP]) included."""
-
-    def count(text: str) -> int:
-        return len(tokenizer(text, add_special_tokens=True, truncation=False, verbose=False)["input_ids"])
-
-    return count

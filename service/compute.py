@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import threading
 
-import torch
-
 MODEL_LOCK = threading.RLock()
 
 
 def configure_threads(n: int | None) -> None:
     """Set torch's intra-op threads when configured (default: torch's own choice)."""
     if n:
+        import torch  # not at module level: the ONNX path (ingest, serving) never needs PyTorch
+
         torch.set_num_threads(n)

@@ -9,7 +9,6 @@ and :func:`index_encoder_backend` to embed with the same retriever the service a
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 from service.artifacts import ArtifactError, Registry
@@ -20,7 +19,7 @@ from service.generation.backends import open_llm
 from service.generation.llm import LLM
 from service.pipeline import Pipeline
 from service.retrieval.backends import open_backend
-from service.retrieval.encoder import Encoder, model_fingerprint, packaged_minilm_path
+from service.retrieval.encoder import Encoder, index_encoder_backend, load_encoder
 from service.retrieval.store import Store, StoreBackend, StoreUnavailable
 from service.routing.router import HeadRouter, Router, RouterFormatError, UniformRouter
 
@@ -121,27 +120,6 @@ def _abstention(registry: Registry, router_version: str | None, index_version: s
     if abstention is None:
         warnings.append("no abstention model fitted: every question is answered (fedqa train abstention)")
     return abstention
-
-
-def load_encoder(settings: Settings, registry: Registry, retriever_version: str | None, *, backend: str | None = None) -> Encoder:
-    """The bi-encoder of a retriever version (None: the configured or shipped base model).
-
-    ``backend``: the runtime (default FEDQA_ENCODER_BACKEND). A trained version's ONNX export lies in
-    its own folder (``onnx/``); the base model's in the data home's ``cache/onnx/<fingerprint>``.
-    """
-    backend = backend or settings.encoder_backend
-    common: dict[str, Any] = {"backend": backend, "cache_size": settings.encoder_cache_size, "threads": settings.torch_threads}
-    if retriever_version and retriever_version != "base":
-        path = registry.path("retriever", retriever_version)
-        return Encoder(path, version=retriever_version, onnx_dir=path / "onnx", **common)
-    path = Path(settings.encoder_model) if settings.encoder_model else packaged_minilm_path()
-    onnx_dir = settings.home_dir / "cache" / "onnx" / model_fingerprint(path)
-    return Encoder(path, version="base", onnx_dir=onnx_dir, **common)
-
-
-def index_encoder_backend(manifest: dict) -> str:
-    """The runtime an index's passages were embedded with (indexes from before it was recorded: torch)."""
-    return manifest.get("encoder_backend", "torch")
 
 
 def load_router(registry: Registry, version: str, retriever: str, domains: list[str], warnings: list[str]) -> Router:

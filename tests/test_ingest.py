@@ -89,7 +89,7 @@ def test_interrupted_build_leaves_previous_index_active(tmp_path, encoder):
     class Interrupting:
         """The real encoder, interrupted (Ctrl-C) on its first batch of passages."""
 
-        version, path, dim, tokenizer = encoder.version, encoder.path, encoder.dim, encoder.tokenizer
+        version, path, dim, count_tokens = encoder.version, encoder.path, encoder.dim, encoder.count_tokens
 
         def embed_passages(self, texts, **kw):
             raise KeyboardInterrupt

@@ -2,12 +2,12 @@
 
 import pytest
 
-from indexes.segment import segment_html, segment_markdown, segment_text, split_section, token_counter
+from indexes.segment import segment_html, segment_markdown, segment_text, split_section
 
 
 @pytest.fixture(scope="module")
 def count(encoder):
-    return token_counter(encoder.tokenizer)
+    return encoder.count_tokens
 
 
 def test_markdown_sections_carry_title_path_and_ignore_fenced_headers():

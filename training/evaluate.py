@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 from service.artifacts import Registry
 from service.config import Settings
-from service.loading import index_encoder_backend, load_encoder
 from service.queries import LabelledQuery
 from service.retrieval.backends import open_backend
+from service.retrieval.encoder import index_encoder_backend, load_encoder
 from service.retrieval.passage import point_id
 from service.retrieval.store import StoreBackend, StoreUnavailable
 from training.metrics import retrieval_metrics

@@ -278,7 +278,7 @@ def train_and_activate(
     index's passages). ``fitters``: name -> function of the held-out set, whose result is stored under
     ``fitted[name]`` (e.g. the answer's "not covered" threshold).
     """
-    from service.loading import index_encoder_backend, load_encoder
+    from service.retrieval.encoder import index_encoder_backend, load_encoder
 
     t0 = time.perf_counter()
     cfg = config or RouterConfig()

@@ -15,10 +15,13 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from service.artifacts import Registry
 from service.compute import MODEL_LOCK
+from service.config import Settings
 
 log = logging.getLogger("fedqa.encoder")
 
@@ -50,6 +53,10 @@ def model_fingerprint(path: Path) -> str:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(chunk)
     return digest.hexdigest()[:16]
+
+
+#: Passages per batch by runtime, unless the caller says otherwise.
+PASSAGE_BATCH = {EncoderBackend.ONNX: 8, EncoderBackend.TORCH: 32}
 
 
 class QueryCache:
@@ -138,23 +145,17 @@ class Encoder:
 
     def _load_onnx(self, onnx_dir: Path, threads: int | None):  # noqa: ANN202 - an OnnxSession or None
         from service.retrieval.onnx_encoder import OnnxExportError, OnnxSession, export_onnx, exported
+        from service.retrieval.tokens import EncoderTokenizer
 
         try:
             source = model_fingerprint(self.path)
             export = exported(onnx_dir, source) or export_onnx(self.model, onnx_dir, source=source)
-            return OnnxSession(export, tokenizer=self._tokenizer_for(export.lower_case), threads=threads)
+            tokenizer = EncoderTokenizer.load(self.path, max_length=export.max_seq_length, lower_case=export.lower_case)
+            return OnnxSession(export, tokenizer=tokenizer, threads=threads)
         except (OnnxExportError, OSError, ImportError) as exc:
             self.backend_error = str(exc)
             log.warning("ONNX encoder unavailable, falling back to PyTorch: %s", exc)
             return None
-
-    def _tokenizer_for(self, lower_case: bool):  # noqa: ANN202 - a transformers tokenizer
-        """The model's tokenizer, as sentence-transformers sets it up (without loading the weights when it can)."""
-        if self._model is not None or lower_case:  # sentence-transformers adjusts a lower-casing tokenizer itself
-            return self.model.tokenizer
-        from transformers import AutoTokenizer
-
-        return AutoTokenizer.from_pretrained(str(self.path), local_files_only=True)
 
     @property
     def backend(self) -> EncoderBackend:
@@ -171,10 +172,11 @@ class Encoder:
         """Vector size."""
         return self._onnx.dim if self._onnx is not None else int(self.model.get_embedding_dimension())
 
-    @property
-    def tokenizer(self):  # noqa: ANN201 - a transformers tokenizer
-        """The model's tokenizer (used to measure passage lengths)."""
-        return self._onnx.tokenizer if self._onnx is not None else self.model.tokenizer
+    def count_tokens(self, text: str) -> int:
+        """Tokens of the whole ``text`` as the encoder sees it before truncation, [CLS] and [SEP] included."""
+        if self._onnx is not None:
+            return self._onnx.tokenizer.count(text)
+        return len(self.model.tokenizer(text, add_special_tokens=True, truncation=False, verbose=False)["input_ids"])
 
     def embed_queries(self, queries: Sequence[str]) -> np.ndarray:
         """Embed queries; shape (n, dim), float32, unit length. Repeated queries come from the LRU cache."""
@@ -200,9 +202,14 @@ class Encoder:
         """Embed one query; shape (dim,)."""
         return self.embed_queries([query])[0]
 
-    def embed_passages(self, texts: Sequence[str], *, batch_size: int = 16, progress: bool = False) -> np.ndarray:
-        """Embed passages; shape (n, dim), float32, unit length (ONNX: batches of ``batch_size`` run one per core)."""
-        return self._encode(list(texts), batch_size=batch_size, progress=progress)
+    def embed_passages(self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False) -> np.ndarray:
+        """Embed passages; shape (n, dim), float32, unit length (ONNX: batches of ``batch_size`` run one per core).
+
+        The default batch suits the runtime: on ONNX, batches of 8 passages (of similar token length) keep the
+        activations in a core's cache (faq6, 2 cores: ~12 % less CPU than 16 or 32; docs/speed.md).
+        """
+        size = batch_size or PASSAGE_BATCH[self.backend]
+        return self._encode(list(texts), batch_size=size, progress=progress)
 
     def _encode(self, texts: list[str], *, batch_size: int, progress: bool) -> np.ndarray:
         if not texts:
@@ -217,3 +224,24 @@ class Encoder:
         with MODEL_LOCK:
             vecs = self.model.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=progress)
         return np.asarray(vecs, dtype=np.float32)
+
+
+def load_encoder(settings: Settings, registry: Registry, retriever_version: str | None, *, backend: str | None = None) -> Encoder:
+    """The bi-encoder of a retriever version (None: the configured or shipped base model).
+
+    ``backend``: the runtime (default FEDQA_ENCODER_BACKEND). A trained version's ONNX export lies in
+    its own folder (``onnx/``); the base model's in the data home's ``cache/onnx/<fingerprint>``.
+    """
+    backend = backend or settings.encoder_backend
+    common: dict[str, Any] = {"backend": backend, "cache_size": settings.encoder_cache_size, "threads": settings.torch_threads}
+    if retriever_version and retriever_version != "base":
+        path = registry.path("retriever", retriever_version)
+        return Encoder(path, version=retriever_version, onnx_dir=path / "onnx", **common)
+    path = Path(settings.encoder_model) if settings.encoder_model else packaged_minilm_path()
+    onnx_dir = settings.home_dir / "cache" / "onnx" / model_fingerprint(path)
+    return Encoder(path, version="base", onnx_dir=onnx_dir, **common)
+
+
+def index_encoder_backend(manifest: dict) -> str:
+    """The runtime an index's passages were embedded with (indexes from before it was recorded: torch)."""
+    return manifest.get("encoder_backend", "torch")

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from service.retrieval.tokens import EncoderTokenizer
+
 log = logging.getLogger("fedqa.encoder")
 
 ONNX_DIR = "onnx"
@@ -250,7 +252,7 @@ class OnnxSession:
     op for its slowest thread (a loaded machine, a short batch).
     """
 
-    def __init__(self, export: OnnxExport, *, tokenizer, threads: int | None = None) -> None:  # noqa: ANN001
+    def __init__(self, export: OnnxExport, *, tokenizer: EncoderTokenizer, threads: int | None = None) -> None:
         self.export = export
         self.threads = threads or len(os.sched_getaffinity(0))
         self.session = _session(export.path, 1)
@@ -261,31 +263,29 @@ class OnnxSession:
         self.pool = POOLERS[export.pooling]
 
     def encode(self, texts: Sequence[str], *, batch_size: int, bar=None) -> np.ndarray:  # noqa: ANN001 - a tqdm bar
-        """Unit-length vectors of ``texts``; batches are formed in length order (little padding)."""
-        order = np.argsort([-len(t) for t in texts], kind="stable")
+        """Unit-length vectors of ``texts``; batches are formed in token-length order (almost no padding)."""
+        rows = self.tokenizer.ids(texts)
+        order = np.argsort([-len(r) for r in rows], kind="stable")
         batches = [order[start : start + batch_size] for start in range(0, len(texts), batch_size)]
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         if len(batches) == 1 or self.threads == 1:
             for idx in batches:
-                out[idx] = self._run(self._features(texts, idx))
+                out[idx] = self._run(self._feed([rows[i] for i in idx]))
                 if bar is not None:
                     bar.update(len(idx))
             return out
-        # The tokenizer is shared and not thread-safe: batches are tokenised here, run on the workers.
         with ThreadPoolExecutor(self.threads, thread_name_prefix="onnx-encode") as workers:
-            running = [(idx, workers.submit(self._run, self._features(texts, idx))) for idx in batches]
+            running = [(idx, workers.submit(self._run, self._feed([rows[i] for i in idx]))) for idx in batches]
             for idx, future in running:
                 out[idx] = future.result()
                 if bar is not None:
                     bar.update(len(idx))
         return out
 
-    def _features(self, texts: Sequence[str], idx: np.ndarray) -> dict[str, np.ndarray]:
-        features = self.tokenizer([texts[i].strip() for i in idx], padding=True, truncation=True, max_length=self.max_seq_length, return_tensors="np")
-        feed = {n: features[n].astype(np.int64) for n in self.inputs if n in features}
-        for n in self.inputs:
-            feed.setdefault(n, np.zeros_like(feed["input_ids"]))
-        return feed
+    def _feed(self, rows: list[list[int]]) -> dict[str, np.ndarray]:
+        ids, mask = self.tokenizer.pad(rows)
+        given = {"input_ids": ids, "attention_mask": mask}
+        return {n: given[n] if n in given else np.zeros_like(ids) for n in self.inputs}
 
     def _run(self, feed: dict[str, np.ndarray]) -> np.ndarray:
         vecs = self.pool(self.session.run(None, feed)[0], feed["attention_mask"])

@@ -14,15 +14,13 @@ def load_corpus(paths: Sequence[Path], settings: Settings, *, domain: str | None
     """Passages of ``paths`` segmented exactly as ``fedqa ingest`` does (same tokenizer, same limits)."""
     from indexes.build import dedupe
     from indexes.loaders import load_paths
-    from indexes.segment import token_counter
 
     def counter() -> Callable[[str], int]:  # built only when a folder of pages needs it
-        from transformers import AutoTokenizer
-
         from service.retrieval.encoder import packaged_minilm_path
+        from service.retrieval.tokens import EncoderTokenizer
 
-        tok = AutoTokenizer.from_pretrained(str(settings.encoder_model or packaged_minilm_path()), local_files_only=True)
-        return token_counter(tok)
+        path = Path(settings.encoder_model or packaged_minilm_path())
+        return EncoderTokenizer.load(path, max_length=settings.max_passage_tokens).count
 
     needs_tokens = any(Path(p).is_dir() or Path(p).suffix.lower() != ".jsonl" for p in paths)
     count = counter() if needs_tokens else (lambda text: 0)
