@@ -202,3 +202,17 @@ def test_json_log_of_the_server_gets_no_progress_bars(onnx_encoder, onnx_dir: Pa
     assert lines, "expected at least the warning as a JSON record"
     records = [json.loads(line) for line in lines]  # raises on a progress bar or a bare warning
     assert any("a library warning" in r["message"] for r in records)
+
+
+def test_router_training_vectors_are_the_served_ones_and_are_cached(onnx_dir: Path, tmp_path: Path):
+    """The router head is trained on the vectors /ask gives each question (int8 activations are quantised per batch)."""
+    from training.router_data import embed_cached
+
+    encoder = Encoder(backend="onnx", onnx_dir=onnx_dir, cache_size=0)
+    questions = [q["query"] for q in _demo()[1][:20]]
+    vectors = embed_cached(encoder, questions, tmp_path / "cache")
+    assert np.array_equal(vectors, np.stack([encoder.embed_query(q) for q in questions]))
+    assert not np.array_equal(vectors, encoder.embed_passages(questions, batch_size=20))  # batched: other vectors
+    (cached,) = (tmp_path / "cache").glob("*.npy")
+    np.save(cached, np.zeros_like(vectors))  # a second call reads the file instead of embedding again
+    assert not embed_cached(encoder, questions, tmp_path / "cache").any()

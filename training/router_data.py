@@ -75,21 +75,33 @@ def synthetic_router_queries(passages: Sequence[Passage], per_domain: int | None
 
 
 def embed_cached(encoder: Encoder, texts: Sequence[str], cache_dir: Path | None, *, progress: bool = False) -> np.ndarray:
-    """Query vectors of ``texts``, reused from ``cache_dir`` when the same texts were embedded by the same
-    retriever before (re-training with other settings then costs seconds, not minutes)."""
-    h = hashlib.sha256(f"{encoder.version}\0{encoder.path}\0".encode())
+    """Query vectors of ``texts`` as ``/ask`` computes them (:meth:`Encoder.embed_queries`: on ONNX one question
+    per batch, since int8 activations are quantised per batch), reused from ``cache_dir`` when the same texts were
+    embedded by the same retriever and runtime before (re-training with other settings then costs seconds)."""
+    h = hashlib.sha256(f"{encoder.version}\0{encoder.path}\0{encoder.backend.value}\0served\0".encode())
     for t in texts:
         h.update(t.encode("utf-8") + b"\n")
     f = cache_dir / f"{h.hexdigest()}.npy" if cache_dir else None
     if f is not None and f.is_file():
         return np.load(f)
-    vectors = encoder.embed_passages(list(texts), batch_size=64, progress=progress)
+    vectors = _embed_served(encoder, list(texts), progress=progress)
     if f is not None:
         f.parent.mkdir(parents=True, exist_ok=True)
         tmp = f.with_suffix(".tmp.npy")
         np.save(tmp, vectors)
         tmp.replace(f)
     return vectors
+
+
+def _embed_served(encoder: Encoder, texts: list[str], *, progress: bool, chunk: int = 256) -> np.ndarray:
+    from tqdm.auto import tqdm
+
+    out = np.zeros((len(texts), encoder.dim), dtype=np.float32)
+    with tqdm(total=len(texts), desc="embedding", unit="question", disable=not progress) as bar:
+        for start in range(0, len(texts), chunk):
+            out[start : start + chunk] = encoder.embed_queries(texts[start : start + chunk])
+            bar.update(min(chunk, len(texts) - start))
+    return out
 
 
 def stratified_split(queries: Sequence[LabelledQuery], fraction: float, seed: int = 0) -> tuple[list[LabelledQuery], list[LabelledQuery]]:
