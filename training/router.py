@@ -298,7 +298,7 @@ def train_and_activate(
     metrics: dict[str, Any] = {"train": routing_report(router.predict_vectors(vectors), train, domains)}
     val = [q for q in val if not q.domains or any(d in domains for d in q.domains)]
     if val:
-        val_vectors = encoder.embed_queries([q.query for q in val])  # as /ask embeds them: the fits below are read there
+        val_vectors = embed_cached(encoder, [q.query for q in val], cache)  # as /ask embeds them, like the training questions
         _fit_held_out(settings, index_version, router, val_vectors, val, cfg, fitters or {}, metrics)
     metrics["train_seconds"] = round(time.perf_counter() - t0, 1)
     metrics["head_seconds"] = round(t_train, 1)
