@@ -60,6 +60,7 @@ def test_metrics_cover_routes_stages_domains_and_readiness(demo_pipeline):
     assert _value(s, "fedqa_answers_total", mode="retrieval") == 3
     assert _value(s, "fedqa_answers_total", mode="extractive") == 2
 
+    assert _value(s, "fedqa_http_requests_in_progress") == 1.0  # the scrape itself: every earlier request was counted out
     assert _value(s, "fedqa_ready") == 1.0
     assert _value(s, "fedqa_domains") == len(demo_pipeline.domains)
     info = [dict(k[1]) for k in s if k[0] == "fedqa_pipeline_info"]

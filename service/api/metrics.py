@@ -67,7 +67,7 @@ class Metrics:
             buckets=_HTTP_BUCKETS,
             registry=r,
         )
-        self.in_progress = Gauge("fedqa_http_requests_in_progress", "Requests being handled", ["method", "route"], registry=r)
+        self.in_progress = Gauge("fedqa_http_requests_in_progress", "Requests being handled (until the last byte)", registry=r)
         self.rejected = Counter("fedqa_http_rejected", "Requests refused before the route ran, by reason", ["reason"], registry=r)
         self.stage = Histogram(
             "fedqa_stage_seconds",
@@ -87,14 +87,19 @@ class Metrics:
         self.answers = Counter("fedqa_answers", "Answers by answer_mode", ["mode"], registry=r)
         self.answer_errors = Counter("fedqa_answer_errors", "Answers that carry an error (LLM failed or timed out, nothing matched)", registry=r)
 
+    def request_started(self) -> None:
+        """One more request in flight (the middleware calls this, and :meth:`observe_request` when it ends)."""
+        self.in_progress.inc()
+
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         """Count one finished HTTP request."""
+        self.in_progress.dec()
         self.requests.labels(method, route, str(status)).inc()
         self.latency.labels(method, route).observe(seconds)
 
     def observe_answer(self, answer: Mapping[str, Any] | Any) -> None:
         """Stage timings, active domains and answer mode of one answer (an AskResponse or its dict)."""
-        data = answer if isinstance(answer, Mapping) else answer.model_dump()
+        data = answer if isinstance(answer, Mapping) else answer.model_dump(include={"timings_ms", "routing", "answer_mode", "error"})
         for name, ms in (data.get("timings_ms") or {}).items():
             if name.startswith("search."):
                 self.domain_search.labels(name[len("search.") :]).observe(ms / 1000.0)

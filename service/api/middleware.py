@@ -63,6 +63,8 @@ class RequestContextMiddleware:
         method = scope.get("method", "")
         status = 500
         t0 = time.perf_counter()
+        if self.metrics is not None:
+            self.metrics.request_started()
 
         async def send_with_id(message: Message) -> None:
             nonlocal status
