@@ -138,3 +138,31 @@ def test_domains_are_searched_in_the_request_thread_on_the_embedded_store(backen
         pooled, ms = search_domains(store, query, domains, 3, pool)
     assert in_thread == pooled and set(ms) == set(domains)
     store.close()
+
+
+def test_embedded_search_scans_an_int8_copy_and_rescores_to_exact_scores(embedded, encoder, tmp_path):
+    passages, vectors = embedded
+    backend = EdgeBackend(Registry(tmp_path))
+    store = backend.open("v1", create=True)
+    _fill(store, passages, vectors)  # finish() builds each shard's int8 copy
+    shards = tmp_path / "indexes" / "v1" / "shards"
+    assert {p.parts[-5] for p in shards.glob("*/segments/*/vector_storage/quantized.data")} == set(store.domains())
+    store.close()
+    store = backend.open("v1")  # reopened: the stored settings (and the int8 copy) are kept
+    assert all('"int8"' in (shards / d / "edge_config.json").read_text() for d in store.domains())
+
+    stored = vectors.astype(np.float16).astype(np.float64)  # the shards keep float16 vectors
+    for target in passages[::7]:
+        query = encoder.embed_query(target.title)
+        idx = [i for i, p in enumerate(passages) if p.domain == target.domain]
+        exact = stored[idx] @ query.astype(np.float64)
+        order = np.argsort(-exact)[:5]
+        hits = store.search(target.domain, query, 5)
+        assert [h.point_id for h in hits] == [passages[idx[i]].point_id for i in order]
+        assert [h.score for h in hits] == pytest.approx(exact[order].tolist(), abs=2e-4)  # re-scored, not int8 scores
+
+    # A passage added after the last optimize sits in the appendable segment, which is scanned exactly.
+    added = Passage("added-after-finish", passages[0].domain, "Added", "test", "A passage upserted after the index was finished.")
+    store.upsert(added.domain, [added], encoder.embed_passages([added.text]))
+    assert store.search(added.domain, encoder.embed_query(added.text), 1)[0].point_id == added.point_id
+    store.close()
