@@ -1,10 +1,11 @@
 """Retrieval latency over HTTP next to its floor, measured in the same run, question by question.
 
 For each faq6 dev question: POST /ask {"generate": false} to a ``fedqa serve`` of $FEDQA_HOME
-(started here); then, once the server is stopped, one bare sentence-transformers PyTorch ``encode``
-of each of the same questions in this process (the naive floor). Prints p50/p95 of both, their ratio, and the server's own
-timings (``timings_ms``: embed, router, gate with the fused strategy's searches, search, total) and
-the HTTP overhead around them. A second pass over the same questions shows the query cache.
+(started here), and one bare sentence-transformers PyTorch ``encode`` of the same question in this
+process (the naive floor), in alternating blocks of questions with a pause between them (``--blocks``,
+``--pause``). Prints p50/p95 of both, their ratio, and the server's own timings (``timings_ms``: embed,
+router, gate with the fused strategy's searches, search, total) and the HTTP overhead around them. A second
+pass over the same questions shows the query cache.
 
     FEDQA_HOME=/work/homes/faq6-onnx python benchmarks/bench_retrieval.py --n 200
     ... --client stdlib    # http.client on one keep-alive connection instead of httpx (less client overhead)
@@ -37,6 +38,8 @@ def main() -> None:
         default="httpx",
         help="HTTP client: httpx, or the standard library's http.client on one keep-alive connection (~1 ms less client CPU per request)",
     )
+    ap.add_argument("--blocks", type=int, default=4, help="alternate the HTTP pass and the floor in this many blocks of questions")
+    ap.add_argument("--pause", type=float, default=1.0, help="seconds of rest between an HTTP block and a floor block")
     args = ap.parse_args()
     if not args.home:
         raise SystemExit("give --home or set FEDQA_HOME")
@@ -46,34 +49,33 @@ def main() -> None:
 
     queries = read_jsonl(args.queries, "query")[: args.n]
     bare = SentenceTransformer(str(packaged_minilm_path()), device="cpu", local_files_only=True)
+    for i in range(args.warmup):
+        bare.encode([f"warm-up question number {i}"])
+    latency: list[float] = []
+    floor: list[float] = []
+    server: dict[str, list[float]] = {k: [] for k in ("embed", "router", "gate", "search", "total", "http_overhead")}
     with serve(args.home, args.port, env={"FEDQA_LLM_BACKEND": "none"}), httpx.Client(base_url=f"http://127.0.0.1:{args.port}", timeout=60) as client:
         ask = _asker(args.client, client, args.port)
         for i in range(args.warmup):  # questions that are not measured: the cache stays cold for the run
             ask(f"warm-up question number {i}")
-        latency, floor, backend = [], [], None
-        server: dict[str, list[float]] = {k: [] for k in ("embed", "router", "gate", "search", "total", "http_overhead")}
-        for q in queries:
-            t0 = time.perf_counter()
-            body = ask(q)
-            latency.append((time.perf_counter() - t0) * 1000)
-            timings = body["timings_ms"]
-            for k in ("embed", "router", "gate", "search", "total"):
-                server[k].append(timings.get(k, float("nan")))
-            server["http_overhead"].append(latency[-1] - timings.get("total", float("nan")))
+        # Block by block, the HTTP pass then the floor on the same questions, so that both sample the same
+        # spells of the machine (a VM's speed drifts over minutes). The pauses let PyTorch's OpenMP threads,
+        # which spin for a while after an encode, go to sleep before the server's next request.
+        for block in _blocks(queries, args.blocks):
+            for q in block:
+                _timed_ask(ask, q, latency, server)
+            time.sleep(args.pause)
+            for q in block:
+                t0 = time.perf_counter()
+                bare.encode([q], normalize_embeddings=True)
+                floor.append((time.perf_counter() - t0) * 1000)
+            time.sleep(args.pause)
         cached = []
         for q in queries:
             t0 = time.perf_counter()
             ask(q)
             cached.append((time.perf_counter() - t0) * 1000)
         backend = client.get("/readyz").json()
-    # The floor after the server's pass, not interleaved with it: PyTorch's OpenMP threads go on spinning for
-    # a while after an encode and would slow the server's next request (and the server the next encode).
-    for i in range(args.warmup):
-        bare.encode([f"warm-up question number {i}"])
-    for q in queries:
-        t0 = time.perf_counter()
-        bare.encode([q], normalize_embeddings=True)
-        floor.append((time.perf_counter() - t0) * 1000)
     p = lambda v, q: round(percentile(v, q), 2)  # noqa: E731
     emit(
         {
@@ -81,6 +83,7 @@ def main() -> None:
             "home": args.home,
             "n": len(queries),
             "client": args.client,
+            "blocks": args.blocks,
             "http_p50_ms": p(latency, 50),
             "http_p95_ms": p(latency, 95),
             "floor_bare_torch_encode_p50_ms": p(floor, 50),
@@ -96,6 +99,24 @@ def main() -> None:
             "readyz": backend,
         }
     )
+
+
+def _blocks(items: list[str], n: int) -> list[list[str]]:
+    """``items`` cut into ``n`` consecutive blocks of (nearly) equal size."""
+    n = max(1, min(n, len(items)))
+    bounds = [round(i * len(items) / n) for i in range(n + 1)]
+    return [items[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def _timed_ask(ask: Callable[[str], dict], q: str, latency: list[float], server: dict[str, list[float]]) -> None:
+    """One /ask, its HTTP time and the server's own timings appended."""
+    t0 = time.perf_counter()
+    body = ask(q)
+    latency.append((time.perf_counter() - t0) * 1000)
+    timings = body["timings_ms"]
+    for k in ("embed", "router", "gate", "search", "total"):
+        server[k].append(timings.get(k, float("nan")))
+    server["http_overhead"].append(latency[-1] - timings.get("total", float("nan")))
 
 
 def _asker(kind: str, client: httpx.Client, port: int) -> Callable[[str], dict]:
