@@ -165,7 +165,7 @@ class Encoder:
     @property
     def max_seq_length(self) -> int:
         """Tokens per text; longer texts are truncated (the model's own setting)."""
-        return self._onnx.max_seq_length if self._onnx is not None else int(self.model.max_seq_length)
+        return self._onnx.tokenizer.max_length if self._onnx is not None else int(self.model.max_seq_length)
 
     @property
     def dim(self) -> int:

@@ -257,8 +257,7 @@ class OnnxSession:
         self.threads = threads or len(os.sched_getaffinity(0))
         self.session = _session(export.path, 1)
         self.inputs = [i.name for i in self.session.get_inputs()]
-        self.tokenizer = tokenizer
-        self.max_seq_length = export.max_seq_length
+        self.tokenizer = tokenizer  # truncates to the export's max_seq_length
         self.dim = export.dim
         self.pool = POOLERS[export.pooling]
 
