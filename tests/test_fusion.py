@@ -8,7 +8,7 @@ import pytest
 from service.retrieval.federated import merge, search_domains
 from service.retrieval.passage import Hit, point_id
 from service.routing.fusion import Evidence, FusionParams, domain_evidence, domain_weights, fuse
-from training.fusion import FitQuestion, as_uis, fit_fusion
+from training.fusion import PRIOR_GRID, FitQuestion, as_uis, fit_fusion, prior_params, ranking_scores
 
 
 _DOCS: dict[str, str] = {}  # point id -> doc_id of the hits made below
@@ -145,18 +145,21 @@ def test_product_filter_searches_only_the_given_domains(demo_pipeline):
     assert r.status_code == 422 and "domains" in r.text
 
 
-def _routing_questions(n: int, informative: bool, seed: int) -> list[FitQuestion]:
+def _routing_questions(n: int, router: str, seed: int) -> list[FitQuestion]:
     """Questions over domains a/b, one gold passage each in its own domain, one passage of the other domain.
 
-    ``informative``: the other domain's passage has the higher s (uis is always wrong) and the router's p says
-    the gold domain (0.9 vs 0.1). Otherwise which passage has the higher s and both p are random: any routing
-    setting that wins on these questions wins by chance."""
+    ``router="informative"``: the other domain's passage has the slightly higher s (uis is always wrong) and the
+    router's p says the gold domain (0.9 vs 0.1). ``"misleading"``: the gold passage has the slightly higher s
+    (uis is always right) and p says the other domain. ``"random"``: which passage has the higher s and both p
+    are random: any routing setting that wins on these questions wins by chance."""
     rng = np.random.default_rng(seed)
     out = []
     for i in range(n):
         gold_dom, other = ("a", "b") if rng.random() < 0.5 else ("b", "a")
-        if informative:
+        if router == "informative":
             s_gold, s_other, p_gold, p_other = 0.60, 0.62, 0.9, 0.1
+        elif router == "misleading":
+            s_gold, s_other, p_gold, p_other = 0.62, 0.60, 0.1, 0.9
         else:
             s_gold, s_other = (0.60, 0.62) if rng.random() < 0.5 else (0.62, 0.60)
             p_gold, p_other = rng.uniform(0.05, 0.95, size=2)
@@ -166,14 +169,54 @@ def _routing_questions(n: int, informative: bool, seed: int) -> list[FitQuestion
     return out
 
 
-def test_the_guard_keeps_a_fitted_setting_that_pays_out_of_fold_and_falls_back_to_uis_when_it_does_not():
-    params, report = fit_fusion(_routing_questions(60, True, 0), ["a", "b"], top_k=5, evidence_k=2)
-    assert report["guard"]["chosen"] == "fitted" and params != as_uis(params)  # routing decides
-    assert report["guard"]["wins"] == 60 and report["guard"]["losses"] == 0
+def test_the_guard_keeps_a_family_that_pays_out_of_fold_and_falls_back_to_uis_when_none_does():
+    params, report = fit_fusion(_routing_questions(60, "informative", 0), ["a", "b"], top_k=5, evidence_k=2)
+    assert report["guard"]["fused"]["wins"] == report["guard"]["prior"]["wins"] == 60
+    assert report["guard"]["fused"]["losses"] == report["guard"]["prior"]["losses"] == 0
+    # Both families rank every question right out of fold; the tie goes to the simpler prior family.
+    assert report["guard"]["chosen"] == report["chosen"] == "prior" and params == prior_params(params.sharpness, 2)
+    assert 0 < params.sharpness <= max(PRIOR_GRID) and params != as_uis(params)
 
-    random_qs = _routing_questions(40, False, 0)
+    random_qs = _routing_questions(40, "random", 0)
     unguarded, report = fit_fusion(random_qs, ["a", "b"], top_k=5, evidence_k=2, guard_folds=0)
     assert unguarded != as_uis(unguarded) and report["acc_at_top1"] > report["uis_acc_at_top1"]  # won by chance
-    params, report = fit_fusion(random_qs, ["a", "b"], top_k=5, evidence_k=2)
-    assert report["guard"]["chosen"] == "uis" and not report["guard"]["pays"]
+    _, report = fit_fusion(random_qs, ["a", "b"], top_k=5, evidence_k=2)
+    assert not report["guard"]["fused"]["pays"]  # the wide grid needs a significant gain
+
+    params, report = fit_fusion(_routing_questions(40, "misleading", 0), ["a", "b"], top_k=5, evidence_k=2)
+    assert report["guard"]["chosen"] == "uis" and not report["guard"]["prior"]["pays"] and not report["guard"]["fused"]["pays"]
     assert (params.sharpness, params.tau0, params.unsure) == (0.0, 0.0, 0.0)  # every domain, ranked by s
+
+
+def test_the_prior_family_reorders_only_hits_of_close_similarity():
+    """U = p^lambda * s+: with lambda 0.05 a router sure of a (0.9 vs 0.1) lifts a's hit over b's one a few
+    hundredths higher, not over one clearly higher."""
+    close = FitQuestion(np.array([0.9, 0.1]), {"a": [_hit("ca", "a", 0.60)], "b": [_hit("cb", "b", 0.62)]}, ["a"], {"ca"})
+    far = FitQuestion(np.array([0.9, 0.1]), {"a": [_hit("fa", "a", 0.40)], "b": [_hit("fb", "b", 0.62)]}, ["a"], {"fa"})
+    assert ranking_scores(close, ["a", "b"], prior_params(0.05, 2), 5)[0] == 1.0
+    assert ranking_scores(close, ["a", "b"], prior_params(0.0, 2), 5)[0] == 0.0  # lambda 0: uis
+    assert ranking_scores(far, ["a", "b"], prior_params(0.05, 2), 5)[0] == 0.0
+
+
+def test_served_fused_ranking_applies_the_stored_per_domain_weights(demo_pipeline):
+    """The stored c_j reach /ask's ranking: U = c_j * s+ for the prior family with lambda 0, and the order follows U."""
+
+    def first(hits, domain: str) -> int:  # noqa: ANN001
+        return next(i for i, h in enumerate(hits) if h.passage.domain == domain)
+
+    query, uis = next(
+        (q, r) for q in QUERIES for r in [demo_pipeline.retrieve(q, top_k=10, strategy="uis")] if len({h.passage.domain for h in r.hits}) > 1
+    )
+    other = next(h.passage.domain for h in uis.hits if h.passage.domain != uis.hits[0].passage.domain)
+    weights = {d: (1.1 if d == other else 0.9) for d in demo_pipeline.domains}
+    saved = _with_fusion(demo_pipeline, prior_params(0.0, 20, weights))
+    try:
+        fused = demo_pipeline.retrieve(query, top_k=10, strategy="fused")
+    finally:
+        demo_pipeline.router.fitted.clear()
+        demo_pipeline.router.fitted.update(saved)
+    assert fused.routing.active_domains == demo_pipeline.domains
+    for h in fused.hits:
+        assert h.unified_score == pytest.approx(weights[h.passage.domain] * max(h.score, 0.0))
+    assert [h.unified_score for h in fused.hits] == sorted((h.unified_score for h in fused.hits), reverse=True)
+    assert first(fused.hits, other) < first(uis.hits, other)  # the weighted domain moved up

@@ -8,7 +8,9 @@ domain costs about a millisecond, so all are searched), each domain gets
 where best_j is domain j's best similarity s and share_j its share of the unified top ``evidence_k``
 (the top hits of all domains by raw s). Domains are chosen by the paper's gate on q (deterministic,
 tau(q) = tau0 (1 - H(q)/log m)); when the router is unsure (max_j q_j < ``unsure``) every domain is
-searched with weight 1 (the unified ranking). Hits rank by U = q_j^sharpness * s+ (s+ = max(s, 0)).
+searched with weight 1 (the unified ranking). Hits rank by U = c_j * q_j^sharpness * s+ (s+ = max(s, 0)), where
+c_j is a per-domain weight (1 unless fitted): the domains' similarities are not on one scale, and some
+products are asked about more than others, which one ranking by raw s ignores.
 
 Every parameter is fitted on held-out questions by ``fedqa train router`` (training/fusion.py) and
 stored with the router version; :meth:`FusionParams.paper` (q = p, sharpness 1) is the MKP-QA formula
@@ -18,7 +20,7 @@ and sharpness 0 ranks by raw s like uis.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -40,6 +42,7 @@ class FusionParams:
     tau0: float
     unsure: float
     evidence_k: int
+    domain_weight: dict[str, float] = field(default_factory=dict)  # c_j; a domain not in it has 1
 
     @classmethod
     def paper(cls, tau0: float, evidence_k: int = 20) -> FusionParams:
@@ -99,7 +102,13 @@ def fuse(p: np.ndarray, ev: Evidence, params: FusionParams) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-z))
 
 
-def domain_weights(q: np.ndarray, sharpness: float) -> np.ndarray:
-    """Merge weight q_j^sharpness (sharpness 0: weight 1 for every domain, i.e. rank by s alone)."""
+def domain_weights(q: np.ndarray, sharpness: float, c: np.ndarray | None = None) -> np.ndarray:
+    """Merge weight c_j * q_j^sharpness (sharpness 0 and no c: weight 1 for every domain, i.e. rank by s alone)."""
     q = np.clip(np.asarray(q, dtype=np.float64), 0.0, 1.0)
-    return np.ones_like(q) if sharpness == 0 else np.power(q, sharpness)
+    w = np.ones_like(q) if sharpness == 0 else np.power(q, sharpness)
+    return w if c is None else w * c
+
+
+def per_domain(params: FusionParams, domains: Sequence[str]) -> np.ndarray:
+    """c_j of ``params`` in ``domains`` order (1 for a domain it does not name)."""
+    return np.array([float(params.domain_weight.get(d, 1.0)) for d in domains], dtype=np.float64)

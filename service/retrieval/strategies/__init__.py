@@ -6,7 +6,7 @@ Each is one module with a ``select(StrategyInput) -> Selection`` function, regis
 :data:`REGISTRY`; :class:`StrategyName` (the names accepted by /ask, /evaluate and the CLI) is made
 from the registry, so adding a strategy is one module and one line here.
 
-``fused``  (default) router + retrieval evidence, fitted gate and sharpness (strategies/fused.py)
+``fused``  (default) router + retrieval evidence, fitted gate, sharpness and per-domain weights (strategies/fused.py)
 ``mkpqa``  the paper: gate on p, U = p_j * s (strategies/mkpqa.py)
 ``uis``    every domain, raw s: the unified index (strategies/uis.py)
 ``rfs``    the router's argmax domain (strategies/rfs.py)

@@ -1,12 +1,13 @@
 """fused, the default: calibrated router probabilities fused with per-domain retrieval evidence, the
-paper's gate on the fused q with a fitted tau0, U = q_j^lambda * s+, and every domain when unsure.
+paper's gate on the fused q with a fitted tau0, U = c_j * q_j^lambda * s+ (c_j a fitted per-domain weight),
+and every domain when unsure.
 
 Every domain is searched first (for the evidence; about 1 ms each), so the final merge reuses those
 hits. The parameters come from the router version (``fitted["fusion"]``, fitted by ``fedqa train
 router``); without them (no trained router, or an older one) it searches every domain and ranks by
 raw s, i.e. it is uis: it never does worse than searching everything for want of parameters. When
 the fit itself does not beat uis out of fold on the held-out questions (training/fusion.py's guard),
-the stored parameters rank as uis too (sharpness 0, tau0 0), with the fused q still reported.
+the stored parameters rank as uis too (sharpness 0, tau0 0, no c), with the fused q still reported.
 Always deterministic: its parameters are fitted for the deterministic gate.
 """
 
@@ -15,12 +16,12 @@ from __future__ import annotations
 from typing import Any
 
 from service.retrieval.strategies.base import Selection, StrategyInput
-from service.routing.fusion import FusionParams, domain_evidence, domain_weights, fuse
+from service.routing.fusion import FusionParams, domain_evidence, domain_weights, fuse, per_domain
 from service.routing.gate import gate
 
 
 def select(inp: StrategyInput) -> Selection:
-    """Search all, fuse p with the evidence, gate, weight q^lambda."""
+    """Search all, fuse p with the evidence, gate, weight c_j q^lambda."""
     domains = list(inp.domains)
     stored = inp.fitted.get("fusion")
     params = FusionParams.from_dict(stored) if stored else None
@@ -48,7 +49,7 @@ def select(inp: StrategyInput) -> Selection:
     if q.max() < params.unsure:
         detail["reason"] = f"router unsure (max q {q.max():.3f} < {params.unsure:.3f}): every domain, ranked by s"
         return Selection("fused", domains, {d: 1.0 for d in domains}, decision.threshold, activation, True, detail, hits)
-    w = domain_weights(q, params.sharpness)
+    w = domain_weights(q, params.sharpness, per_domain(params, domains))
     active = [d for d, a in zip(domains, decision.active, strict=True) if a]
     return Selection(
         "fused", active, {d: float(w[domains.index(d)]) for d in active}, decision.threshold, activation, decision.fallback, detail, hits
