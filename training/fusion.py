@@ -1,6 +1,6 @@
 """Fitting the ``fused`` strategy's parameters (service/routing/fusion.py) on held-out questions.
 
-Two steps, both on questions the router was not trained on:
+All on questions the router was not trained on:
 
 1. a logistic regression of "domain j is one of the question's domains" on the features
    (logit of the calibrated p_j, relative best similarity, share of the unified top-k), one row per
@@ -46,9 +46,6 @@ PRIOR_GRID = (0.0, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15)
 #: c_j of the prior family (a weight of 1.1 against 0.9 lifts a hit over one with up to 22% higher s).
 WEIGHT_GRID = (0.9, 0.92, 0.94, 0.96, 0.98, 1.0, 1.02, 1.04, 1.06, 1.08, 1.1)
 WEIGHT_SWEEPS = 2
-#: z of each family's one-sided sign test in the guard (wins - losses > z sqrt(wins + losses)): 95% for the fused
-#: grid; 0 (more wins than losses) for the bounded prior family.
-GUARD_Z = {"fused": 1.645, "prior": 0.0}
 
 
 @dataclass
@@ -176,8 +173,20 @@ def prior_params(sharpness: float, evidence_k: int = 20, domain_weight: dict[str
 
 
 Search = Callable[[Sequence[FitQuestion], Sequence[str], int, int], tuple[FusionParams, tuple[float, float]]]
-#: The families the guard chooses among, each a search over its own grid.
-FAMILIES: dict[str, Search] = {"fused": _grid_search, "prior": _prior_search}
+
+
+@dataclass(frozen=True)
+class Family:
+    """A family of settings: the search over its grid, and the z of its one-sided sign test in the guard
+    (wins - losses > z sqrt(wins + losses))."""
+
+    search: Search
+    z: float
+
+
+#: The families the guard chooses among, simplest first (ties go to the earlier one): the bounded prior family
+#: needs more wins than losses (z 0), the gate grid a 95% test.
+FAMILIES: dict[str, Family] = {"prior": Family(_prior_search, 0.0), "fused": Family(_grid_search, 1.645)}
 
 
 def as_uis(params: FusionParams) -> FusionParams:
@@ -202,7 +211,7 @@ def cross_validated_gain(
     """Out-of-fold Acc@Top1 of one family's fitting procedure against uis: each fold is ranked with the setting
     fitted on the other folds. ``wins``/``losses``: questions whose top passage is gold under one and not the
     other; ``pays``: a one-sided sign test, wins - losses > z sqrt(wins + losses)
-    with the family's z (:data:`GUARD_Z`): for the fused grid at 95%, so that a gain of a few questions, which
+    with the family's z (:data:`FAMILIES`): for the fused grid at 95%, so that a gain of a few questions, which
     noise gives a search over hundreds of settings as often as routing does, does not count."""
     order = list(range(len(questions)))
     random.Random(seed).shuffle(order)
@@ -212,7 +221,7 @@ def cross_validated_gain(
         train = [q for i, q in enumerate(questions) if i not in held]
         if not train or not held:
             continue
-        params, _ = FAMILIES[family](train, domains, top_k, evidence_k)
+        params, _ = FAMILIES[family].search(train, domains, top_k, evidence_k)
         for i in held:
             fitted[i] = ranking_scores(questions[i], domains, params, top_k)[0]
             uis[i] = ranking_scores(questions[i], domains, as_uis(params), top_k)[0]
@@ -223,7 +232,7 @@ def cross_validated_gain(
         "uis_acc_at_top1": round(float(uis.mean()), 4),
         "wins": wins,
         "losses": losses,
-        "pays": bool(wins - losses > GUARD_Z[family] * np.sqrt(wins + losses)),
+        "pays": bool(wins - losses > FAMILIES[family].z * np.sqrt(wins + losses)),
     }
 
 
@@ -247,8 +256,8 @@ def fit_fusion(
     questions = [q for q in questions if q.gold and q.domains]
     if not questions:
         raise ValueError("fitting the fused strategy needs held-out questions with gold passages")
-    found = {name: search(questions, domains, top_k, evidence_k) for name, search in FAMILIES.items()}
-    chosen = max(found, key=lambda n: (found[n][1], n == "prior"))
+    found = {name: family.search(questions, domains, top_k, evidence_k) for name, family in FAMILIES.items()}
+    chosen = max(found, key=lambda n: found[n][1])  # the first of equals: the simpler family
     report: dict = {
         "questions": len(questions),
         "families": {n: {"acc_at_top1": round(sc[0], 4), "mrr": round(sc[1], 4), "params": p.as_dict()} for n, (p, sc) in found.items()},
@@ -264,7 +273,7 @@ def fit_fusion(
     if guard_folds >= 2 and len(questions) >= guard_folds:
         checks = {n: cross_validated_gain(questions, domains, top_k=top_k, evidence_k=evidence_k, folds=guard_folds, family=n) for n in FAMILIES}
         paying = [n for n in checks if checks[n]["pays"]]
-        chosen = max(paying, key=lambda n: (checks[n]["acc_at_top1"], n == "prior")) if paying else "uis"
+        chosen = max(paying, key=lambda n: checks[n]["acc_at_top1"]) if paying else "uis"
         report["guard"] = {**checks, "chosen": chosen}
     best = as_uis(found["fused"][0]) if chosen == "uis" else found[chosen][0]
     report["chosen"] = chosen
