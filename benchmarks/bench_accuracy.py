@@ -1,8 +1,9 @@
-"""Accuracy cost and encode speed of the ONNX int8 encoder next to PyTorch fp32, on the same passages.
+"""Accuracy cost and encode speed of the ONNX int8 encoder (and of bf16 bulk passages) next to PyTorch fp32.
 
 Pool: every gold passage of the faq6 dev questions plus every k-th other passage up to ``--pool``.
 Both runtimes embed the pool and the questions in this process; prints Acc@1 and MRR@10 of each
-(search over the whole pool, exact dot product) and the encode time of each, wall and CPU
+(search over the whole pool, exact dot product) and the encode time of each, wall and CPU. ``onnx_bf16``: the
+passages embedded as ingest embeds them on a CPU with AMX (PyTorch bf16, ``bulk``), the questions with ONNX int8
 (process CPU seconds are less sensitive to other jobs on a shared machine than wall time).
 For the figure over the whole faq6 corpus use ``fedqa models evaluate`` on two indexes, one
 ingested with each backend (FEDQA_ENCODER_BACKEND=onnx|torch).
@@ -52,21 +53,25 @@ def main() -> None:
     pool += rest[:: max(1, len(rest) // max(1, args.pool - len(pool)))][: max(0, args.pool - len(pool))]
     ids, texts, qtexts = [d["doc_id"] for d in pool], [d["text"] for d in pool], [q["query"] for q in questions]
     with tempfile.TemporaryDirectory() as tmp:
-        onnx = Encoder(backend="onnx", onnx_dir=Path(args.onnx_dir) if args.onnx_dir else Path(tmp) / "onnx")
+        onnx_dir = Path(args.onnx_dir) if args.onnx_dir else Path(tmp) / "onnx"
+        onnx = Encoder(backend="onnx", onnx_dir=onnx_dir)
         torch = Encoder(backend="torch")
+        bf16 = Encoder(backend="onnx", onnx_dir=onnx_dir, bulk_bf16=True)
         out: dict = {
             "figure": "Acc@1 onnx int8 vs torch fp32 (faq6 dev, sub-corpus)",
             "questions": len(questions),
             "pool": len(pool),
             "onnx_backend_in_use": onnx.backend.value,
         }
-        for name, enc in (("torch", torch), ("onnx", onnx)):
-            d, wall, cpu = timed(lambda enc=enc: enc.embed_passages(texts))
+        for name, enc, bulk in (("torch", torch, False), ("onnx", onnx, False), ("onnx_bf16", bf16, True)):
+            d, wall, cpu = timed(lambda enc=enc, bulk=bulk: enc.embed_passages(texts, bulk=bulk))
             q = enc.embed_queries(qtexts)
             out[name] = {**scores(q, d, ids, gold), "encode_pool_wall_s": wall, "encode_pool_cpu_s": cpu}
     out["acc_at_1_delta_points"] = round(out["onnx"]["acc_at_1"] - out["torch"]["acc_at_1"], 2)
+    out["acc_at_1_delta_points_bf16_passages"] = round(out["onnx_bf16"]["acc_at_1"] - out["torch"]["acc_at_1"], 2)
     out["encode_cpu_ratio_onnx_to_torch"] = round(out["onnx"]["encode_pool_cpu_s"] / out["torch"]["encode_pool_cpu_s"], 3)
     out["encode_wall_ratio_onnx_to_torch"] = round(out["onnx"]["encode_pool_wall_s"] / out["torch"]["encode_pool_wall_s"], 3)
+    out["encode_wall_ratio_bf16_to_torch"] = round(out["onnx_bf16"]["encode_pool_wall_s"] / out["torch"]["encode_pool_wall_s"], 3)
     emit(out)
 
 

@@ -6,7 +6,9 @@ first, tiny ingest and is not timed), and encodes the same texts with a bare sen
 PyTorch model at the same max_seq_length, batch 32 (the floor), in this process. ``--rounds 2`` (the default)
 runs ingest, floor, floor, ingest and averages each side, so that drift of the machine's speed weighs on both.
 Prints both rates and their ratio (ingest wall time / bare encode time; the whole command is timed: start-up,
-segmenting, store writes), and the same ratio in CPU seconds.
+segmenting, store writes), and the same ratio in CPU seconds. ``--n 0``: the whole corpus (the issue's figure;
+with fewer passages the ingest's start-up, ~3-6 s, weighs more). Where the CPU has AMX the ingest embeds passages in
+bf16 (``manifest_passage_runtimes``; FEDQA_PASSAGE_BF16=off for ONNX int8).
 
     python benchmarks/bench_ingest.py --n 2000            # FEDQA_ENCODER_BACKEND=onnx (default)
     FEDQA_ENCODER_BACKEND=torch python benchmarks/bench_ingest.py --n 500
@@ -51,8 +53,9 @@ def main() -> None:
     args = ap.parse_args()
     load_at_start = [round(x, 2) for x in os.getloadavg()]
     docs = read_jsonl(args.docs)
-    step = max(1, len(docs) // args.n)
-    sample = docs[::step][: args.n]
+    n = args.n or len(docs)
+    step = max(1, len(docs) // n)
+    sample = docs[::step][:n]
     from sentence_transformers import SentenceTransformer
 
     from service.retrieval.encoder import packaged_minilm_path
@@ -62,6 +65,7 @@ def main() -> None:
     texts = [d["text"] for d in sample]
     t_ingest = cpu_ingest = t_floor = cpu_floor = 0.0
     recorded: list = []
+    runtimes: list = []
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp:
         tmp = Path(tmp)
         warm, data = tmp / "warm.jsonl", tmp / "sample.jsonl"
@@ -86,6 +90,7 @@ def main() -> None:
                     time.sleep(1.0)  # PyTorch's OpenMP threads spin for a while after an encode: not into the ingest
             manifests = sorted(home.glob("indexes/*/manifest.json")) or sorted(home.rglob("manifest.json"))
             recorded += [json.loads(m.read_text()).get("encoder_backend") for m in manifests]
+            runtimes += [json.loads(m.read_text()).get("passage_runtime") for m in manifests]
     t_ingest, cpu_ingest, t_floor, cpu_floor = (x / args.rounds for x in (t_ingest, cpu_ingest, t_floor, cpu_floor))
     emit(
         {
@@ -103,6 +108,7 @@ def main() -> None:
             "floor_cpu_seconds": round(cpu_floor, 1),
             "cpu_ratio_ingest_to_bare": round(cpu_ingest / cpu_floor, 3),
             "manifest_encoder_backends": recorded,
+            "manifest_passage_runtimes": runtimes,
             "load_1_5_15_at_start": load_at_start,
         }
     )

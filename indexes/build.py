@@ -135,7 +135,7 @@ def _embed(store: Store, todo: dict[str, list[Passage]], encoder: Encoder, *, pr
             store.create_domain(domain, encoder.dim)
             for i in range(0, len(batch), EMBED_BATCH):
                 part = batch[i : i + EMBED_BATCH]
-                store.upsert(domain, part, encoder.embed_passages([p.text for p in part]))
+                store.upsert(domain, part, encoder.embed_passages([p.text for p in part], bulk=True))
                 bar.update(len(part))
 
 
@@ -146,6 +146,7 @@ def _manifest(encoder: Encoder, backend: StoreBackend, base: str | None, report:
         "encoder_path": str(encoder.path),
         # Encoders that do not say (test doubles, older callers) run PyTorch.
         "encoder_backend": getattr(getattr(encoder, "backend", None), "value", "torch"),
+        "passage_runtime": getattr(encoder, "passage_runtime", "torch"),
         "dim": encoder.dim,
         "backend": backend.name,
         "base": base,

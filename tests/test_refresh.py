@@ -36,11 +36,11 @@ class _FailingEncoder:
         self.inner, self.exc, self.calls = inner, exc, 0
         self.version, self.path, self.dim = inner.version, inner.path, inner.dim
 
-    def embed_passages(self, texts):
+    def embed_passages(self, texts, **kw):
         self.calls += 1
         if self.calls > 1:
             raise self.exc
-        return self.inner.embed_passages(texts)
+        return self.inner.embed_passages(texts, **kw)
 
 
 @pytest.fixture()

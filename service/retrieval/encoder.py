@@ -109,11 +109,14 @@ class Encoder:
         onnx_dir: Path | None = None,
         cache_size: int = 0,
         threads: int | None = None,
+        bulk_bf16: bool = False,
     ) -> None:
         """Load the model; with ``backend="onnx"`` its ONNX export from ``onnx_dir`` (default:
         ``<model>/onnx``), exporting it there first when missing. An ONNX encoder whose export is
         stored loads only the export and the tokenizer (the PyTorch model, when wanted, on first use).
-        Whatever fails to export or load falls back to PyTorch with a logged warning (see :attr:`backend`)."""
+        Whatever fails to export or load falls back to PyTorch with a logged warning (see :attr:`backend`).
+        ``bulk_bf16``: passages embedded in bulk (``embed_passages(..., bulk=True)``) run the PyTorch model in
+        bfloat16 (:mod:`service.retrieval.bf16_encoder`), loaded on first use."""
         from service.artifacts import require_model_files
 
         path = Path(model_path) if model_path else packaged_minilm_path()
@@ -128,6 +131,9 @@ class Encoder:
         self._model = None
         self._model_lock = threading.Lock()
         self._onnx = None
+        self.bulk_bf16 = bulk_bf16
+        self.threads = threads
+        self._bf16: Any = None  # a Bf16PassageEncoder, loaded on first bulk use
         if EncoderBackend(backend) is EncoderBackend.ONNX:
             self._onnx = self._load_onnx(onnx_dir or path / "onnx", threads)
         if self._onnx is None:
@@ -202,14 +208,46 @@ class Encoder:
         """Embed one query; shape (dim,)."""
         return self.embed_queries([query])[0]
 
-    def embed_passages(self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False) -> np.ndarray:
+    @property
+    def passage_runtime(self) -> str:
+        """The runtime of passages embedded in bulk: ``torch-bf16``, or the encoder's own backend."""
+        from service.retrieval import bf16_encoder
+
+        return bf16_encoder.RUNTIME if self.bulk_bf16 else self.backend.value
+
+    def embed_passages(self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False, bulk: bool = False) -> np.ndarray:
         """Embed passages; shape (n, dim), float32, unit length (ONNX: batches of ``batch_size`` run one per core).
 
         The default batch suits the runtime: on ONNX, batches of 8 passages (of similar token length) keep the
-        activations in a core's cache (faq6, 2 cores: ~12 % less CPU than 16 or 32; docs/speed.md).
+        activations in a core's cache (faq6, 2 cores: ~12 % less CPU than 16 or 32; docs/speed.md). ``bulk``
+        (ingest, index builds): on :attr:`passage_runtime`, which may be bf16 PyTorch.
         """
+        texts = list(texts)
+        bf16 = self._bf16_model() if bulk and self.bulk_bf16 and texts else None
+        if bf16 is not None:
+            with MODEL_LOCK:
+                if not progress:
+                    return bf16.encode(texts)
+                from tqdm.auto import tqdm
+
+                with tqdm(total=len(texts), desc="embedding", unit="text") as bar:
+                    return bf16.encode(texts, bar=bar)
         size = batch_size or PASSAGE_BATCH[self.backend]
-        return self._encode(list(texts), batch_size=size, progress=progress)
+        return self._encode(texts, batch_size=size, progress=progress)
+
+    def _bf16_model(self):  # noqa: ANN202 - a Bf16PassageEncoder, or None
+        """The bf16 model, loaded on first use; None (bulk passages then take the encoder's runtime, warned once)
+        when it cannot load."""
+        from service.retrieval.bf16_encoder import Bf16PassageEncoder
+
+        with self._model_lock:
+            if self._bf16 is None and self.bulk_bf16:
+                try:
+                    self._bf16 = Bf16PassageEncoder(self.path, max_seq_length=self.max_seq_length, threads=self.threads)
+                except (ImportError, OSError, RuntimeError, ValueError) as exc:
+                    self.bulk_bf16 = False
+                    log.warning("bf16 passage encoder unavailable, passages use %s: %s", self.backend.value, exc)
+            return self._bf16
 
     def _encode(self, texts: list[str], *, batch_size: int, progress: bool) -> np.ndarray:
         if not texts:
@@ -233,13 +271,27 @@ def load_encoder(settings: Settings, registry: Registry, retriever_version: str 
     its own folder (``onnx/``); the base model's in the data home's ``cache/onnx/<fingerprint>``.
     """
     backend = backend or settings.encoder_backend
-    common: dict[str, Any] = {"backend": backend, "cache_size": settings.encoder_cache_size, "threads": settings.torch_threads}
+    common: dict[str, Any] = {
+        "backend": backend,
+        "cache_size": settings.encoder_cache_size,
+        "threads": settings.torch_threads,
+        "bulk_bf16": bulk_bf16(settings, backend),
+    }
     if retriever_version and retriever_version != "base":
         path = registry.path("retriever", retriever_version)
         return Encoder(path, version=retriever_version, onnx_dir=path / "onnx", **common)
     path = Path(settings.encoder_model) if settings.encoder_model else packaged_minilm_path()
     onnx_dir = settings.home_dir / "cache" / "onnx" / model_fingerprint(path)
     return Encoder(path, version="base", onnx_dir=onnx_dir, **common)
+
+
+def bulk_bf16(settings: Settings, backend: str) -> bool:
+    """Whether passages embedded in bulk run in bf16: ``auto`` on the ONNX backend where the CPU has AMX-BF16."""
+    from service.retrieval.bf16_encoder import has_bf16_matrix_unit
+
+    if settings.passage_bf16 == "auto":
+        return EncoderBackend(backend) is EncoderBackend.ONNX and has_bf16_matrix_unit()
+    return settings.passage_bf16 == "on"
 
 
 def index_encoder_backend(manifest: dict) -> str:
