@@ -49,6 +49,12 @@ class Settings(BaseSettings):
         "closer to fp32; queries keep the index's backend.",
     )
     encoder_cache_size: int = Field(default=1024, ge=0, description="Queries whose vectors are kept in an LRU cache (0: off).")
+    passage_cache_size: int = Field(
+        default=50_000,
+        ge=0,
+        description="Passages kept in memory for the rankings (an index of at most this many is read in whole at load, "
+        "~2 KB each; 0: every ranking reads its passages from the store).",
+    )
     search_threads: int | None = Field(
         default=None,
         ge=1,

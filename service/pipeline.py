@@ -28,6 +28,7 @@ from service.generation.warmup import warm_sentences
 from service.retrieval.encoder import Encoder
 from service.retrieval.federated import merge, search_domains, search_threads, with_passages
 from service.retrieval.passage import RankedHit
+from service.retrieval.passage_cache import PassageCache
 from service.retrieval.questions import joint_retrieval, split_questions
 from service.retrieval.store import Store, StoreUnavailable
 from service.retrieval.strategies import DEFAULT_STRATEGY, LLMDomainSelector, Selection, StrategyName, describe_domains, select
@@ -109,6 +110,8 @@ class Pipeline:
         )
         self._closed = threading.Event()
         self._warm_thread = warm_sentences(self.answerer.extractor, store, self.domains, settings.sentence_vectors_precompute, self._closed)
+        self.passage_cache = PassageCache(settings.passage_cache_size)
+        self.passage_cache.warm(store, self.domains)
         self._router_index = [router.domains.index(d) for d in self.domains]
         threads = search_threads(settings, store, len(self.domains))
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fedqa-search")
@@ -260,7 +263,7 @@ class Pipeline:
         missing = [d for d in selection.active if d not in per_domain]
         if missing:
             per_domain.update(search(missing, top_k))
-        hits = with_passages(self.store, merge(per_domain, selection.weights, top_k))
+        hits = with_passages(self.store, merge(per_domain, selection.weights, top_k), self.passage_cache)
         timings["search"] = _ms(t0)
         timings["retrieval"] = _ms(t_all)
 

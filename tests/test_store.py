@@ -166,3 +166,52 @@ def test_embedded_search_scans_an_int8_copy_and_rescores_to_exact_scores(embedde
     store.upsert(added.domain, [added], encoder.embed_passages([added.text]))
     assert store.search(added.domain, encoder.embed_query(added.text), 1)[0].point_id == added.point_id
     store.close()
+
+
+class _Counting:
+    """A store whose passage reads are counted (everything else goes to the real store)."""
+
+    def __init__(self, store) -> None:
+        self.store, self.reads = store, 0
+
+    def passages(self, domain, ids):
+        self.reads += 1
+        return self.store.passages(domain, ids)
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+
+def test_passage_cache_serves_rankings_from_memory_and_evicts_least_recent(backend, embedded):
+    from service.retrieval.federated import Candidate, with_passages
+    from service.retrieval.passage_cache import PassageCache
+
+    passages, vectors = embedded
+    store = backend.open("v1", create=True)
+    _fill(store, passages, vectors)
+    counting = _Counting(store)
+    domain = store.domains()[0]
+    mine = [p for p in passages if p.domain == domain]
+    ranked = [Candidate(p.domain, p.point_id, 0.5, 1.0, 0.5) for p in passages[::7]]
+    plain = with_passages(counting, ranked)
+    assert counting.reads == len({c.domain for c in ranked}) and [h.passage for h in plain] == passages[::7]
+
+    whole = PassageCache(len(passages))
+    assert whole.warm(counting, store.domains()) == len(passages)
+    counting.reads = 0
+    assert with_passages(counting, ranked, whole) == plain and counting.reads == 0  # all from memory
+
+    small = PassageCache(2)
+    assert small.warm(counting, store.domains()) == 0  # the index does not fit: filled by reads
+    ids = [p.point_id for p in mine[:3]]
+    assert small.passages(counting, domain, ids[:2]) == {p.point_id: p for p in mine[:2]} and counting.reads == 1
+    assert small.passages(counting, domain, ids[:1]) == {ids[0]: mine[0]} and counting.reads == 1  # a hit
+    small.passages(counting, domain, ids[2:3])  # evicts the least recent (ids[1]), not ids[0]
+    assert len(small) == 2 and counting.reads == 2
+    small.passages(counting, domain, ids[:1])
+    assert counting.reads == 2
+    small.passages(counting, domain, ids[1:2])
+    assert counting.reads == 3
+    off = PassageCache(0)
+    assert off.warm(counting, store.domains()) == 0 and off.passages(counting, domain, ids[:1]) == {ids[0]: mine[0]} and len(off) == 0
+    store.close()

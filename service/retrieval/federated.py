@@ -13,6 +13,7 @@ import numpy as np
 
 from service.config import Settings
 from service.retrieval.passage import Hit, RankedHit
+from service.retrieval.passage_cache import PassageCache
 from service.retrieval.store import Store
 
 
@@ -58,12 +59,14 @@ def merge(per_domain: Mapping[str, Sequence[Hit]], probs: Mapping[str, float], t
     return order[:top_k]
 
 
-def with_passages(store: Store, ranked: Sequence[Candidate]) -> list[RankedHit]:
-    """The ranking with its passages, read from the store in one call per domain (the searches return none)."""
+def with_passages(store: Store, ranked: Sequence[Candidate], cache: PassageCache | None = None) -> list[RankedHit]:
+    """The ranking with its passages (the searches return none): from ``cache`` where it holds them, the rest
+    read from the store in one call per domain."""
     wanted: dict[str, list[str]] = {}
     for c in ranked:
         wanted.setdefault(c.domain, []).append(c.point_id)
-    found = {d: store.passages(d, ids) for d, ids in wanted.items()}
+    read = cache.passages if cache is not None else (lambda st, d, ids: st.passages(d, ids))
+    found = {d: read(store, d, ids) for d, ids in wanted.items()}
     return [RankedHit(found[c.domain][c.point_id], c.score, c.domain_prob, c.unified_score) for c in ranked if c.point_id in found[c.domain]]
 
 

@@ -1,0 +1,64 @@
+"""An in-memory LRU map of an index's passages, so a ranking's passages cost a lookup, not a store read.
+
+A retrieval reads the passages of its top-k from the store, one call per domain (the searches return
+ids and scores only). On faq6 those reads took 0.3 ms at the median and up to 1 ms at p95 of a
+~4 ms retrieval; from memory they take microseconds. A pipeline holds one cache for its index version
+(a new version gets a new pipeline), filled by :meth:`PassageCache.warm` at load where the index fits,
+and by every read otherwise.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+
+from service.retrieval.passage import Passage
+from service.retrieval.store import Store
+
+
+class PassageCache:
+    """Thread-safe LRU of (domain, point id) -> passage, at most ``size`` entries (0: off)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[str, str], Passage] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def passages(self, store: Store, domain: str, point_ids: Sequence[str]) -> dict[str, Passage]:
+        """The passages of ``point_ids`` in ``domain``: from memory, the rest read from ``store`` (and kept)."""
+        found: dict[str, Passage] = {}
+        with self._lock:
+            for pid in point_ids:
+                p = self._items.get((domain, pid))
+                if p is not None:
+                    self._items.move_to_end((domain, pid))
+                    found[pid] = p
+        missing = [pid for pid in point_ids if pid not in found]
+        if missing:
+            read = store.passages(domain, missing)
+            self._put(domain, read.items())
+            found.update(read)
+        return found
+
+    def warm(self, store: Store, domains: Iterable[str]) -> int:
+        """Read every passage of ``domains`` into memory when they all fit; returns how many are held."""
+        domains = list(domains)
+        if self.size <= 0 or sum(store.count(d) for d in domains) > self.size:
+            return len(self)
+        for domain in domains:
+            self._put(domain, ((p.point_id, p) for p in store.iter_passages(domain)))
+        return len(self)
+
+    def _put(self, domain: str, items: Iterable[tuple[str, Passage]]) -> None:
+        if self.size <= 0:
+            return
+        with self._lock:
+            for pid, p in items:
+                self._items[(domain, pid)] = p
+                self._items.move_to_end((domain, pid))
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
