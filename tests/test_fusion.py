@@ -220,3 +220,23 @@ def test_served_fused_ranking_applies_the_stored_per_domain_weights(demo_pipelin
         assert h.unified_score == pytest.approx(weights[h.passage.domain] * max(h.score, 0.0))
     assert [h.unified_score for h in fused.hits] == sorted((h.unified_score for h in fused.hits), reverse=True)
     assert first(fused.hits, other) < first(uis.hits, other)  # the weighted domain moved up
+
+
+def test_fused_searches_only_the_top_k_when_its_q_reads_no_evidence():
+    """The prior family (q = p) needs each domain's top-k only; a fit that reads the evidence gets its top evidence_k."""
+    from dataclasses import replace
+
+    from service.retrieval.strategies.base import StrategyInput
+    from service.retrieval.strategies.fused import select
+
+    limits: list[int] = []
+
+    def search(domains, limit):  # noqa: ANN001, ANN202
+        limits.append(limit)
+        return {d: [Hit(point_id(f"{d}{i}"), 0.9 - 0.1 * i) for i in range(limit)] for d in domains}
+
+    prior = prior_params(0.0, 20, {"a": 1.04})
+    for params, expected in ((prior, 5), (replace(prior, w_share=0.5), 20), (None, 5)):
+        fitted = {"fusion": params.as_dict()} if params else {}
+        selection = select(StrategyInput({"a": 0.7, "b": 0.3}, ["a", "b"], 0.5, search=search, top_k=5, fitted=fitted))
+        assert limits[-1] == expected and set(selection.active) == {"a", "b"}

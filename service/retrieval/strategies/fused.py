@@ -2,8 +2,8 @@
 paper's gate on the fused q with a fitted tau0, U = c_j * q_j^lambda * s+ (c_j a fitted per-domain weight),
 and every domain when unsure.
 
-Every domain is searched first (for the evidence; about 1 ms each), so the final merge reuses those
-hits. The parameters come from the router version (``fitted["fusion"]``, fitted by ``fedqa train
+Every domain is searched first (top evidence_k for the evidence, or top-k when the fitted q ignores it),
+so the final merge reuses those hits. The parameters come from the router version (``fitted["fusion"]``, fitted by ``fedqa train
 router``); without them (no trained router, or an older one) it searches every domain and ranks by
 raw s, i.e. it is uis: it never does worse than searching everything for want of parameters. When
 the fit itself does not beat uis out of fold on the held-out questions (training/fusion.py's guard),
@@ -25,7 +25,8 @@ def select(inp: StrategyInput) -> Selection:
     domains = list(inp.domains)
     stored = inp.fitted.get("fusion")
     params = FusionParams.from_dict(stored) if stored else None
-    limit = max(inp.top_k, params.evidence_k if params else inp.top_k)
+    # The evidence reads each domain's top evidence_k; parameters without evidence (q = p) need only the top-k.
+    limit = inp.top_k if params is None or params.is_identity else max(inp.top_k, params.evidence_k)
     if inp.search is None:
         raise ValueError("the fused strategy needs a search function")
     hits = inp.search(domains, limit)
