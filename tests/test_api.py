@@ -259,3 +259,31 @@ def test_api_key_required_when_configured(demo_pipeline):
     assert c.post("/ask", json=q, headers={"Authorization": "Bearer k2"}).status_code == 200
     assert c.post("/ask", json=q, headers={"X-API-Key": "k1"}).status_code == 200
     assert c.get("/healthz").status_code == 200  # probes stay open
+
+
+def test_retrieval_alone_runs_in_the_event_loop_and_answers_in_the_thread_pool(demo_pipeline):
+    """generate=false skips the thread hand-off (a few ms of work); answers and streams keep the pool; the
+    count of questions in flight comes back to zero, errors included."""
+    from service.retrieval.store import StoreUnavailable
+    from tests.utils import pipeline_with
+
+    seen: list[tuple[bool, str]] = []
+
+    def answer(req):
+        seen.append((req.generate, threading.current_thread().name))
+        if req.query == "fail":
+            raise StoreUnavailable("down")
+        return demo_pipeline.answer(req)
+
+    settings = demo_pipeline.settings
+    state = ServiceState(settings)
+    state.pipeline = pipeline_with(demo_pipeline, answer=answer)
+    client = TestClient(create_app(settings, state))
+    for generate in (False, True):
+        r = client.post("/ask", json={"query": "How do I import contacts from a spreadsheet?", "generate": generate})
+        assert r.status_code == 200, r.text
+    assert client.post("/ask", json={"query": "fail", "generate": False}).status_code == 503
+    worker = "AnyIO worker thread"
+    assert seen[0] == (False, seen[0][1]) and seen[0][1] != worker
+    assert seen[1] == (True, worker)
+    assert seen[2][1] != worker and state.asks_in_flight == 0

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
@@ -60,7 +61,22 @@ def _sse(events: Iterator[tuple[str, dict]], request: Request, lease: Lease) -> 
     responses={**_ERRORS, 200: {"content": {"text/event-stream": {}}, "description": "JSON, or events when stream=true"}},
     summary="Answer a question from the product documentation",
 )
-def ask(req: AskRequest, request: Request, state: ServiceState = Depends(get_state)):  # noqa: ANN201 - JSON or a stream
+async def ask(req: AskRequest, request: Request, state: ServiceState = Depends(get_state)):  # noqa: ANN201 - JSON or a stream
+    """Retrieval alone (``generate: false``) with no other question in flight runs in the event loop's thread: it
+    takes a few milliseconds, and the hand-off to a worker thread and back cost a tenth of that, more on a busy
+    CPU. Anything else (answers, streams, concurrent questions) runs in the thread pool, so that questions in
+    flight together use every core and a long answer never holds up the loop."""
+    inline = not req.stream and not req.generate and state.asks_in_flight == 0
+    state.asks_in_flight += 1
+    try:
+        if inline:
+            return _ask(req, request, state)
+        return await run_in_threadpool(_ask, req, request, state)
+    finally:
+        state.asks_in_flight -= 1
+
+
+def _ask(req: AskRequest, request: Request, state: ServiceState):  # noqa: ANN202 - JSON or a stream
     lease = acquire_pipeline(state)  # held until the answer (or the stream) is complete
     streaming = False
     try:

@@ -51,6 +51,7 @@ class ServiceState:
         self._retired: dict[int, Pipeline] = {}
         self.pipeline: Pipeline | None = None
         self.error: str | None = None
+        self.asks_in_flight = 0  # /ask requests being answered (changed only in the event loop's thread)
 
     # ----------------------------------------------------------------- leases
     def acquire(self) -> Lease | None:
