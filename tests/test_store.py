@@ -215,3 +215,24 @@ def test_passage_cache_serves_rankings_from_memory_and_evicts_least_recent(backe
     off = PassageCache(0)
     assert off.warm(counting, store.domains()) == 0 and off.passages(counting, domain, ids[:1]) == {ids[0]: mine[0]} and len(off) == 0
     store.close()
+
+
+def test_passage_cache_that_cannot_read_the_index_at_load_reads_per_ranking(backend, embedded, caplog):
+    from service.retrieval.passage_cache import PassageCache
+
+    passages, vectors = embedded
+    store = backend.open("v1", create=True)
+    _fill(store, passages, vectors)
+
+    class Unscannable(_Counting):
+        def iter_passages(self, domain):
+            raise ConnectionError("Qdrant did not answer (scroll)")
+
+    broken = Unscannable(store)
+    cache = PassageCache(len(passages))
+    with caplog.at_level("WARNING", logger="fedqa.store"):
+        assert cache.warm(broken, store.domains()) == 0
+    assert "not cached at load" in caplog.text
+    first = passages[0]
+    assert cache.passages(broken, first.domain, [first.point_id]) == {first.point_id: first} and broken.reads == 1
+    store.close()

@@ -9,12 +9,15 @@ and by every read otherwise.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
 from service.retrieval.passage import Passage
 from service.retrieval.store import Store
+
+log = logging.getLogger("fedqa.store")
 
 
 class PassageCache:
@@ -47,10 +50,13 @@ class PassageCache:
     def warm(self, store: Store, domains: Iterable[str]) -> int:
         """Read every passage of ``domains`` into memory when they all fit; returns how many are held."""
         domains = list(domains)
-        if self.size <= 0 or sum(store.count(d) for d in domains) > self.size:
-            return len(self)
-        for domain in domains:
-            self._put(domain, ((p.point_id, p) for p in store.iter_passages(domain)))
+        try:
+            if self.size <= 0 or sum(store.count(d) for d in domains) > self.size:
+                return len(self)
+            for domain in domains:
+                self._put(domain, ((p.point_id, p) for p in store.iter_passages(domain)))
+        except Exception as exc:  # noqa: BLE001 - a store that cannot be read in whole is read per ranking instead
+            log.warning("passages not cached at load (read per ranking instead): %s", exc)
         return len(self)
 
     def _put(self, domain: str, items: Iterable[tuple[str, Passage]]) -> None:
