@@ -261,9 +261,9 @@ def test_api_key_required_when_configured(demo_pipeline):
     assert c.get("/healthz").status_code == 200  # probes stay open
 
 
-def test_retrieval_alone_runs_in_the_event_loop_and_answers_in_the_thread_pool(demo_pipeline):
-    """generate=false skips the thread hand-off (a few ms of work); answers and streams keep the pool; the
-    count of questions in flight comes back to zero, errors included."""
+def test_retrieval_alone_runs_in_the_event_loop_and_answers_in_the_thread_pool(demo_pipeline, encoder, tmp_path):
+    """generate=false skips the thread hand-off (a few ms of work); answers, and any question whose query encoder
+    takes the model lock (PyTorch), keep the pool; the count of questions in flight comes back to zero, errors included."""
     from service.retrieval.store import StoreUnavailable
     from tests.utils import pipeline_with
 
@@ -275,9 +275,14 @@ def test_retrieval_alone_runs_in_the_event_loop_and_answers_in_the_thread_pool(d
             raise StoreUnavailable("down")
         return demo_pipeline.answer(req)
 
+    from service.retrieval.encoder import Encoder
+
+    # The demo index was embedded with PyTorch (the session's encoder); a copy queried with ONNX Runtime, which
+    # takes no lock, gets the loop's thread.
+    onnx = Encoder(backend="onnx", onnx_dir=tmp_path / "onnx")
     settings = demo_pipeline.settings
     state = ServiceState(settings)
-    state.pipeline = pipeline_with(demo_pipeline, answer=answer)
+    state.pipeline = pipeline_with(demo_pipeline, answer=answer, encoder=onnx)
     client = TestClient(create_app(settings, state))
     for generate in (False, True):
         r = client.post("/ask", json={"query": "How do I import contacts from a spreadsheet?", "generate": generate})
@@ -287,3 +292,7 @@ def test_retrieval_alone_runs_in_the_event_loop_and_answers_in_the_thread_pool(d
     assert seen[0] == (False, seen[0][1]) and seen[0][1] != worker
     assert seen[1] == (True, worker)
     assert seen[2][1] != worker and state.asks_in_flight == 0
+    assert onnx.backend.value == "onnx" and encoder.backend.value == "torch"
+    state.pipeline = pipeline_with(demo_pipeline, answer=answer, encoder=encoder)
+    assert client.post("/ask", json={"query": "How do I import contacts from a spreadsheet?", "generate": False}).status_code == 200
+    assert seen[3] == (False, worker) and state.asks_in_flight == 0

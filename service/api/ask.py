@@ -17,6 +17,7 @@ from service.api.deps import acquire_pipeline, get_state
 from service.api.metrics import record_answer
 from service.api.security import require_api_key
 from service.api.state import Lease, ServiceState
+from service.retrieval.encoder import EncoderBackend
 from service.retrieval.store import StoreUnavailable
 from service.schemas import AskRequest, AskResponse, ErrorBody
 
@@ -63,17 +64,38 @@ def _sse(events: Iterator[tuple[str, dict]], request: Request, lease: Lease) -> 
 )
 async def ask(req: AskRequest, request: Request, state: ServiceState = Depends(get_state)):  # noqa: ANN201 - JSON or a stream
     """Retrieval alone (``generate: false``) with no other question in flight runs in the event loop's thread: it
-    takes a few milliseconds, and the hand-off to a worker thread and back cost a tenth of that, more on a busy
-    CPU. Anything else (answers, streams, concurrent questions) runs in the thread pool, so that questions in
-    flight together use every core and a long answer never holds up the loop."""
-    inline = not req.stream and not req.generate and state.asks_in_flight == 0
+    takes ~3 ms, and the hand-off to a worker thread and back added ~0.4 ms more (faq6, 2 cores; docs/speed.md).
+    Anything else (answers, streams, concurrent questions, a PyTorch query encoder, which shares a lock with the
+    local LLM) runs in the thread pool, so that questions in flight together use every core and nothing slow
+    or waiting holds up the loop."""
+    inline = not req.stream and not req.generate and state.asks_in_flight == 0 and _lock_free(state)
     state.asks_in_flight += 1
     try:
-        if inline:
-            return _ask(req, request, state)
-        return await run_in_threadpool(_ask, req, request, state)
+        if not inline:
+            return await run_in_threadpool(_ask, req, request, state)
+        lease = acquire_pipeline(state)
+        try:
+            return _answer(req, request, lease)
+        finally:
+            if state.pipeline is lease.pipeline:
+                lease.release()
+            else:  # reloaded meanwhile: giving the old pipeline back may close it, which is not for the loop's thread
+                await run_in_threadpool(lease.release)
     finally:
         state.asks_in_flight -= 1
+
+
+def _lock_free(state: ServiceState) -> bool:
+    """Whether the current pipeline embeds queries without the process's model lock (ONNX Runtime)."""
+    pipeline = state.pipeline
+    return pipeline is not None and pipeline.encoder.backend is EncoderBackend.ONNX
+
+
+def _answer(req: AskRequest, request: Request, lease: Lease) -> Response:
+    answer = lease.pipeline.answer(req)
+    record_answer(request, answer)
+    # Serialised here: FastAPI would validate the returned model again, in a second thread-pool hand-off.
+    return Response(answer.model_dump_json(), media_type="application/json")
 
 
 def _ask(req: AskRequest, request: Request, state: ServiceState):  # noqa: ANN202 - JSON or a stream
@@ -89,10 +111,7 @@ def _ask(req: AskRequest, request: Request, state: ServiceState):  # noqa: ANN20
                 media_type="text/event-stream",
                 background=BackgroundTask(lease.release),
             )
-        answer = lease.pipeline.answer(req)
-        record_answer(request, answer)
-        # Serialised here: FastAPI would validate the returned model again, in a second thread-pool hand-off.
-        return Response(answer.model_dump_json(), media_type="application/json")
+        return _answer(req, request, lease)
     finally:
         if not streaming:
             lease.release()
