@@ -1,4 +1,4 @@
-"""Bulk passages in bfloat16: close to fp32, used only in bulk, chosen where the CPU has AMX, recorded by the index."""
+"""Bulk passages in bfloat16 (opt-in): close to fp32, used only in bulk, auto where the CPU has AMX, recorded by the index."""
 
 from __future__ import annotations
 
@@ -67,7 +67,8 @@ def test_cpu_flags_and_the_auto_choice(tmp_path: Path, monkeypatch: pytest.Monke
 
     import service.retrieval.bf16_encoder as bf16
 
-    settings = make_settings(tmp_path / "home")
+    assert bulk_bf16(make_settings(tmp_path / "home"), "onnx") is False  # off unless asked for
+    settings = make_settings(tmp_path / "home", passage_bf16="auto")
     for amx in (True, False):
         monkeypatch.setattr(bf16, "has_bf16_matrix_unit", lambda flags=None, amx=amx: amx)
         assert bulk_bf16(settings, "onnx") is amx

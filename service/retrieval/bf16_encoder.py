@@ -1,14 +1,14 @@
-"""Bulk passage embedding in bfloat16 on CPUs whose cores multiply bf16 matrices natively (AMX).
+"""Bulk passage embedding in bfloat16 on CPUs whose cores multiply bf16 matrices natively (AMX), opt-in.
 
 Ingest and index builds embed every passage once: on a CPU with AMX tiles (Intel Xeon 4th generation and
 later) PyTorch's oneDNN kernels run the model's bf16 matrix products in the tile unit, several times faster
-than fp32 and faster than the ONNX Runtime int8 encoder the queries use (faq6 passages, 2 cores: 167 passages/s
-against 45 in fp32 and 100 in ONNX int8; docs/speed.md). The vectors stay closer to fp32 than int8 ones
-(cosine >= 0.996 against 0.98), so an index whose passages are bf16 and whose queries are int8 ranks as one
-that is int8 on both sides (Acc@1 checked on faq6 dev in docs/speed.md).
+than fp32 and faster than the ONNX Runtime int8 encoder (faq6 passages, 2 cores: ~160 passages/s against 48 in
+fp32 and ~100 in ONNX int8; docs/speed.md), with vectors closer to fp32 (1 - cos <= 3.5e-3 against 1.8e-2).
+The queries stay on ONNX int8, though, and int8 queries rank bf16 passages worse than int8 ones: Acc@1 on
+the faq6 dev questions fell 1.8 points (int8 on both sides matches fp32; their quantisation errors are alike).
+Hence off by default (FEDQA_PASSAGE_BF16): for corpora where re-embedding time matters more.
 
-Elsewhere (no AMX, or PyTorch missing) passages take the encoder's own runtime: bf16 without the tile unit is
-emulated and slower than fp32.
+Without AMX, bf16 is emulated and slower than fp32: ``auto`` turns it on only where the CPU has it.
 """
 
 from __future__ import annotations
