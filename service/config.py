@@ -53,7 +53,7 @@ class Settings(BaseSettings):
         default=50_000,
         ge=0,
         description="Passages kept in memory for the rankings (an index of at most this many is read in whole at load, "
-        "~2 KB each; 0: every ranking reads its passages from the store).",
+        "faq6: 21k passages, +69 MiB; 0: every ranking reads its passages from the store).",
     )
     search_threads: int | None = Field(
         default=None,

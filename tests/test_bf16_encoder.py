@@ -115,3 +115,12 @@ def test_a_bf16_model_that_cannot_load_leaves_bulk_passages_on_the_encoders_runt
     assert "bf16 passage encoder unavailable" in caplog.text
     assert enc.passage_runtime == "onnx" and not enc.bulk_bf16
     np.testing.assert_allclose(vecs, enc.embed_passages(texts), atol=1e-6)
+
+
+def test_bulk_bf16_on_the_pytorch_backend_uses_its_max_seq_length(encoder: Encoder):
+    """'on' with the fp32 PyTorch encoder: the bf16 model truncates as the fp32 one does (and loads without deadlock)."""
+    enc = Encoder(backend="torch", bulk_bf16=True)
+    texts = [d["text"] for d in _read(DOCS)[:12]]
+    vecs = enc.embed_passages(texts, bulk=True)
+    assert enc._bf16 is not None and enc._bf16.model.max_seq_length == encoder.max_seq_length
+    assert (vecs * encoder.embed_passages(texts)).sum(1).min() > 0.99

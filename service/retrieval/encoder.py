@@ -240,10 +240,11 @@ class Encoder:
         when it cannot load."""
         from service.retrieval.bf16_encoder import Bf16PassageEncoder
 
+        length = self.max_seq_length  # before the lock: on PyTorch it loads the model under that lock
         with self._model_lock:
             if self._bf16 is None and self.bulk_bf16:
                 try:
-                    self._bf16 = Bf16PassageEncoder(self.path, max_seq_length=self.max_seq_length, threads=self.threads)
+                    self._bf16 = Bf16PassageEncoder(self.path, max_seq_length=length, threads=self.threads)
                 except (ImportError, OSError, RuntimeError, ValueError) as exc:
                     self.bulk_bf16 = False
                     log.warning("bf16 passage encoder unavailable, passages use %s: %s", self.backend.value, exc)
