@@ -52,7 +52,8 @@ class Settings(BaseSettings):
     passage_cache_size: int = Field(
         default=50_000,
         ge=0,
-        description="Passages kept in memory for the rankings (an index of at most this many is read in whole at load, "
+        description="Passages kept in memory for the rankings (an embedded index of at most this many is read in whole "
+        "at load; with a Qdrant server, the passages of past rankings; "
         "faq6: 21k passages, +69 MiB; 0: every ranking reads its passages from the store).",
     )
     search_threads: int | None = Field(

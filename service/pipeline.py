@@ -111,7 +111,8 @@ class Pipeline:
         self._closed = threading.Event()
         self._warm_thread = warm_sentences(self.answerer.extractor, store, self.domains, settings.sentence_vectors_precompute, self._closed)
         self.passage_cache = PassageCache(settings.passage_cache_size)
-        self.passage_cache.warm(store, self.domains)
+        if store.backend == "qdrant-edge":  # local reads, ~1 s for faq6; a server's collections fill the cache by reads
+            self.passage_cache.warm(store, self.domains)
         self._router_index = [router.domains.index(d) for d in self.domains]
         threads = search_threads(settings, store, len(self.domains))
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fedqa-search")

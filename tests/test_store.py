@@ -236,3 +236,22 @@ def test_passage_cache_that_cannot_read_the_index_at_load_reads_per_ranking(back
     first = passages[0]
     assert cache.passages(broken, first.domain, [first.point_id]) == {first.point_id: first} and broken.reads == 1
     store.close()
+
+
+def test_pipeline_reads_an_embedded_index_whole_at_load_and_a_servers_passages_as_it_ranks(backend, embedded, encoder, tmp_path):
+    from service.pipeline import Pipeline
+    from service.routing.router import UniformRouter
+    from tests.conftest import make_settings
+
+    passages, vectors = embedded
+    store = backend.open("v1", create=True)
+    _fill(store, passages, vectors)
+    pipeline = Pipeline(make_settings(tmp_path / "home"), router=UniformRouter(store.domains()), encoder=encoder, store=store)
+    try:
+        embedded_store = store.backend == "qdrant-edge"
+        assert len(pipeline.passage_cache) == (len(passages) if embedded_store else 0)
+        hits = pipeline.retrieve(passages[3].text, top_k=3, strategy="uis").hits
+        assert hits[0].passage == passages[3]
+        assert len(pipeline.passage_cache) == (len(passages) if embedded_store else 3)
+    finally:
+        pipeline.close()

@@ -3,8 +3,8 @@
 A retrieval reads the passages of its top-k from the store, one call per domain (the searches return
 ids and scores only). On faq6 those reads took 0.3 ms at the median and up to 1 ms at p95 of a
 ~4 ms retrieval; from memory they take microseconds. A pipeline holds one cache for its index version
-(a new version gets a new pipeline), filled by :meth:`PassageCache.warm` at load where the index fits,
-and by every read otherwise.
+(a new version gets a new pipeline), filled by :meth:`PassageCache.warm` at load where an embedded index
+fits, and by every read otherwise (a Qdrant server's collections are not scrolled whole at each load).
 """
 
 from __future__ import annotations
