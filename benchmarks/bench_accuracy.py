@@ -3,7 +3,7 @@
 Pool: every gold passage of the faq6 dev questions plus every k-th other passage up to ``--pool``.
 Both runtimes embed the pool and the questions in this process; prints Acc@1 and MRR@10 of each
 (search over the whole pool, exact dot product) and the encode time of each, wall and CPU. ``onnx_bf16``: the
-passages embedded as ingest embeds them on a CPU with AMX (PyTorch bf16, ``bulk``), the questions with ONNX int8
+passages embedded as ingest embeds them with FEDQA_PASSAGE_BF16=on (PyTorch bf16, ``bulk``), the questions with ONNX int8
 (process CPU seconds are less sensitive to other jobs on a shared machine than wall time).
 For the figure over the whole faq6 corpus use ``fedqa models evaluate`` on two indexes, one
 ingested with each backend (FEDQA_ENCODER_BACKEND=onnx|torch).

@@ -7,8 +7,8 @@ PyTorch model at the same max_seq_length, batch 32 (the floor), in this process.
 runs ingest, floor, floor, ingest and averages each side, so that drift of the machine's speed weighs on both.
 Prints both rates and their ratio (ingest wall time / bare encode time; the whole command is timed: start-up,
 segmenting, store writes), and the same ratio in CPU seconds. ``--n 0``: the whole corpus (the issue's figure;
-with fewer passages the ingest's start-up, ~3-6 s, weighs more). Where the CPU has AMX the ingest embeds passages in
-bf16 (``manifest_passage_runtimes``; FEDQA_PASSAGE_BF16=off for ONNX int8).
+with fewer passages the ingest's start-up, ~3-6 s, weighs more). With FEDQA_PASSAGE_BF16=on (or auto, where the CPU has
+AMX) the ingest embeds passages in bf16 (``manifest_passage_runtimes`` says which runtime ran).
 
     python benchmarks/bench_ingest.py --n 2000            # FEDQA_ENCODER_BACKEND=onnx (default)
     FEDQA_ENCODER_BACKEND=torch python benchmarks/bench_ingest.py --n 500

@@ -16,10 +16,11 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+
+from service.retrieval.batching import by_length, unit_rows
 
 log = logging.getLogger("fedqa.encoder")
 
@@ -69,10 +70,6 @@ class Bf16PassageEncoder:
         """
         import torch
 
-        order = np.argsort([-len(t) for t in texts], kind="stable")
-        batches = [order[start : start + batch_size] for start in range(0, len(texts), batch_size)]
-        out = np.empty((len(texts), self.model.get_embedding_dimension()), dtype=np.float32)
-
         def run(idx: np.ndarray) -> np.ndarray:
             with torch.inference_mode():
                 vecs = self.model.encode([texts[i] for i in idx], batch_size=len(idx), convert_to_tensor=True)
@@ -81,12 +78,8 @@ class Bf16PassageEncoder:
         previous = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
-            with ThreadPoolExecutor(self.threads, thread_name_prefix="bf16-encode") as workers:
-                for idx, vecs in zip(batches, workers.map(run, batches), strict=True):
-                    out[idx] = vecs
-                    if bar is not None:
-                        bar.update(len(idx))
+            dim = self.model.get_embedding_dimension()
+            out = by_length([len(t) for t in texts], batch_size=batch_size, threads=self.threads, dim=dim, run=run, name="bf16-encode", bar=bar)
         finally:
             torch.set_num_threads(previous)
-        # Normalised in float32: a bf16 norm is off by up to ~0.4 %.
-        return out / np.clip(np.linalg.norm(out, axis=1, keepdims=True), 1e-12, None)
+        return unit_rows(out)  # in float32: a bf16 norm is off by up to ~0.4 %

@@ -12,7 +12,7 @@ import importlib.util
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -226,12 +226,7 @@ class Encoder:
         bf16 = self._bf16_model() if bulk and self.bulk_bf16 and texts else None
         if bf16 is not None:
             with MODEL_LOCK:
-                if not progress:
-                    return bf16.encode(texts)
-                from tqdm.auto import tqdm
-
-                with tqdm(total=len(texts), desc="embedding", unit="text") as bar:
-                    return bf16.encode(texts, bar=bar)
+                return _with_bar(len(texts), progress, lambda bar: bf16.encode(texts, bar=bar))
         size = batch_size or PASSAGE_BATCH[self.backend]
         return self._encode(texts, batch_size=size, progress=progress)
 
@@ -253,16 +248,22 @@ class Encoder:
     def _encode(self, texts: list[str], *, batch_size: int, progress: bool) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        if self._onnx is not None:  # thread-safe session: no lock
-            if not progress:
-                return self._onnx.encode(texts, batch_size=batch_size)
-            from tqdm.auto import tqdm
-
-            with tqdm(total=len(texts), desc="embedding", unit="text") as bar:
-                return self._onnx.encode(texts, batch_size=batch_size, bar=bar)
+        onnx = self._onnx
+        if onnx is not None:  # thread-safe session: no lock
+            return _with_bar(len(texts), progress, lambda bar: onnx.encode(texts, batch_size=batch_size, bar=bar))
         with MODEL_LOCK:
             vecs = self.model.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=progress)
         return np.asarray(vecs, dtype=np.float32)
+
+
+def _with_bar(total: int, progress: bool, encode: Callable[[Any], np.ndarray]) -> np.ndarray:
+    """``encode(bar)`` with a terminal progress bar of ``total`` texts when ``progress`` (else ``bar`` is None)."""
+    if not progress:
+        return encode(None)
+    from tqdm.auto import tqdm
+
+    with tqdm(total=total, desc="embedding", unit="text") as bar:
+        return encode(bar)
 
 
 def load_encoder(settings: Settings, registry: Registry, retriever_version: str | None, *, backend: str | None = None) -> Encoder:

@@ -65,8 +65,7 @@ def with_passages(store: Store, ranked: Sequence[Candidate], cache: PassageCache
     wanted: dict[str, list[str]] = {}
     for c in ranked:
         wanted.setdefault(c.domain, []).append(c.point_id)
-    read = cache.passages if cache is not None else (lambda st, d, ids: st.passages(d, ids))
-    found = {d: read(store, d, ids) for d, ids in wanted.items()}
+    found = {d: cache.passages(store, d, ids) if cache is not None else store.passages(d, ids) for d, ids in wanted.items()}
     return [RankedHit(found[c.domain][c.point_id], c.score, c.domain_prob, c.unified_score) for c in ranked if c.point_id in found[c.domain]]
 
 

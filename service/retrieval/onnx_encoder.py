@@ -23,12 +23,12 @@ import shutil
 import tempfile
 import warnings
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from service.retrieval.batching import by_length, unit_rows
 from service.retrieval.tokens import EncoderTokenizer
 
 log = logging.getLogger("fedqa.encoder")
@@ -264,22 +264,11 @@ class OnnxSession:
     def encode(self, texts: Sequence[str], *, batch_size: int, bar=None) -> np.ndarray:  # noqa: ANN001 - a tqdm bar
         """Unit-length vectors of ``texts``; batches are formed in token-length order (almost no padding)."""
         rows = self.tokenizer.ids(texts)
-        order = np.argsort([-len(r) for r in rows], kind="stable")
-        batches = [order[start : start + batch_size] for start in range(0, len(texts), batch_size)]
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
-        if len(batches) == 1 or self.threads == 1:
-            for idx in batches:
-                out[idx] = self._run(self._feed([rows[i] for i in idx]))
-                if bar is not None:
-                    bar.update(len(idx))
-            return out
-        with ThreadPoolExecutor(self.threads, thread_name_prefix="onnx-encode") as workers:
-            running = [(idx, workers.submit(self._run, self._feed([rows[i] for i in idx]))) for idx in batches]
-            for idx, future in running:
-                out[idx] = future.result()
-                if bar is not None:
-                    bar.update(len(idx))
-        return out
+
+        def run(idx: np.ndarray) -> np.ndarray:
+            return self._run(self._feed([rows[i] for i in idx]))
+
+        return by_length([len(r) for r in rows], batch_size=batch_size, threads=self.threads, dim=self.dim, run=run, name="onnx-encode", bar=bar)
 
     def _feed(self, rows: list[list[int]]) -> dict[str, np.ndarray]:
         ids, mask = self.tokenizer.pad(rows)
@@ -287,8 +276,7 @@ class OnnxSession:
         return {n: given[n] if n in given else np.zeros_like(ids) for n in self.inputs}
 
     def _run(self, feed: dict[str, np.ndarray]) -> np.ndarray:
-        vecs = self.pool(self.session.run(None, feed)[0], feed["attention_mask"])
-        return vecs / np.clip(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12, None)
+        return unit_rows(self.pool(self.session.run(None, feed)[0], feed["attention_mask"]))
 
 
 def _session(path: Path, threads: int):  # noqa: ANN202 - an onnxruntime.InferenceSession
