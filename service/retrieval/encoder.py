@@ -15,13 +15,16 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from service.artifacts import Registry
 from service.compute import MODEL_LOCK
 from service.config import Settings
+
+if TYPE_CHECKING:
+    from service.retrieval.onnx_encoder import OnnxExport
 
 log = logging.getLogger("fedqa.encoder")
 
@@ -150,18 +153,32 @@ class Encoder:
             return self._model
 
     def _load_onnx(self, onnx_dir: Path, threads: int | None):  # noqa: ANN202 - an OnnxSession or None
-        from service.retrieval.onnx_encoder import OnnxExportError, OnnxSession, export_onnx, exported
+        from service.retrieval.onnx_encoder import OnnxExportError, OnnxSession, exported
         from service.retrieval.tokens import EncoderTokenizer
 
         try:
             source = model_fingerprint(self.path)
-            export = exported(onnx_dir, source) or export_onnx(self.model, onnx_dir, source=source)
+            export = exported(onnx_dir, source) or self._export_or_stale(onnx_dir, source)
             tokenizer = EncoderTokenizer.load(self.path, max_length=export.max_seq_length, lower_case=export.lower_case)
             return OnnxSession(export, tokenizer=tokenizer, threads=threads)
         except (OnnxExportError, OSError, ImportError) as exc:
             self.backend_error = str(exc)
             log.warning("ONNX encoder unavailable, falling back to PyTorch: %s", exc)
             return None
+
+    def _export_or_stale(self, onnx_dir: Path, source: str) -> OnnxExport:
+        """Export the model to ``onnx_dir``; when that fails (a read-only home after an upgrade) an export of an
+        earlier recipe that is there still serves, with a warning, rather than falling back to PyTorch."""
+        from service.retrieval.onnx_encoder import OnnxExportError, export_onnx, exported
+
+        try:
+            return export_onnx(self.model, onnx_dir, source=source)
+        except (OnnxExportError, OSError) as exc:
+            stale = exported(onnx_dir, source, any_recipe=True)
+            if stale is None:
+                raise
+            log.warning("ONNX re-export failed (%s); serving the export of an earlier recipe (%s) at %s", exc, stale.recipe, onnx_dir)
+            return stale
 
     @property
     def backend(self) -> EncoderBackend:
