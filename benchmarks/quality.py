@@ -2,6 +2,7 @@
 per strategy, single vs cross and per domain, with 95% bootstrap intervals.
 
     python benchmarks/quality.py --queries val.jsonl [more.jsonl] [--crossfit 5 --oos val_oos.jsonl] [--out FILE]
+    python benchmarks/quality.py --combine A.json B.json      # pool the questions of several --out files
 
 Runs in-process on the active versions of $FEDQA_HOME (deterministic gate; the embedded store must not
 be open in a running service). ``oracle`` searches each question's own gold domains (the product
@@ -13,6 +14,10 @@ questions are cut into K folds and, for each fold, the calibration (temperature 
 the fused parameters are refitted on the other folds (training/calibration.py, training/fusion.py),
 then the fold is scored with every strategy. Without it the stored parameters are used (for questions
 kept apart from training and fitting).
+
+``--combine``: the per-question records of several ``--out`` files (e.g. the two folds of the refresh flow:
+``fedqa data build --val-fraction 0.5`` in one home, ``... --val-complement`` in another, each scored on its own
+``val.jsonl``) pooled into one table, so that every labelled question counts once.
 """
 
 from __future__ import annotations
@@ -121,9 +126,40 @@ def print_table(summary: dict, top_k: int, out=sys.stdout) -> None:  # noqa: ANN
             )
 
 
+def record_rows(records: list[tuple[str, LabelledQuery, dict]]) -> list[dict]:
+    """Per-question rows of ``--out`` (what ``--combine`` pools)."""
+    return [{"strategy": s, "qid": q.qid, "domains": list(q.domains), **m} for s, q, m in records]
+
+
+def combine(paths: list[str], out: str | None) -> int:
+    """Pool the per-question records of several ``--out`` files; a question scored in two of them is refused."""
+    rows, strategies, top_k = [], [], None
+    for path in paths:
+        result = json.loads(Path(path).read_text(encoding="utf-8"))
+        if "records" not in result:
+            raise SystemExit(f"{path} has no per-question records (written by an older quality.py)")
+        top_k = top_k or result["top_k"]
+        if result["top_k"] != top_k:
+            raise SystemExit(f"{path}: top_k {result['top_k']} differs from {top_k}")
+        rows += result["records"]
+        strategies += [s for s in result["results"] if s not in strategies]
+    seen = [(r["strategy"], r["qid"]) for r in rows]
+    if len(seen) != len(set(seen)):
+        raise SystemExit("a question is scored in more than one file: combine folds that hold out different questions")
+    keys = ("strategy", "qid", "domains")
+    records = [(r["strategy"], LabelledQuery(r["qid"], "", r["domains"]), {k: v for k, v in r.items() if k not in keys}) for r in rows]
+    summary = summarize(records, strategies, top_k)
+    print_table(summary, top_k)
+    if out:
+        pooled = {"combined": paths, "n": len({r["qid"] for r in rows}), "top_k": top_k, "results": summary}
+        Path(out).write_text(json.dumps(pooled, indent=2), encoding="utf-8")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--queries", nargs="+", required=True, help="labelled questions (queries.jsonl format)")
+    ap.add_argument("--queries", nargs="+", help="labelled questions (queries.jsonl format)")
+    ap.add_argument("--combine", nargs="+", metavar="FILE", help="pool the per-question records of these --out files instead")
     ap.add_argument("--strategies", default="fused,mkpqa,uis,rfs,oracle")
     ap.add_argument("--top-k", type=int, default=5)
     ap.add_argument("--crossfit", type=int, default=0, help="K folds: refit calibration and fused parameters on the other folds")
@@ -131,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", help="write the summary as JSON here")
     args = ap.parse_args(argv)
+    if args.combine:
+        return combine(args.combine, args.out)
+    if not args.queries:
+        ap.error("give --queries (or --combine)")
 
     from service.loading import load_pipeline
 
@@ -170,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
             "crossfit": args.crossfit,
             "fold_params": fitted,
             "results": summary,
+            "records": record_rows(records),
         }
     finally:
         pipeline.close()

@@ -155,6 +155,20 @@ def test_split_is_stratified_seeded_and_keeps_cross_questions_with_their_parts()
     assert all(set(q.gold_doc_ids) >= {"orbit/guide/contacts#000", "ledger/refunds#001"} for q in joined)
 
 
+def test_the_complement_split_holds_out_the_other_fold():
+    """Two builds, with and without ``complement``, hold out every single-domain question exactly once."""
+    queries = _queries()
+    single = {q.qid for q in queries if not q.is_cross}
+    train, val = split_queries(queries, 0.5, seed=3)
+    train_c, val_c = split_queries(queries, 0.5, seed=3, complement=True)
+    held, held_c = {q.qid for q in val if not q.is_cross}, {q.qid for q in val_c if not q.is_cross}
+    assert held and held_c and not held & held_c and held | held_c == single
+    assert {q.qid for q in train_c if not q.is_cross} == held
+    # A joined question follows its parts: held out wherever one of its parts is.
+    for part_val, ids in ((val, held), (val_c, held_c)):
+        assert ("cross-1" in {q.qid for q in part_val}) == bool({"orbit-q00", "ledger-q00"} & ids)
+
+
 def test_build_writes_a_training_set_with_fingerprint_generators_and_no_gold_negatives(tmp_path):
     corpus = _corpus()
     out = tmp_path / "data"

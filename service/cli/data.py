@@ -34,6 +34,11 @@ def register(sub: Subparsers) -> None:
     t.add_argument("--out", required=True, help="output folder")
     t.add_argument("--val-fraction", type=float, default=0.3, help="share of labelled queries held out (per domain, by qid)")
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument(
+        "--val-complement",
+        action="store_true",
+        help="hold out the labelled queries the same --seed and --val-fraction would train on (the other fold: two builds score every question once)",
+    )
     t.add_argument("--generator", choices=["heuristic", "llm", "both"], default="heuristic", help="synthetic query generator(s)")
     t.add_argument("--synthetic-per-domain", type=int, default=300, help="passages per domain given synthetic queries")
     t.add_argument("--llm-per-domain", type=int, default=50, help="of those, how many per domain the LLM writes for")
@@ -92,6 +97,7 @@ def cmd_data_build(args: argparse.Namespace) -> int:
     config = DataConfig(
         val_fraction=args.val_fraction,
         seed=args.seed,
+        val_complement=args.val_complement,
         synthetic_per_domain=args.synthetic_per_domain,
         negatives=args.negatives,
         cross_examples=args.cross,

@@ -66,6 +66,7 @@ class DataConfig:
 
     val_fraction: float = 0.3
     seed: int = 0
+    val_complement: bool = False  # hold out what the seed's split trains on (the other fold)
     synthetic_per_domain: int = 300
     min_passage_words: int = 12
     negatives: int = 3
@@ -177,11 +178,14 @@ def build_training_data(
     if not by_id:
         raise ValueError("the corpus is empty")
     domains = sorted({p.domain for p in corpus})
-    train_q, val_q = split_queries(_known(queries, by_id, domains), cfg.val_fraction, seed=cfg.seed)
+    train_q, val_q = split_queries(_known(queries, by_id, domains), cfg.val_fraction, seed=cfg.seed, complement=cfg.val_complement)
     synthetic = _synthetic(corpus, generators, cfg, progress=progress)
     sampler = HardNegativeSampler(corpus)
     oos_train, oos_val = split_queries(
-        [LabelledQuery(q.qid, q.query, [], [], q.answer, "oos") for q in out_of_scope], cfg.val_fraction, seed=cfg.seed
+        [LabelledQuery(q.qid, q.query, [], [], q.answer, "oos") for q in out_of_scope],
+        cfg.val_fraction,
+        seed=cfg.seed,
+        complement=cfg.val_complement,
     )
     rows = TrainingRows(sampler, cfg.negatives, seed=cfg.seed)
     rows.add_questions(train_q, synthetic, cross_examples=cfg.cross_examples)

@@ -9,12 +9,17 @@ from collections.abc import Sequence
 from service.queries import LabelledQuery
 
 
-def split_queries(queries: Sequence[LabelledQuery], fraction: float, *, seed: int = 0) -> tuple[list[LabelledQuery], list[LabelledQuery]]:
+def split_queries(
+    queries: Sequence[LabelledQuery], fraction: float, *, seed: int = 0, complement: bool = False
+) -> tuple[list[LabelledQuery], list[LabelledQuery]]:
     """(train, validation): a seeded share ``fraction`` of the single-domain queries of each domain.
 
     Stratified by domain, decided by qid (the input order does not matter). A cross-domain query
     goes to validation when any of its ``parts`` (the qids it was joined from) is held out, so no
     validation question is seen in training inside a joined one; otherwise it goes to train.
+    ``complement``: the single-domain queries the same ``fraction`` and ``seed`` would train on are held
+    out instead, so that two builds (with and without it) score every labelled question once, each with
+    models that never saw it (2-fold cross-fitting of the whole refresh flow).
     """
     if not 0.0 <= fraction < 1.0:
         raise ValueError("the validation fraction must be in [0, 1)")
@@ -31,7 +36,7 @@ def split_queries(queries: Sequence[LabelledQuery], fraction: float, *, seed: in
         n = int(round(fraction * len(order)))
         if fraction > 0 and len(order) >= 2:
             n = min(max(n, 1), len(order) - 1)
-        held.update(q.qid for q in order[:n])
+        held.update(q.qid for q in (order[n:] if complement else order[:n]))
     train: list[LabelledQuery] = []
     val: list[LabelledQuery] = []
     for q in queries:
