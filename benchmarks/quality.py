@@ -132,8 +132,11 @@ def record_rows(records: list[tuple[str, LabelledQuery, dict]]) -> list[dict]:
 
 
 def combine(paths: list[str], out: str | None) -> int:
-    """Pool the per-question records of several ``--out`` files; a question scored in two of them is refused."""
-    rows, strategies, top_k = [], [], None
+    """Pool the per-question records of several ``--out`` files. A question held out in more than one of them (a
+    joined cross question whose parts fell in different folds) counts once, with each metric averaged over them."""
+    by: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    strategies: list[str] = []
+    top_k = None
     for path in paths:
         result = json.loads(Path(path).read_text(encoding="utf-8"))
         if "records" not in result:
@@ -141,17 +144,20 @@ def combine(paths: list[str], out: str | None) -> int:
         top_k = top_k or result["top_k"]
         if result["top_k"] != top_k:
             raise SystemExit(f"{path}: top_k {result['top_k']} differs from {top_k}")
-        rows += result["records"]
+        for r in result["records"]:
+            by[(r["strategy"], r["qid"])].append(r)
         strategies += [s for s in result["results"] if s not in strategies]
-    seen = [(r["strategy"], r["qid"]) for r in rows]
-    if len(seen) != len(set(seen)):
-        raise SystemExit("a question is scored in more than one file: combine folds that hold out different questions")
     keys = ("strategy", "qid", "domains")
-    records = [(r["strategy"], LabelledQuery(r["qid"], "", r["domains"]), {k: v for k, v in r.items() if k not in keys}) for r in rows]
+    records = []
+    for (strategy, qid), rows in by.items():
+        metrics = {k: float(np.mean([r[k] for r in rows])) for k in rows[0] if k not in keys}
+        records.append((strategy, LabelledQuery(qid, "", rows[0]["domains"]), metrics))
     summary = summarize(records, strategies, top_k)
     print_table(summary, top_k)
+    twice = len({qid for (_, qid), rows in by.items() if len(rows) > 1})
+    print(f"{len({qid for _, qid in by})} questions; {twice} held out in more than one file (their metrics averaged)")
     if out:
-        pooled = {"combined": paths, "n": len({r["qid"] for r in rows}), "top_k": top_k, "results": summary}
+        pooled = {"combined": paths, "n": len({qid for _, qid in by}), "in_several_files": twice, "top_k": top_k, "results": summary}
         Path(out).write_text(json.dumps(pooled, indent=2), encoding="utf-8")
     return 0
 
