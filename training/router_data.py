@@ -77,8 +77,8 @@ def synthetic_router_queries(passages: Sequence[Passage], per_domain: int | None
 def embed_cached(encoder: Encoder, texts: Sequence[str], cache_dir: Path | None, *, progress: bool = False) -> np.ndarray:
     """Query vectors of ``texts`` as ``/ask`` computes them (:meth:`Encoder.embed_queries`: on ONNX one question
     per batch, since int8 activations are quantised per batch), reused from ``cache_dir`` when the same texts were
-    embedded by the same retriever and runtime before (re-training with other settings then costs seconds)."""
-    h = hashlib.sha256(f"{encoder.version}\0{encoder.path}\0{encoder.backend.value}\0served\0".encode())
+    embedded by the same retriever and runtime (ONNX export recipe included) before (re-training with other settings then costs seconds)."""
+    h = hashlib.sha256(f"{encoder.version}\0{encoder.path}\0{encoder.query_runtime}\0served\0".encode())
     for t in texts:
         h.update(t.encode("utf-8") + b"\n")
     f = cache_dir / f"{h.hexdigest()}.npy" if cache_dir else None

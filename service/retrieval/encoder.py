@@ -226,6 +226,11 @@ class Encoder:
         return self.embed_queries([query])[0]
 
     @property
+    def query_runtime(self) -> str:
+        """The runtime that embeds questions; on ONNX with the export's recipe (another recipe, other vectors)."""
+        return f"onnx:{self._onnx.export.recipe}" if self._onnx is not None else self.backend.value
+
+    @property
     def passage_runtime(self) -> str:
         """The runtime of passages embedded in bulk: ``torch-bf16``, or the encoder's own backend."""
         from service.retrieval import bf16_encoder
