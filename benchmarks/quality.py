@@ -154,10 +154,10 @@ def combine(paths: list[str], out: str | None) -> int:
         records.append((strategy, LabelledQuery(qid, "", rows[0]["domains"]), metrics))
     summary = summarize(records, strategies, top_k)
     print_table(summary, top_k)
-    twice = len({qid for (_, qid), rows in by.items() if len(rows) > 1})
-    print(f"{len({qid for _, qid in by})} questions; {twice} held out in more than one file (their metrics averaged)")
+    n, twice = len({qid for _, qid in by}), len({qid for (_, qid), rows in by.items() if len(rows) > 1})
+    print(f"{n} questions; {twice} held out in more than one file (their metrics averaged)")
     if out:
-        pooled = {"combined": paths, "n": len({qid for _, qid in by}), "in_several_files": twice, "top_k": top_k, "results": summary}
+        pooled = {"combined": paths, "n": n, "in_several_files": twice, "top_k": top_k, "results": summary}
         Path(out).write_text(json.dumps(pooled, indent=2), encoding="utf-8")
     return 0
 

@@ -14,12 +14,13 @@ Written by hand: neither onnxruntime's quantizer nor optimum smooths activations
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
+
+from service.jsonl import read_objects
 
 #: How many of the shipped demo passages calibrate the smoothing (generic product documentation).
 CALIBRATION_PASSAGES = 64
@@ -29,8 +30,7 @@ def calibration_texts(n: int = CALIBRATION_PASSAGES) -> list[str]:
     """The first ``n`` passages of the demo knowledge base shipped in the package."""
     from service.demo import DOCS
 
-    with Path(DOCS).open(encoding="utf-8") as f:
-        return [json.loads(line)["text"] for line, _ in zip(f, range(n), strict=False)]
+    return [rec["text"] for (_, rec), _ in zip(read_objects(Path(DOCS)), range(n), strict=False)]
 
 
 def int8_op(node, consts: set[str]) -> bool:  # noqa: ANN001 - an onnx.NodeProto
@@ -66,15 +66,12 @@ def int8_weights(w: np.ndarray) -> np.ndarray:
     return (np.clip(np.round(w / scale), -64, 64) * scale).astype(np.float32)
 
 
-def int8_error(batches: list[np.ndarray], w: np.ndarray, s: np.ndarray) -> float:
-    """Relative error of the op's int8 output against fp32 when its input is divided by ``s`` and ``w``'s rows
-    multiplied by it (each batch quantised on its own, as at run time)."""
+def int8_error(batches: list[np.ndarray], refs: list[np.ndarray], w: np.ndarray, s: np.ndarray) -> float:
+    """Relative error of the op's int8 output against its fp32 output ``refs`` (``batch @ w``) when its input is
+    divided by ``s`` and ``w``'s rows multiplied by it (each batch quantised on its own, as at run time)."""
     wq = int8_weights(w * s[:, None])
-    num = den = 0.0
-    for x in batches:
-        ref = x @ w
-        num += float(np.square(int8_activations(x / s) @ wq - ref).sum())
-        den += float(np.square(ref).sum())
+    num = sum(float(np.square(int8_activations(x / s) @ wq - ref).sum()) for x, ref in zip(batches, refs, strict=True))
+    den = sum(float(np.square(ref).sum()) for ref in refs)
     return (num / den) ** 0.5 if den else 0.0
 
 
@@ -111,8 +108,8 @@ def smooth(model, feeds: Iterable[dict[str, np.ndarray]]) -> dict[str, dict[str,
         if int8_op(node, consts) and uses[node.input[1]] == 1:  # a shared weight would be scaled twice
             x, w = node.input[0], node.input[1]
             batches, weight = inputs[x], numpy_helper.to_array(weights[w]).astype(np.float32)
-            amax = np.max([np.abs(b).max(axis=0) for b in batches], axis=0)
-            tried = [(int8_error(batches, weight, s), name, s) for name, s in candidate_scales(amax, np.abs(weight).max(axis=1))]
+            amax, refs = np.max([np.abs(b).max(axis=0) for b in batches], axis=0), [b @ weight for b in batches]
+            tried = [(int8_error(batches, refs, weight, s), name, s) for name, s in candidate_scales(amax, np.abs(weight).max(axis=1))]
             error, name, s = min(tried, key=lambda t: t[0])
             chosen[node.name or w] = {"scales": name, "error_before": round(tried[0][0], 5), "error": round(error, 5)}
             if name != "none":
