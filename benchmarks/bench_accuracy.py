@@ -26,8 +26,8 @@ from speed_common import FAQ6, emit, read_jsonl
 def scores(q: np.ndarray, d: np.ndarray, ids: list[str], gold: list[set[str]]) -> dict:
     """Acc@1 and MRR@10 (percent) of exact search."""
     top = np.argsort(-(q @ d.T), axis=1)[:, :10]
-    acc = np.mean([ids[t[0]] in g for t, g in zip(top, gold)])
-    mrr = np.mean([next((1 / (r + 1) for r, i in enumerate(t) if ids[i] in g), 0.0) for t, g in zip(top, gold)])
+    acc = np.mean([ids[t[0]] in g for t, g in zip(top, gold, strict=True)])
+    mrr = np.mean([next((1 / (r + 1) for r, i in enumerate(t) if ids[i] in g), 0.0) for t, g in zip(top, gold, strict=True)])
     return {"acc_at_1": round(100 * acc, 2), "mrr_at_10": round(100 * mrr, 2)}
 
 

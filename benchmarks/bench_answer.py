@@ -46,12 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     pipeline = load_pipeline(Settings(sentence_vectors_precompute=0), with_llm=True)  # cold means cold
     try:
         prepared = pipeline.prepare_many(queries)
-        rets = [pipeline.retrieve(q, top_k=args.top_k, gate_mode="deterministic", prepared=p) for q, p in zip(queries, prepared)]
+        rets = [pipeline.retrieve(q, top_k=args.top_k, gate_mode="deterministic", prepared=p) for q, p in zip(queries, prepared, strict=True)]
         timings: dict[str, list[float]] = {"cold": [], "warm": []}
         modes: dict[str, int] = {}
         vectors = pipeline.answerer.extractor.vectors
         for label in ("cold", "fill", "warm"):
-            for ret, p in zip(rets, prepared):
+            for ret, p in zip(rets, prepared, strict=True):
                 if label == "cold" and vectors is not None:
                     vectors.clear()
                 t0, c0 = time.perf_counter(), time.process_time()

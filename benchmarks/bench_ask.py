@@ -63,7 +63,7 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=5)
     args = ap.parse_args()
 
-    queries = [json.loads(l)["query"] for l in Path(args.queries).read_text(encoding="utf-8").splitlines() if l.strip()]
+    queries = [json.loads(line)["query"] for line in Path(args.queries).read_text(encoding="utf-8").splitlines() if line.strip()]
     pick = lambda n: [queries[i % len(queries)] for i in range(n)]  # noqa: E731
 
     if args.url:

@@ -9,7 +9,9 @@ pass over the same questions shows the query cache.
 
     FEDQA_HOME=/work/homes/faq6-onnx python benchmarks/bench_retrieval.py --n 200
     ... --client stdlib    # http.client on one keep-alive connection instead of httpx (less client overhead)
-Targets (issue 13): p95 <= 0.7 x the bare encode's p95, and <= 12 ms on 2 quiet cores.
+    ... --rerank off       # the served ranking without the reranker (FEDQA_RERANK=off)
+Targets: without reranking (issue 13) p95 <= 0.7 x the bare encode's p95 and <= 12 ms on 2 quiet cores; with the
+trained reranker (issue 32) p95 <= 5 x the bare encode's p95 (benchmarks/bench_rerank.py: the cost per depth).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from collections.abc import Callable
 
 import httpx
 from speed_common import FAQ6, emit, percentile, read_jsonl, serve
+
+SERVER_TIMINGS = ("embed", "router", "gate", "search", "rerank", "total")
 
 
 def main() -> None:
@@ -38,6 +42,7 @@ def main() -> None:
         default="httpx",
         help="HTTP client: httpx, or the standard library's http.client on one keep-alive connection (~1 ms less client CPU per request)",
     )
+    ap.add_argument("--rerank", choices=["on", "off"], default="on", help="FEDQA_RERANK for the served home (on: the reranker, when trained)")
     ap.add_argument("--blocks", type=int, default=4, help="alternate the HTTP pass and the floor in this many blocks of questions")
     ap.add_argument("--pause", type=float, default=1.0, help="seconds of rest between an HTTP block and a floor block")
     args = ap.parse_args()
@@ -53,8 +58,9 @@ def main() -> None:
         bare.encode([f"warm-up question number {i}"])
     latency: list[float] = []
     floor: list[float] = []
-    server: dict[str, list[float]] = {k: [] for k in ("embed", "router", "gate", "search", "total", "http_overhead")}
-    with serve(args.home, args.port, env={"FEDQA_LLM_BACKEND": "none"}), httpx.Client(base_url=f"http://127.0.0.1:{args.port}", timeout=60) as client:
+    server: dict[str, list[float]] = {k: [] for k in (*SERVER_TIMINGS, "http_overhead")}
+    env = {"FEDQA_LLM_BACKEND": "none", "FEDQA_RERANK": args.rerank}
+    with serve(args.home, args.port, env=env), httpx.Client(base_url=f"http://127.0.0.1:{args.port}", timeout=60) as client:
         ask = _asker(args.client, client, args.port)
         for i in range(args.warmup):  # questions that are not measured: the cache stays cold for the run
             ask(f"warm-up question number {i}")
@@ -83,6 +89,7 @@ def main() -> None:
             "home": args.home,
             "n": len(queries),
             "client": args.client,
+            "rerank": args.rerank,
             "blocks": args.blocks,
             "http_p50_ms": p(latency, 50),
             "http_p95_ms": p(latency, 95),
@@ -114,8 +121,8 @@ def _timed_ask(ask: Callable[[str], dict], q: str, latency: list[float], server:
     body = ask(q)
     latency.append((time.perf_counter() - t0) * 1000)
     timings = body["timings_ms"]
-    for k in ("embed", "router", "gate", "search", "total"):
-        server[k].append(timings.get(k, float("nan")))
+    for k in SERVER_TIMINGS:
+        server[k].append(timings.get(k, 0.0 if k == "rerank" else float("nan")))
     server["http_overhead"].append(latency[-1] - timings.get("total", float("nan")))
 
 

@@ -27,6 +27,7 @@ import json
 import random
 import sys
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -40,14 +41,17 @@ from service.queries import LabelledQuery, load_queries  # noqa: E402
 from service.retrieval.federated import search_domains  # noqa: E402
 
 ORACLE = "oracle"
+RERANK = "+rerank"
 
 
 def score(pipeline, q: LabelledQuery, prepared, strategy: str, top_k: int) -> dict:  # noqa: ANN001
-    """One question's metrics under one strategy (``oracle``: its gold domains as the product filter)."""
-    if strategy == ORACLE:
-        ret = pipeline.retrieve(q.query, top_k=top_k, prepared=prepared, domains=[d for d in q.domains if d in pipeline.domains])
+    """One question's metrics under one strategy (``oracle``: its gold domains as the product filter; a ``+rerank``
+    suffix: the reranker reorders the strategy's ranking, which otherwise is scored as the strategy made it)."""
+    name, rerank = strategy.removesuffix(RERANK), strategy.endswith(RERANK)
+    if name == ORACLE:
+        ret = pipeline.retrieve(q.query, top_k=top_k, prepared=prepared, domains=[d for d in q.domains if d in pipeline.domains], rerank=rerank)
     else:
-        ret = pipeline.retrieve(q.query, top_k=top_k, gate_mode="deterministic", strategy=strategy, prepared=prepared)
+        ret = pipeline.retrieve(q.query, top_k=top_k, gate_mode="deterministic", strategy=name, prepared=prepared, rerank=rerank)
     ranked = [h.passage.doc_id for h in ret.hits]
     return {
         "acc_at_top1": acc_at_top1(ranked, q.gold_doc_ids),
@@ -85,7 +89,37 @@ def refit(pipeline, fit_qs: list[LabelledQuery], fit_preps: list, oos_vecs: np.n
     params, _ = fit_fusion(fit, domains, top_k=top_k, evidence_k=k)
     router.fitted["fusion"] = params.as_dict()
     rounded = {k2: round(v, 4) if isinstance(v, float) else v for k2, v in params.as_dict().items()}
-    return {"temperature": round(cal.temperature, 4), "calibration_bias": [round(b, 3) for b in cal.bias], **rounded}
+    return {
+        "temperature": round(cal.temperature, 4),
+        "calibration_bias": [round(b, 3) for b in cal.bias],
+        **rounded,
+        **refit_rerank(pipeline, fit_qs),
+    }
+
+
+_LOGITS: dict[tuple[str, str], float] = {}
+
+
+def refit_rerank(pipeline, fit_qs: list[LabelledQuery]) -> dict:  # noqa: ANN001
+    """The reranker's combination (weight, depth) refitted on ``fit_qs`` (single-product ones, with the rankings the
+    refitted strategy serves them), as ``fedqa train reranker`` fits it on its validation questions; set on the
+    pipeline. The cross-encoder itself never saw these questions (trained on the training split)."""
+    from training.reranker_data import with_candidates
+    from training.reranker_fit import fit_combination
+
+    if pipeline.reranker is None:
+        return {}
+    reranker = pipeline.reranker
+    single = [q for q in fit_qs if not q.is_cross]
+    cands = with_candidates(pipeline, single, ["labelled"] * len(single), depth=30, passages=None)
+    ces = []
+    for c in cands:
+        missing = [t for t in c.texts if (c.query, t) not in _LOGITS]
+        _LOGITS.update({(c.query, t): float(v) for t, v in zip(missing, reranker.logits(c.query, missing), strict=True)})
+        ces.append(np.array([_LOGITS[(c.query, t)] for t in c.texts]))
+    fit = fit_combination(cands, ces, max_depth=30)
+    pipeline.reranker = reranker.with_params(replace(reranker.params, weight=fit.weight, depth=fit.depth))
+    return {"rerank_weight": fit.weight, "rerank_depth": fit.depth}
 
 
 def groups(q: LabelledQuery) -> list[str]:
@@ -116,13 +150,13 @@ def summarize(records: list[tuple[str, LabelledQuery, dict]], strategies: list[s
 
 def print_table(summary: dict, top_k: int, out=sys.stdout) -> None:  # noqa: ANN001
     cols = ["acc_at_top1", f"recall_at_{top_k}", "mrr"]
-    print(f"{'strategy':<9}{'group':<19}{'n':>4}" + "".join(f"{c + ' [95% CI]':>27}" for c in cols) + f"{'routing':>9}{'searched':>9}", file=out)
+    print(f"{'strategy':<14}{'group':<19}{'n':>4}" + "".join(f"{c + ' [95% CI]':>27}" for c in cols) + f"{'routing':>9}{'searched':>9}", file=out)
     for s, per in summary.items():
         for g, m in per.items():
             cells = "".join(f"{m[c]['mean']:>8.3f} [{m[c]['ci95'][0]:.3f}, {m[c]['ci95'][1]:.3f}]".rjust(27) for c in cols)
             route = m["routing_accuracy"]["mean"]
             print(
-                f"{s:<9}{g:<19}{m['n']:>4}{cells}{'-' if route is None else format(route, '.3f'):>9}{m['domains_searched']['mean']:>9.2f}", file=out
+                f"{s:<14}{g:<19}{m['n']:>4}{cells}{'-' if route is None else format(route, '.3f'):>9}{m['domains_searched']['mean']:>9.2f}", file=out
             )
 
 
@@ -166,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--queries", nargs="+", help="labelled questions (queries.jsonl format)")
     ap.add_argument("--combine", nargs="+", metavar="FILE", help="pool the per-question records of these --out files instead")
-    ap.add_argument("--strategies", default="fused,mkpqa,uis,rfs,oracle")
+    ap.add_argument("--strategies", default="fused,fused+rerank,mkpqa,uis,uis+rerank,rfs,oracle", help="'+rerank': with the active reranker")
     ap.add_argument("--top-k", type=int, default=5)
     ap.add_argument("--crossfit", type=int, default=0, help="K folds: refit calibration and fused parameters on the other folds")
     ap.add_argument("--oos", nargs="*", default=[], help="out-of-scope questions for the temperature refit (with --crossfit)")
@@ -183,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     qs = [q for f in args.queries for q in load_queries(f) if q.gold_doc_ids and q.domains]
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     pipeline = load_pipeline(get_settings(), with_llm=False)
+    if pipeline.reranker is None:
+        strategies = [s for s in strategies if not s.endswith(RERANK)]
     try:
         preps = pipeline.prepare_many([q.query for q in qs])
         folds = [list(range(len(qs)))]
@@ -193,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             folds = [sorted(order[i :: args.crossfit]) for i in range(args.crossfit)]
             oos = [q for f in args.oos for q in load_queries(f)]
             oos_vecs = pipeline.encoder.embed_queries([q.query for q in oos]) if oos else np.zeros((0, pipeline.encoder.dim))
-            saved = (pipeline.router.temperature, list(pipeline.router.bias), dict(pipeline.router.fitted))
+            saved = (pipeline.router.temperature, list(pipeline.router.bias), dict(pipeline.router.fitted), pipeline.reranker)
         records = []
         for fold in folds:
             if args.crossfit > 1:
@@ -206,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
                 for s in strategies:
                     records.append((s, qs[i], score(pipeline, qs[i], prep, s, args.top_k)))
         if args.crossfit > 1:
-            pipeline.router.temperature, pipeline.router.bias, pipeline.router.fitted = saved
+            pipeline.router.temperature, pipeline.router.bias, pipeline.router.fitted, pipeline.reranker = saved
         summary = summarize(records, strategies, args.top_k)
         result = {
             "queries": [str(f) for f in args.queries],

@@ -1,9 +1,9 @@
-"""Versioned artifacts (indexes, routers, retrievers) in the data home, and the active set.
+"""Versioned artifacts (indexes, routers, retrievers, rerankers) in the data home, and the active set.
 
 Layout::
 
     $FEDQA_HOME/active.json             {"index": v, "router": v, "retriever": v, "history": {...}}
-    $FEDQA_HOME/{indexes,routers,retrievers}/<version>/   the artifact; manifest.json is written last
+    $FEDQA_HOME/{indexes,routers,retrievers,rerankers}/<version>/   the artifact; manifest.json is written last
 
 A version is usable only once its ``manifest.json`` exists (written atomically after the
 artifact is complete), so a crashed or interrupted build is never activated. Switching
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-Kind = Literal["index", "router", "retriever"]
-KINDS: tuple[Kind, ...] = ("index", "router", "retriever")
-_FOLDERS: dict[str, str] = {"index": "indexes", "router": "routers", "retriever": "retrievers"}
+Kind = Literal["index", "router", "retriever", "reranker"]
+KINDS: tuple[Kind, ...] = ("index", "router", "retriever", "reranker")
+_FOLDERS: dict[str, str] = {"index": "indexes", "router": "routers", "retriever": "retrievers", "reranker": "rerankers"}
 MANIFEST = "manifest.json"
 
 

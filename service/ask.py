@@ -79,6 +79,7 @@ def _retrieve(pipeline: Pipeline, req: AskRequest, query: str | None = None) -> 
         strategy=req.strategy,
         domains=req.domains,
         split=query is None,
+        rerank=req.rerank,
     )
 
 
@@ -107,6 +108,7 @@ def sources(hits: list[RankedHit]) -> list[Source]:
             score=round(h.score, 6),
             domain_prob=round(h.domain_prob, 6),
             unified_score=round(h.unified_score, 6),
+            rerank_score=h.rerank_score,
         )
         for h in hits
     ]

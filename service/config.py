@@ -70,6 +70,11 @@ class Settings(BaseSettings):
     default_top_k: int = Field(default=5, ge=1)
     max_top_k: int = Field(default=50, ge=1)
     max_query_chars: int = Field(default=2000, ge=1)
+    rerank: Literal["on", "off"] = Field(
+        default="on",
+        description="Rerank the merged top-N with the trained reranker (fedqa train reranker) when one fits the active index; "
+        "off: rank as the strategy does ('rerank': false on a request does the same for it).",
+    )
     domain_descriptions: dict[str, str] = Field(
         default_factory=dict,
         description='JSON {"domain": "description"} for the lfs resource-selection prompt; '

@@ -18,6 +18,7 @@ from service.generation.answer_policy import load_policy, policy_path
 from service.generation.backends import open_llm
 from service.generation.llm import LLM
 from service.pipeline import Pipeline
+from service.reranking.loading import load_reranker
 from service.retrieval.backends import open_backend
 from service.retrieval.encoder import Encoder, index_encoder_backend, load_encoder
 from service.retrieval.store import Store, StoreBackend, StoreUnavailable
@@ -53,11 +54,21 @@ def load_pipeline(settings: Settings, backend: StoreBackend | None = None, *, wi
         raise
     llm, llm_error = _open_llm(settings, warnings) if with_llm else (None, None)
     abstention = _abstention(registry, router_version, index_version, router, warnings)
+    reranker = load_reranker(registry, encoder.version, store.domains(), warnings)
     policy = load_policy(policy_path(registry, router_version, index_version))
     if policy is None:
         warnings.append("no answer policy fitted: extractive answers use FEDQA_EXTRACTIVE_* (fedqa train answer)")
     return Pipeline(
-        settings, router=router, encoder=encoder, store=store, llm=llm, llm_error=llm_error, warnings=warnings, abstention=abstention, policy=policy
+        settings,
+        router=router,
+        encoder=encoder,
+        store=store,
+        llm=llm,
+        llm_error=llm_error,
+        warnings=warnings,
+        abstention=abstention,
+        policy=policy,
+        reranker=reranker,
     )
 
 

@@ -12,7 +12,6 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -25,11 +24,13 @@ from service.generation.answer_policy import AnswerPolicy
 from service.generation.extractive import shared_vectors
 from service.generation.llm import LLM
 from service.generation.warmup import warm_sentences
+from service.reranking.model import Reranker
 from service.retrieval.encoder import Encoder
 from service.retrieval.federated import merge, search_domains, search_threads, with_passages
 from service.retrieval.passage import RankedHit
 from service.retrieval.passage_cache import PassageCache
 from service.retrieval.questions import joint_retrieval, split_questions
+from service.retrieval.results import Prepared, Retrieval
 from service.retrieval.store import Store, StoreUnavailable
 from service.retrieval.strategies import DEFAULT_STRATEGY, LLMDomainSelector, Selection, StrategyName, describe_domains, select
 from service.retrieval.strategies.base import Search
@@ -46,26 +47,6 @@ class RequestError(ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
-
-
-@dataclass
-class Prepared:
-    """What every strategy shares for one query: router probabilities and the query vector."""
-
-    probs: dict[str, float]
-    vector: np.ndarray
-    timings_ms: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass
-class Retrieval:
-    """The retrieval half of an answer."""
-
-    query: str
-    routing: Routing
-    hits: list[RankedHit]
-    timings_ms: dict[str, float] = field(default_factory=dict)
-    vector: np.ndarray | None = None  # the query vector searched with (None: a message retrieved question by question)
 
 
 def _ms(t0: float) -> float:
@@ -87,8 +68,10 @@ class Pipeline:
         warnings: list[str] | None = None,
         abstention: AbstentionModel | None = None,
         policy: AnswerPolicy | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         self._settings = settings
+        self.reranker = reranker
         self.encoder = encoder
         self.store = store
         self.llm_error = llm_error
@@ -151,6 +134,7 @@ class Pipeline:
             "encoder_backend": self.encoder.backend.value,
             "llm": self.llm.name if self.llm else None,
             "store": self.store.backend,
+            "reranker": self.reranker.version if self.reranker else None,
         }
 
     def close(self, *, close_store: bool = True) -> None:
@@ -229,6 +213,7 @@ class Pipeline:
         prepared: Prepared | None = None,
         domains: list[str] | None = None,
         split: bool = True,
+        rerank: bool = True,
     ) -> Retrieval:
         """Route, choose the domains by ``strategy``, search them (top-k each) and merge.
 
@@ -236,12 +221,16 @@ class Pipeline:
         and the routing says they were given (``given``), not predicted. See
         :mod:`service.retrieval.strategies` for the strategies. With the default strategy (and ``split``),
         a message asking several questions is retrieved question by question (:mod:`service.retrieval.questions`).
+        ``rerank``: with a reranker loaded (and FEDQA_RERANK on), the merged top-N (its fitted depth) is reranked
+        before the top-k is kept.
         """
         t_all = time.perf_counter()
         strategy = StrategyName(strategy)
         parts = split_questions(query) if split and strategy is DEFAULT_STRATEGY and not domains else [query]
         if len(parts) > 1:
-            return self._retrieve_questions(query, parts, top_k=top_k, seed=seed, gate_mode=gate_mode, strategy=strategy)
+            return self._retrieve_questions(query, parts, top_k=top_k, seed=seed, gate_mode=gate_mode, strategy=strategy, rerank=rerank)
+        reranker = self.reranker if rerank and self.settings.rerank == "on" else None
+        final_k, top_k = top_k, max(top_k, reranker.params.depth) if reranker else top_k
         prepared = prepared or self.prepare(query)
         timings: dict[str, float] = dict(prepared.timings_ms)
         probs = prepared.probs
@@ -266,10 +255,21 @@ class Pipeline:
             per_domain.update(search(missing, top_k))
         hits = with_passages(self.store, merge(per_domain, selection.weights, top_k), self.passage_cache)
         timings["search"] = _ms(t0)
+        hits = self._rerank(reranker, query, hits, final_k, timings)
         timings["retrieval"] = _ms(t_all)
 
         routing = self._routing(selection, probs, mode, strategy, given=bool(domains))
         return Retrieval(query=query, routing=routing, hits=hits, timings_ms=timings, vector=prepared.vector)
+
+    @staticmethod
+    def _rerank(reranker: Reranker | None, query: str, hits: list[RankedHit], top_k: int, timings: dict[str, float]) -> list[RankedHit]:
+        """The merged top-N reordered by the reranker (timed), cut to ``top_k``; as it is without a reranker."""
+        if reranker is None:
+            return hits[:top_k]
+        t0 = time.perf_counter()
+        hits = reranker.rerank(query, hits, top_k)
+        timings["rerank"] = _ms(t0)
+        return hits
 
     def _select(
         self, query: str, strategy: StrategyName, probs: dict[str, float], mode: GateMode, *, seed: int | None, top_k: int, search: Search

@@ -37,6 +37,9 @@ class AskRequest(BaseModel):
     seed: int | None = Field(default=None, ge=0, description="Seed for the stochastic gate (reproducible sampling).")
     stream: bool = Field(default=False, description="Answer as Server-Sent Events.")
     generate: bool = Field(default=True, description="false: return the ranking only (retrieval path).")
+    rerank: bool = Field(
+        default=True, description="false: keep the strategy's ranking (no reranking by the trained reranker; FEDQA_RERANK=off for every request)."
+    )
     gate: Literal["stochastic", "deterministic"] | None = Field(
         default=None, description="Gate mode; default FEDQA_GATE_MODE. deterministic is for evaluation."
     )
@@ -52,7 +55,12 @@ class Source(BaseModel):
     text: str
     score: float = Field(description="Similarity s from the domain's collection.")
     domain_prob: float = Field(description="Weight of the passage's domain in the merge: router probability p_j (mkpqa, rfs), 1 (uis, lfs).")
-    unified_score: float = Field(description="U = domain_prob * s, the ranking score.")
+    unified_score: float = Field(description="U = domain_prob * s, the strategy's ranking score.")
+    rerank_score: float | None = Field(
+        default=None,
+        description="The reranker's calibrated P(this passage answers the question), for the reranked top-N; the order "
+        "follows U + w * the reranker's logit (w fitted with the reranker version). null: not reranked.",
+    )
 
 
 class Routing(BaseModel):

@@ -14,7 +14,7 @@ import pytest
 from service.artifacts import Registry
 from service.demo import DOCS, QUERIES
 from service.retrieval.encoder import Encoder, EncoderBackend, QueryCache
-from service.retrieval.onnx_encoder import META_FILE, ONNX_FILE, RECIPE, _session, exported
+from service.retrieval.onnx_encoder import META_FILE, ONNX_FILE, RECIPE, cpu_session, exported
 from tests.conftest import make_settings
 
 
@@ -113,7 +113,7 @@ def test_sessions_run_layer_norm_and_gelu_unfused(onnx_encoder, onnx_dir: Path, 
     import onnx
 
     ran = tmp_path / "optimized.onnx"
-    _session(onnx_dir / ONNX_FILE, 1, optimized_copy=ran)
+    cpu_session(onnx_dir / ONNX_FILE, 1, optimized_copy=ran)
     for path in (onnx_dir / ONNX_FILE, ran):
         ops = {n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node}
         assert not ops & {"SkipLayerNormalization", "BiasGelu"}, (path.name, ops)

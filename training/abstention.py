@@ -132,9 +132,15 @@ def cross_validate(
 
 def choose_features(in_scope: np.ndarray, out_of_scope: np.ndarray, *, false_refusal: float, folds: int = 5, seed: int = 0) -> dict[str, Any]:
     """The k-fold figures of the feature set kept: every feature when that separates at least one more
-    held-out question (abstained minus refused) than the set without the span score, else the cheaper set."""
-    full = cross_validate(in_scope, out_of_scope, false_refusal=false_refusal, folds=folds, seed=seed)
-    cheap = cross_validate(in_scope, out_of_scope, false_refusal=false_refusal, folds=folds, seed=seed, features=CHEAP_FEATURES)
+    held-out question (abstained minus refused) than the set without the span score, else the cheaper set.
+    The reranker's score is a feature only when the rankings were reranked (the column is not constant)."""
+    rows = np.vstack([in_scope, out_of_scope])
+    reranked = float(np.ptp(rows[:, FEATURES.index("rerank_best")])) > 0 if len(rows) else False
+    every = tuple(f for f in FEATURES if reranked or f != "rerank_best")
+    full = cross_validate(in_scope, out_of_scope, false_refusal=false_refusal, folds=folds, seed=seed, features=every)
+    cheap = cross_validate(
+        in_scope, out_of_scope, false_refusal=false_refusal, folds=folds, seed=seed, features=tuple(f for f in every if f in CHEAP_FEATURES)
+    )
 
     def separated(m: dict[str, Any]) -> float:
         return m["abstention_rate"] * m["out_of_scope"] - m["false_refusal_rate"] * m["in_scope"]
@@ -152,12 +158,14 @@ def fit_abstention(
     seed: int = 0,
     save: bool = True,
     pipeline=None,  # noqa: ANN001
+    sources: dict[str, int] | None = None,
 ) -> AbstentionReport:
     """Fit the abstention model for the active versions of ``settings``' home, report k-fold held-out
     figures and (``save``) store it with the active router version (the index version without a router).
 
     ``in_scope``: questions the documentation answers (the router's validation questions);
-    ``out_of_scope``: questions it does not (``kind: "oos"``). ``pipeline``: an open pipeline of that home.
+    ``out_of_scope``: questions it does not (``kind: "oos"``), counted by where they came from in ``sources``
+    (recorded with the model). ``pipeline``: an open pipeline of that home.
     """
     from service.loading import load_pipeline
 
@@ -176,6 +184,8 @@ def fit_abstention(
     model.fit = {
         "heldout": {k: v for k, v in heldout.items() if k != "per_fold"},
         "on_fit_questions": measure(model, ev_in, ev_out),
+        "out_of_scope_sources": sources or {"given": len(out_of_scope)},
+        "reranker": versions.get("reranker"),
         **fitted_on(versions, t0),
     }
     path = save_beside_router(settings.home_dir, versions, abstention_path, lambda t: save_abstention(model, t)) if save else None

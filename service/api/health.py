@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 
@@ -23,7 +25,30 @@ def readyz(state: ServiceState = Depends(get_state)) -> JSONResponse:
     p = state.pipeline
     if p is None:
         return JSONResponse({"status": "not ready", "detail": state.error or "starting"}, status_code=503)
-    return JSONResponse({"status": "ready", "versions": p.versions, "warnings": p.warnings})
+    return JSONResponse({"status": "ready", "versions": p.versions, "decisions": decisions(p), "warnings": p.warnings})
+
+
+def decisions(p: Pipeline) -> dict[str, Any]:
+    """What decides the ranking's order and "not covered", and what each was fitted on (null: not in force)."""
+    rerank = None
+    if p.reranker is not None:
+        rerank = {
+            "version": p.reranker.version,
+            "in_force": p.settings.rerank == "on",
+            "runtime": p.reranker.backend.value,
+            **p.reranker.params.to_json(),
+        }
+    covered = None
+    if p.abstention is not None:
+        fit = p.abstention.fit or {}
+        covered = {
+            "model": p.abstention.name,
+            "features": p.abstention.features,
+            "target_false_refusal": p.abstention.target_false_refusal,
+            "out_of_scope_sources": fit.get("out_of_scope_sources"),
+            "heldout": fit.get("heldout"),
+        }
+    return {"rerank": rerank, "not_covered": covered}
 
 
 @router.get("/domains", response_model=DomainsResponse, summary="Searchable domains and active versions")

@@ -18,13 +18,13 @@ def register(sub: Subparsers) -> None:
     s = sub.add_parser("models", help="list, activate and roll back versions")
     msub = s.add_subparsers(dest="what", required=True)
     t = msub.add_parser("list", help="versions of every kind, with their metrics")
-    t.add_argument("--kind", choices=["index", "router", "retriever"])
+    t.add_argument("--kind", choices=list(KINDS))
     t.set_defaults(func=cmd_models_list)
     t = msub.add_parser("activate", help="make a version active (kind from its name); the service picks it up on reload")
     t.add_argument("version")
     t.set_defaults(func=cmd_models_activate)
     t = msub.add_parser("rollback", help="re-activate the previously active version of a kind")
-    t.add_argument("kind", choices=["index", "router", "retriever"])
+    t.add_argument("kind", choices=list(KINDS))
     t.set_defaults(func=cmd_models_rollback)
     t = msub.add_parser("evaluate", help="retrieval Acc@1/Recall@5,10/MRR of an index version over its whole corpus")
     t.add_argument("--queries", nargs="+", required=True)
@@ -38,7 +38,7 @@ def kind_of(version: str) -> Kind:
     for kind in KINDS:
         if kind == prefix:
             return kind
-    raise ValueError(f"cannot tell the kind of {version!r}: versions are named <index|router|retriever>-...")
+    raise ValueError(f"cannot tell the kind of {version!r}: versions are named <index|router|retriever|reranker>-...")
 
 
 def _row(kind: str, v: VersionInfo) -> dict[str, Any]:
@@ -49,6 +49,9 @@ def _row(kind: str, v: VersionInfo) -> dict[str, Any]:
         row.update(retriever=m.get("retriever"), passages=m.get("passages"))
     elif kind == "router":
         row.update(val_top1_accuracy=m.get("val_top1_accuracy"), data_fingerprint=(m.get("data_fingerprint") or "")[:12])
+    elif kind == "reranker":
+        fit = (m.get("metrics") or {}).get("fit") or {}
+        row.update(index=m.get("index"), retriever=m.get("retriever"), acc1=fit.get("acc@1"), acc1_before=fit.get("acc@1_before"))
     else:
         metrics = m.get("metrics") or {}
         row.update(

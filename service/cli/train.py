@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from service.cli import train_reranker
 from service.cli.common import print_json, settings
 from service.config import Settings
 
@@ -24,6 +25,7 @@ def register(sub: Subparsers) -> None:
     _register_abstention(tsub)
     _register_answer(tsub)
     _register_retriever(tsub)
+    train_reranker.register(tsub)
 
 
 def _register_router(tsub: Subparsers) -> None:
@@ -168,14 +170,17 @@ def cmd_train_router(args: argparse.Namespace) -> int:
 
 
 def _fit_abstention_after_router(s: Settings, val: list[LabelledQuery]) -> dict | None:
-    """Fit the "not covered" decision for the new router on its validation questions when they include
-    out-of-scope ones (``fedqa data build --out-of-scope``); its held-out figures, or None."""
-    in_scope, out_of_scope = [q for q in val if q.domains], [q for q in val if not q.domains]
-    if not in_scope or not out_of_scope:
-        return None
+    """Fit the "not covered" decision for the new router on its validation questions: against their out-of-scope
+    ones (``fedqa data build --out-of-scope``) and the general ones shipped with the package, so that a home
+    without an out-of-scope file still refuses off-topic questions; its held-out figures, or None without
+    in-scope validation questions."""
     from training.abstention import fit_abstention
+    from training.data.general import general_negatives
 
-    report = fit_abstention(s, in_scope, out_of_scope)
+    in_scope, own = [q for q in val if q.domains], [q for q in val if not q.domains]
+    if len(in_scope) < 2:
+        return None
+    report = fit_abstention(s, in_scope, own + general_negatives(), sources={"validation": len(own), "shipped_general": len(general_negatives())})
     return {"path": str(report.path), "threshold": report.model.threshold, "heldout": {k: v for k, v in report.heldout.items() if k != "per_fold"}}
 
 

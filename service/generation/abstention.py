@@ -2,8 +2,9 @@
 
 The evidence for one question is a few numbers the answering path has anyway: the router's highest
 probability and the sum of its probabilities (multi-label sigmoids: all low = no product; the sum also
-counts a question spread over several products), the best similarity s of the ranking, and the score of
-the best sentence of the passage the extractive answer quotes. A logistic model over them (fitted by
+counts a question spread over several products), the best similarity s of the ranking, the score of
+the best sentence of the passage the extractive answer quotes, and (with a reranker) the best calibrated
+reranker score: whether any passage, read together with the question, answers it. A logistic model over them (fitted by
 :mod:`training.abstention` on in-scope and out-of-scope questions) gives the confidence that the
 documentation covers the question; below the fitted threshold the answer is ``not_covered``.
 The fitted model is a JSON file stored with the router version it was fitted for.
@@ -22,7 +23,7 @@ from service.artifacts import Registry, write_json_atomic
 from service.retrieval.passage import RankedHit
 
 ABSTENTION_FILE = "abstention.json"
-FEATURES = ("max_prob", "p_sum", "best_similarity", "span_score")
+FEATURES = ("max_prob", "p_sum", "best_similarity", "span_score", "rerank_best")
 
 
 @dataclass(frozen=True)
@@ -33,15 +34,18 @@ class Evidence:
     p_sum: float
     best_similarity: float
     span_score: float
+    rerank_best: float = 0.0
 
     @classmethod
     def of(cls, probabilities: Mapping[str, float], hits: Sequence[RankedHit], span_score: float) -> Evidence:
-        """Evidence from the routing probabilities, the ranking and the extractive span's score."""
+        """Evidence from the routing probabilities, the ranking (with the reranker's calibrated scores, 0 when it
+        was not reranked) and the extractive span's score."""
         return cls(
             max_prob=max(probabilities.values(), default=0.0),
             p_sum=float(sum(probabilities.values())),
             best_similarity=max((h.score for h in hits), default=0.0),
             span_score=span_score,
+            rerank_best=max((h.rerank_score for h in hits if h.rerank_score is not None), default=0.0),
         )
 
     def vector(self, names: Sequence[str] = FEATURES) -> list[float]:

@@ -24,7 +24,7 @@ import os
 import shutil
 import tempfile
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,7 +113,7 @@ def export_onnx(model, onnx_dir: Path, *, source: str) -> OnnxExport:  # noqa: A
     tmp = Path(tempfile.mkdtemp(prefix=".onnx-", dir=onnx_dir.parent))
     # The exporter and quantizer chat on the root logger (INFO, and a WARNING advising pre-processing)
     # and warn about tracing: keep the log readable.
-    with warnings.catch_warnings(), _quiet_logs():
+    with warnings.catch_warnings(), quiet_logs():
         warnings.simplefilter("ignore")
         result = _export(model, hf, tmp, onnx_dir, source)
     fused = json.loads((onnx_dir / META_FILE).read_text())["fused_ops"]
@@ -124,7 +124,7 @@ def export_onnx(model, onnx_dir: Path, *, source: str) -> OnnxExport:  # noqa: A
 
 
 @contextlib.contextmanager
-def _quiet_logs():  # noqa: ANN202
+def quiet_logs():  # noqa: ANN202
     """No INFO records, and no warnings logged on the root logger itself (named loggers' warnings pass)."""
 
     def drop(record: logging.LogRecord) -> bool:
@@ -140,37 +140,51 @@ def _quiet_logs():  # noqa: ANN202
         logging.disable(previous)
 
 
-def _export(model, hf, tmp: Path, onnx_dir: Path, source: str) -> OnnxExport:  # noqa: ANN001
+def optimize_smooth_quantize(
+    fp32: Path,
+    out: Path,
+    config,
+    feeds: Iterable[dict[str, np.ndarray]],  # noqa: ANN001 - a transformers PretrainedConfig
+) -> tuple[dict[str, int], dict[str, dict[str, float | str]]]:
+    """The recipe's steps after tracing, shared by the bi-encoder and the reranker: BERT graph fusions (but
+    :data:`UNFUSED`), each int8 op's input smoothed on ``feeds`` (calibration batches), dynamic int8; ``fp32`` becomes
+    ``out`` (the intermediate files are removed). Returns the fused-op counts and the smoothing chosen per op."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.transformers.fusion_options import FusionOptions
     from onnxruntime.transformers.optimizer import optimize_model
 
+    fusions = FusionOptions("bert")
+    fusions.enable_skip_layer_norm = False  # UNFUSED
+    fusions.enable_bias_gelu = False
+    optimized = optimize_model(
+        str(fp32),
+        model_type="bert",
+        num_heads=int(config.num_attention_heads),
+        hidden_size=int(config.hidden_size),
+        opt_level=1,
+        optimization_options=fusions,
+    )
+    fused = {op: int(optimized.get_fused_operator_statistics().get(op, 0)) for op in FUSED_OPS}
+    smoothing = smooth(optimized.model, feeds)
+    middle = out.with_name("optimized.onnx")
+    optimized.save_model_to_file(str(middle))
+    quantize_dynamic(
+        str(middle),
+        str(out),
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        op_types_to_quantize=["MatMul", "Attention"],
+        extra_options={"DefaultTensorType": 1, "MatMulConstBOnly": True},
+    )
+    fp32.unlink()
+    middle.unlink()
+    return fused, smoothing
+
+
+def _export(model, hf, tmp: Path, onnx_dir: Path, source: str) -> OnnxExport:  # noqa: ANN001
     try:
         names = _trace(model, hf, tmp / "fp32.onnx")
-        fusions = FusionOptions("bert")
-        fusions.enable_skip_layer_norm = False  # UNFUSED
-        fusions.enable_bias_gelu = False
-        optimized = optimize_model(
-            str(tmp / "fp32.onnx"),
-            model_type="bert",
-            num_heads=int(hf.config.num_attention_heads),
-            hidden_size=int(hf.config.hidden_size),
-            opt_level=1,
-            optimization_options=fusions,
-        )
-        fused = {op: int(optimized.get_fused_operator_statistics().get(op, 0)) for op in FUSED_OPS}
-        smoothing = smooth(optimized.model, _calibration_feeds(model, names))
-        optimized.save_model_to_file(str(tmp / "optimized.onnx"))
-        quantize_dynamic(
-            str(tmp / "optimized.onnx"),
-            str(tmp / ONNX_FILE),
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            op_types_to_quantize=["MatMul", "Attention"],
-            extra_options={"DefaultTensorType": 1, "MatMulConstBOnly": True},
-        )
-        for name in ("fp32.onnx", "optimized.onnx"):
-            (tmp / name).unlink()
+        fused, smoothing = optimize_smooth_quantize(tmp / "fp32.onnx", tmp / ONNX_FILE, hf.config, _calibration_feeds(model, names))
         spec = {
             "max_seq_length": int(model.max_seq_length),
             "pooling": model[1].pooling_mode,
@@ -280,7 +294,7 @@ class OnnxSession:
     def __init__(self, export: OnnxExport, *, tokenizer: EncoderTokenizer, threads: int | None = None) -> None:
         self.export = export
         self.threads = threads or len(os.sched_getaffinity(0))
-        self.session = _session(export.path, 1)
+        self.session = cpu_session(export.path, 1)
         self.inputs = [i.name for i in self.session.get_inputs()]
         self.tokenizer = tokenizer  # truncates to the export's max_seq_length
         self.dim = export.dim
@@ -304,7 +318,7 @@ class OnnxSession:
         return unit_rows(self.pool(self.session.run(None, feed)[0], feed["attention_mask"]))
 
 
-def _session(path: Path, threads: int, *, optimized_copy: Path | None = None):  # noqa: ANN202 - an onnxruntime.InferenceSession
+def cpu_session(path: Path, threads: int, *, optimized_copy: Path | None = None):  # noqa: ANN202 - an onnxruntime.InferenceSession
     """A CPU session on ``path`` with :data:`UNFUSED` turned off (``optimized_copy``: also write the graph it runs there)."""
     import onnxruntime as ort
 

@@ -53,9 +53,11 @@ class Hit:
 
 @dataclass(frozen=True)
 class RankedHit:
-    """A hit placed in the federated ranking: unified score U = p_j * s."""
+    """A hit placed in the federated ranking: unified score U = p_j * s (and, once reranked, the reranker's
+    calibrated score)."""
 
     passage: Passage
     score: float
     domain_prob: float
     unified_score: float
+    rerank_score: float | None = None

@@ -17,13 +17,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from service.retrieval.passage import RankedHit
+from service.retrieval.results import Retrieval
 from service.schemas import Routing
-
-if TYPE_CHECKING:
-    from service.pipeline import Retrieval
 
 _JOIN = re.compile(r"(?<=[?.!])\s+(?:and|also|plus|additionally)\b[,:]?\s+", re.IGNORECASE)
 MAX_QUESTIONS = 4

@@ -1,0 +1,128 @@
+""""Not covered" leave-one-product-out: fit the decision without a product's questions, score that product's.
+
+    FEDQA_HOME=~/fedqa-faq6 python benchmarks/not_covered.py --in-scope $DATA/val.jsonl \
+        --oos ../shared/data/oos_dev.jsonl ../shared/data/oos_family_dev.jsonl --named ../shared/data/oos_family_dev_named.jsonl
+
+Runs in-process on the active versions of $FEDQA_HOME (the serving path's evidence: router probabilities, best s,
+the quoted span's score and, with a trained reranker, its best calibrated score). For every out-of-scope product
+P (the ``product`` field): the decision is fitted as ``fedqa train router`` fits it (training/abstention.py: features
+chosen by k-fold, threshold at ``--false-refusal`` of the in-scope fitting questions) on the in-scope questions of
+the other folds, the out-of-scope questions of every other product and the general ones shipped with the package;
+then P's questions (all, and those that name P) and the held-out in-scope fold are scored. Each in-scope question
+and each of P's questions is scored by a model that never saw it. ``no out-of-scope file`` is the same with the
+shipped general questions alone: what a home without an out-of-scope file gets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from service.config import get_settings  # noqa: E402
+from service.queries import load_queries  # noqa: E402
+from training.abstention import choose_features, confidences, fit  # noqa: E402
+from training.data.general import general_negatives  # noqa: E402
+
+
+def _rates(ev_in: np.ndarray, ev_out: np.ndarray, target: np.ndarray, *, false_refusal: float, folds: int, seed: int) -> tuple[float, np.ndarray]:
+    """k-fold over the in-scope questions: (in-scope refusal rate, per-target-question refused share over the folds)."""
+    fold = np.random.default_rng(seed).permutation(len(ev_in)) % folds
+    refused_in = 0
+    refused_target = np.zeros(len(target))
+    for k in range(folds):
+        train_in = ev_in[fold != k]
+        feats = choose_features(train_in, ev_out, false_refusal=false_refusal, folds=folds, seed=seed)["features"]
+        model = fit(train_in, ev_out, false_refusal=false_refusal, features=feats)
+        refused_in += int((confidences(model, ev_in[fold == k]) < model.threshold).sum())
+        if len(target):
+            refused_target += confidences(model, target) < model.threshold
+    return refused_in / len(ev_in), refused_target / folds
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--in-scope", nargs="+", required=True, help="in-scope questions (the router's validation split)")
+    ap.add_argument("--oos", nargs="+", required=True, help="out-of-scope questions with a 'product' field")
+    ap.add_argument("--named", nargs="*", default=[], help="the out-of-scope questions that name their product (qids)")
+    ap.add_argument("--false-refusal", type=float, default=0.03)
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", help="write the table as JSON here")
+    args = ap.parse_args(argv)
+
+    from service.loading import load_pipeline
+    from training.abstention import collect_evidence
+
+    in_scope = [q for f in args.in_scope for q in load_queries(f) if q.domains]
+    oos = [q for f in args.oos for q in load_queries(f)]
+    named = {q.qid for f in args.named for q in load_queries(f)}
+    products = _products(args.oos)
+    general = general_negatives()
+    pipeline = load_pipeline(get_settings(), with_llm=False)
+    try:
+        ev_in = collect_evidence(pipeline, [q.query for q in in_scope])
+        ev_oos = collect_evidence(pipeline, [q.query for q in oos])
+        ev_gen = collect_evidence(pipeline, [q.query for q in general])
+        versions = pipeline.versions
+    finally:
+        pipeline.close()
+    rows = []
+    by_product: dict[str, list[int]] = defaultdict(list)
+    for i, q in enumerate(oos):
+        by_product[products.get(q.qid, "?")].append(i)
+    kw = {"false_refusal": args.false_refusal, "folds": args.folds, "seed": args.seed}
+    for product, idx in sorted(by_product.items()):
+        rest = np.array([i for i in range(len(oos)) if i not in set(idx)], dtype=int)
+        for setting, negatives in (("leave one product out", np.vstack([ev_oos[rest], ev_gen])), ("no out-of-scope file", ev_gen)):
+            fr, refused = _rates(ev_in, negatives, ev_oos[idx], **kw)
+            is_named = np.array([oos[i].qid in named for i in idx])
+            rows.append(_row(product, setting, fr, refused, is_named))
+    _print(rows)
+    if args.out:
+        Path(args.out).write_text(
+            json.dumps({"versions": versions, "in_scope": len(in_scope), "rows": rows, **vars(args)}, indent=2), encoding="utf-8"
+        )
+    return 0
+
+
+def _products(paths: list[str]) -> dict[str, str]:
+    """qid -> product of the out-of-scope files."""
+    out = {}
+    for path in paths:
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                out[str(rec.get("qid"))] = str(rec.get("product", "?"))
+    return out
+
+
+def _row(product: str, setting: str, false_refusal: float, refused: np.ndarray, is_named: np.ndarray) -> dict:
+    return {
+        "product": product,
+        "setting": setting,
+        "questions": int(len(refused)),
+        "not_covered": round(float(refused.mean()), 4) if len(refused) else None,
+        "named": int(is_named.sum()),
+        "not_covered_named": round(float(refused[is_named].mean()), 4) if is_named.any() else None,
+        "in_scope_refused": round(false_refusal, 4),
+    }
+
+
+def _print(rows: list[dict]) -> None:
+    print(f"{'product':<12}{'setting':<24}{'n':>5}{'not covered':>13}{'named n':>9}{'named':>8}{'in-scope refused':>18}")
+    for r in rows:
+        named = "-" if r["not_covered_named"] is None else f"{r['not_covered_named']:.3f}"
+        print(
+            f"{r['product']:<12}{r['setting']:<24}{r['questions']:>5}{r['not_covered']:>13.3f}{r['named']:>9}{named:>8}{r['in_scope_refused']:>18.3f}"
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""Running a reranker version: cross-encoder logits for (question, passage) pairs, and the reranked ranking.
+
+A version folder holds the sentence-transformers ``CrossEncoder`` (``model/``), its ONNX int8 export
+(``onnx/``, :mod:`service.reranking.onnx_export`) and the fitted :class:`~service.reranking.params.RerankParams`
+(``rerank.json``). ONNX Runtime runs it when the export is there (thread-safe, no lock); otherwise PyTorch,
+under the process's model lock.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from service.compute import MODEL_LOCK
+from service.reranking.params import PARAMS_FILE, RerankParams
+from service.retrieval.onnx_encoder import ONNX_FILE
+from service.retrieval.passage import RankedHit
+
+log = logging.getLogger("fedqa.rerank")
+
+MODEL_DIR = "model"
+ONNX_DIR = "onnx"
+
+
+class RerankBackend(str, Enum):
+    """The runtime that computes the cross-encoder's logits."""
+
+    ONNX = "onnx"
+    TORCH = "torch"
+
+
+def pair_features(tokenizer: Any, query: str, texts: Sequence[str], max_length: int) -> dict[str, np.ndarray]:
+    """Token ids of (query, passage) pairs cut to ``max_length`` tokens (the passage gives way first), as int64 arrays."""
+    enc = tokenizer([query] * len(texts), list(texts), padding=True, truncation="longest_first", max_length=max_length, return_tensors="np")
+    return {k: np.asarray(v, dtype=np.int64) for k, v in enc.items()}
+
+
+class Reranker:
+    """A trained cross-encoder version and its fitted combination."""
+
+    def __init__(self, path: Path, version: str, params: RerankParams, *, backend: RerankBackend | None = None) -> None:
+        self.path = Path(path)
+        self.version = version
+        self.params = params
+        self._session: Any = None
+        self._model: Any = None
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(str(self.path / MODEL_DIR), local_files_only=True)
+        onnx_file = self.path / ONNX_DIR / ONNX_FILE
+        if backend is not RerankBackend.TORCH and onnx_file.is_file():
+            from service.retrieval.onnx_encoder import cpu_session
+
+            self._session = cpu_session(onnx_file, 1)
+            self._inputs = [i.name for i in self._session.get_inputs()]
+            self.backend = RerankBackend.ONNX
+        else:
+            self.backend = RerankBackend.TORCH
+
+    @classmethod
+    def load(cls, path: Path, version: str, *, backend: RerankBackend | None = None) -> Reranker:
+        """The version in ``path`` (its ``rerank.json`` must exist)."""
+        params = RerankParams.from_json(json.loads((Path(path) / PARAMS_FILE).read_text(encoding="utf-8")))
+        return cls(path, version, params, backend=backend)
+
+    def with_params(self, params: RerankParams) -> Reranker:
+        """The same model with other fitted parameters (fitting, tests)."""
+        other = copy.copy(self)
+        other.params = params
+        return other
+
+    def logits(self, query: str, texts: Sequence[str], *, batch_size: int = 32) -> np.ndarray:
+        """The cross-encoder's logit for each (query, text) pair."""
+        if not texts:
+            return np.zeros(0, dtype=np.float32)
+        out = []
+        for i in range(0, len(texts), batch_size):
+            feats = pair_features(self.tokenizer, query, texts[i : i + batch_size], self.params.max_length)
+            out.append(self._onnx(feats) if self._session is not None else self._torch(feats))
+        return np.concatenate(out).astype(np.float32)
+
+    def _onnx(self, feats: dict[str, np.ndarray]) -> np.ndarray:
+        feed = {n: feats[n] if n in feats else np.zeros_like(feats["input_ids"]) for n in self._inputs}
+        return np.asarray(self._session.run(None, feed)[0]).reshape(-1)
+
+    def _torch(self, feats: dict[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        with MODEL_LOCK, torch.inference_mode():
+            if self._model is None:
+                from transformers import AutoModelForSequenceClassification
+
+                self._model = AutoModelForSequenceClassification.from_pretrained(str(self.path / MODEL_DIR), local_files_only=True).eval()
+            logits = self._model(**{k: torch.from_numpy(v) for k, v in feats.items()}).logits
+        return logits.reshape(-1).float().numpy()
+
+    def rerank(self, query: str, hits: Sequence[RankedHit], top_k: int) -> list[RankedHit]:
+        """The top ``params.depth`` of ``hits`` reordered by ``U + weight * ce`` (each with its calibrated score),
+        then the rest in their order; the first ``top_k``."""
+        head = list(hits[: self.params.depth])
+        ce = self.logits(query, [h.passage.text for h in head])
+        order = self.params.order([h.unified_score for h in head], ce.tolist())
+        scored = [replace(head[i], rerank_score=round(self.params.calibrated(float(ce[i])), 6)) for i in order]
+        return (scored + list(hits[self.params.depth :]))[:top_k]

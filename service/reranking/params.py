@@ -1,0 +1,57 @@
+"""What a reranker version fitted on its validation questions, and the reranked order it defines.
+
+The combined score of a passage of the merged top-``depth`` is ``U + weight * ce``: U the unified score the
+strategy ranked by (w_j * s+), ce the cross-encoder's logit. ``weight`` 0 keeps the strategy's order. The
+calibrated score ``sigmoid(a * ce + b)`` (Platt scaling, fitted on the validation candidates: the gold passage
+against the others) is what a source shows and what the "not covered" decision reads.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+PARAMS_FILE = "rerank.json"
+
+
+@dataclass(frozen=True)
+class RerankParams:
+    """The fitted combination: ``U + weight * ce`` over the top ``depth``; ``sigmoid(scale * ce + shift)`` calibrated."""
+
+    weight: float
+    depth: int
+    scale: float = 1.0
+    shift: float = 0.0
+    max_length: int = 128
+
+    def order(self, unified: Sequence[float], ce: Sequence[float]) -> list[int]:
+        """Positions of the candidates in reranked order (:func:`reranked_order` with this weight)."""
+        return reranked_order(unified, ce, self.weight)
+
+    def calibrated(self, ce: float) -> float:
+        """P(the passage answers the question) from its cross-encoder logit."""
+        z = self.scale * ce + self.shift
+        return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RerankParams:
+        return cls(
+            weight=float(data["weight"]),
+            depth=int(data["depth"]),
+            scale=float(data.get("scale", 1.0)),
+            shift=float(data.get("shift", 0.0)),
+            max_length=int(data.get("max_length", 128)),
+        )
+
+
+def reranked_order(unified: Sequence[float], ce: Sequence[float], weight: float) -> list[int]:
+    """Positions of the candidates in reranked order (ties keep the strategy's order)."""
+    combined = np.asarray(unified, dtype=np.float64) + weight * np.asarray(ce, dtype=np.float64)
+    return sorted(range(len(combined)), key=lambda i: (-combined[i], i))

@@ -1,0 +1,33 @@
+"""What retrieval hands to the rest of the request: the prepared query and the retrieval of a question.
+
+A leaf module (no pipeline import), so the components that build or read these never import the pipeline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from service.retrieval.passage import RankedHit
+from service.schemas import Routing
+
+
+@dataclass
+class Prepared:
+    """What every strategy shares for one query: router probabilities and the query vector."""
+
+    probs: dict[str, float]
+    vector: np.ndarray
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Retrieval:
+    """The retrieval half of an answer."""
+
+    query: str
+    routing: Routing
+    hits: list[RankedHit]
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    vector: np.ndarray | None = None  # the query vector searched with (None: a message retrieved question by question)

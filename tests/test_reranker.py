@@ -1,0 +1,227 @@
+"""The trained reranker: its combination with the strategy's score, its link to the index, serving it, and the
+"not covered" decision a home gets without an out-of-scope file."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from service.api.app import create_app
+from service.api.state import ServiceState
+from service.artifacts import Registry
+from service.loading import load_pipeline
+from service.reranking.params import RerankParams, reranked_order
+from tests.conftest import make_settings
+from training.data.general import general_negatives
+from training.reranker_data import Candidates
+from training.reranker_fit import fit_combination, top1_correct
+
+
+# ------------------------------------------------------------------ the combination (pure functions)
+def test_weight_zero_keeps_the_strategys_order_and_a_large_weight_follows_the_reranker():
+    unified = [0.9, 0.8, 0.7, 0.6]
+    ce = [-3.0, 4.0, 1.0, 2.0]
+    assert reranked_order(unified, ce, 0.0) == [0, 1, 2, 3]
+    assert reranked_order(unified, ce, 1000.0) == [1, 3, 2, 0]
+    assert reranked_order(unified, ce, 0.02) == [1, 0, 2, 3]  # 0.8 + 0.08 > 0.9 - 0.06
+
+
+def test_params_round_trip_and_calibration_is_monotone():
+    p = RerankParams(weight=0.2, depth=10, scale=1.5, shift=-2.0, max_length=96)
+    assert RerankParams.from_json(json.loads(json.dumps(p.to_json()))) == p
+    assert 0.0 < p.calibrated(-5.0) < p.calibrated(0.0) < p.calibrated(5.0) < 1.0
+
+
+def _cands(golds: list[int], n: int = 6) -> list[Candidates]:
+    return [
+        Candidates(f"q{i}", [f"p{j}" for j in range(n)], [1.0 - 0.01 * j for j in range(n)], [j == g for j in range(n)], "labelled")
+        for i, g in enumerate(golds)
+    ]
+
+
+def test_fit_chooses_no_reranking_when_the_reranker_only_misleads():
+    cands = _cands([0] * 12)  # the strategy already puts every gold passage first
+    ces = [np.array([0.0, 5.0, 0, 0, 0, 0]) for _ in cands]  # the reranker prefers a wrong passage
+    fit = fit_combination(cands, ces, max_depth=20)
+    assert fit.weight == 0.0 and fit.acc1 == 1.0 == fit.acc1_before
+
+
+def test_fit_chooses_a_weight_and_the_smallest_depth_that_pays():
+    cands = _cands([3] * 12)  # gold fourth in every ranking
+    ces = [np.array([0.0, 0, 0, 6.0, 0, 0]) for _ in cands]
+    fit = fit_combination(cands, ces, max_depth=20)
+    assert fit.weight > 0 and fit.depth == 5 and fit.acc1 == 1.0 and fit.acc1_before == 0.0
+    assert fit.acc1_crossfit == 1.0
+    assert top1_correct(cands, ces, 0.0, 20).sum() == 0
+
+
+# ------------------------------------------------------------------ the shipped out-of-scope questions
+EXCLUDED = re.compile(
+    r"\b(git|mercurial|svn|python|perl|sql|sqlite|postgres\w*|bash|zsh|ksh|shell|sed|awk|debian|ubuntu|apt|regex|vim|emacs|nano|curl)\b", re.I
+)
+
+
+def test_shipped_general_negatives_are_out_of_scope_and_avoid_the_measured_families():
+    qs = general_negatives()
+    assert len(qs) >= 200 and len({q.query for q in qs}) == len(qs)
+    assert all(not q.domains and not q.gold_doc_ids for q in qs)
+    assert [q.query for q in qs if EXCLUDED.search(q.query)] == []
+
+
+# ------------------------------------------------------------------ a reranker trained on the demo home
+@pytest.fixture(scope="module")
+def reranker_home(demo_home, tmp_path_factory):
+    """A copy of the demo home with a small reranker trained on its rankings (a few steps: the mechanics, not the quality)."""
+    from service.demo import DOCS, OUT_OF_SCOPE, QUERIES
+    from service.jsonl import read_objects
+    from service.queries import load_queries
+    from service.retrieval.passage import Passage
+    from training.data.build import DataConfig, build_training_data
+    from training.data.dataset import TrainingData
+    from training.data.synthetic import HeuristicQueryGenerator
+    from training.reranker import RerankerConfig
+    from training.reranker_version import train_and_save
+
+    home = tmp_path_factory.mktemp("rerank-home")
+    shutil.copytree(demo_home, home, dirs_exist_ok=True)
+    settings = make_settings(home)
+    corpus = [Passage.from_payload(rec) for _, rec in read_objects(DOCS)]
+    out = home / "data"
+    build_training_data(
+        corpus,
+        load_queries(QUERIES),
+        out,
+        generators=[HeuristicQueryGenerator()],
+        config=DataConfig(val_fraction=0.3),
+        progress=False,
+        out_of_scope=load_queries(OUT_OF_SCOPE),
+    )
+    cfg = RerankerConfig(steps=6, batch_size=4, max_questions=40, depth=10, checkpoint_every=0)
+    version, metrics = train_and_save(settings, TrainingData.load(out), config=cfg, progress=False)
+    return settings, version, metrics
+
+
+@pytest.mark.slow
+def test_a_reranker_version_records_its_index_and_fit(reranker_home):
+    settings, version, metrics = reranker_home
+    registry = Registry(settings.home_dir)
+    manifest = registry.manifest("reranker", version)
+    active = registry.active()
+    assert active["reranker"] == version
+    assert manifest["index"] == active["index"] and manifest["retriever"] == "base"
+    assert sorted(manifest["domains"]) == ["beacon", "ledger", "orbit", "relay"]
+    assert manifest["data_fingerprint"] and metrics["runtime"] == "onnx"
+    assert (registry.path("reranker", version) / "onnx" / "model_qint8.onnx").is_file()
+    fit = metrics["fit"]
+    assert fit["questions"] == metrics["validation_questions"] > 0 and fit["acc1"] >= fit["acc1_before"]
+    assert metrics["train_questions"]["labelled"] > 0 and metrics["out_of_scope_questions"] >= len(general_negatives())
+
+
+@pytest.mark.slow
+def test_onnx_int8_logits_follow_pytorch(reranker_home):
+    from service.reranking.model import RerankBackend, Reranker
+
+    settings, version, _ = reranker_home
+    path = Registry(settings.home_dir).path("reranker", version)
+    onnx, torch = Reranker.load(path, version), Reranker.load(path, version, backend=RerankBackend.TORCH)
+    texts = ["Import contacts from a CSV file under Contacts > Import.", "Invoices are kept for seven years.", "Rotate an API key in Settings."]
+    a, b = onnx.logits("How do I import contacts?", texts), torch.logits("How do I import contacts?", texts)
+    assert onnx.backend is RerankBackend.ONNX and torch.backend is RerankBackend.TORCH
+    assert np.max(np.abs(a - b)) < 0.05 * max(1.0, float(np.max(np.abs(b))))
+
+
+@pytest.mark.slow
+def test_served_ranking_is_reranked_unless_asked_not_to(reranker_home):
+    settings, version, _ = reranker_home
+    with TestClient(create_app(settings, ServiceState(settings))) as client:
+        ready = client.get("/readyz").json()
+        assert ready["versions"]["reranker"] == version and ready["decisions"]["rerank"]["in_force"] is True
+        q = {"query": "How do I rotate an API key?", "generate": False, "top_k": 5}
+        on = client.post("/ask", json=q).json()
+        off = client.post("/ask", json={**q, "rerank": False}).json()
+    assert "rerank" in on["timings_ms"] and "rerank" not in off["timings_ms"]
+    assert all(s["rerank_score"] is not None for s in on["sources"][: ready["decisions"]["rerank"]["depth"]])
+    assert all(s["rerank_score"] is None for s in off["sources"])
+    # without reranking the order is the strategy's own: U descending
+    us = [s["unified_score"] for s in off["sources"]]
+    assert us == sorted(us, reverse=True)
+
+
+@pytest.mark.slow
+def test_weight_zero_reproduces_the_unreranked_ranking(reranker_home):
+    settings, _, _ = reranker_home
+    pipeline = load_pipeline(settings, with_llm=False)
+    try:
+        zero = pipeline.reranker.with_params(RerankParams(weight=0.0, depth=10))
+        for q in ["How do I rotate an API key?", "Can I export invoices as PDF?", "enforce SSO for users"]:
+            plain = pipeline.retrieve(q, top_k=5, gate_mode="deterministic", rerank=False)
+            pipeline.reranker = zero
+            reranked = pipeline.retrieve(q, top_k=5, gate_mode="deterministic")
+            assert [h.passage.doc_id for h in reranked.hits] == [h.passage.doc_id for h in plain.hits]
+            assert all(h.rerank_score is not None for h in reranked.hits)
+    finally:
+        pipeline.close()
+
+
+@pytest.mark.slow
+def test_a_reranker_trained_for_another_retriever_is_not_used(reranker_home, tmp_path):
+    settings, version, _ = reranker_home
+    home = tmp_path / "other"
+    shutil.copytree(settings.home_dir, home)
+    manifest_file = Registry(home).path("reranker", version) / "manifest.json"
+    manifest = json.loads(manifest_file.read_text())
+    manifest_file.write_text(json.dumps({**manifest, "retriever": "retriever-elsewhere"}))
+    other = make_settings(home)
+    with TestClient(create_app(other, ServiceState(other))) as client:
+        ready = client.get("/readyz").json()
+        body = client.post("/ask", json={"query": "How do I rotate an API key?", "generate": False}).json()
+    assert ready["versions"]["reranker"] is None and ready["decisions"]["rerank"] is None
+    assert any(f"reranker {version} was trained on" in w for w in ready["warnings"])
+    assert all(s["rerank_score"] is None for s in body["sources"])
+
+
+@pytest.mark.slow
+def test_rerank_off_setting_keeps_the_strategys_ranking(reranker_home):
+    settings, _, _ = reranker_home
+    off = make_settings(settings.home_dir, rerank="off")
+    with TestClient(create_app(off, ServiceState(off))) as client:
+        ready = client.get("/readyz").json()
+        body = client.post("/ask", json={"query": "How do I rotate an API key?", "generate": False}).json()
+    assert ready["decisions"]["rerank"]["in_force"] is False
+    assert "rerank" not in body["timings_ms"] and all(s["rerank_score"] is None for s in body["sources"])
+
+
+# ------------------------------------------------------------------ "not covered" without an out-of-scope file
+@pytest.mark.slow
+def test_a_home_without_out_of_scope_questions_still_refuses_off_topic_ones(demo_home, tmp_path, monkeypatch, capsys):
+    """The README's own-documentation path: labelled questions only (``train router --queries``), no out-of-scope
+    file; the decision is fitted against the shipped general questions, and says so."""
+    from service.cli import main
+    from service.config import get_settings
+    from service.demo import QUERIES
+
+    home = tmp_path / "own"
+    shutil.copytree(demo_home, home)
+    monkeypatch.setenv("FEDQA_HOME", str(home))
+    monkeypatch.setenv("FEDQA_LLM_BACKEND", "none")
+    get_settings.cache_clear()
+    try:
+        assert main(["train", "router", "--queries", str(QUERIES), "--quiet"]) == 0
+        printed = json.loads(capsys.readouterr().out)
+        assert printed["abstention"] is not None
+        settings = make_settings(home)
+        with TestClient(create_app(settings, ServiceState(settings))) as client:
+            ready = client.get("/readyz").json()
+            off = client.post("/ask", json={"query": "How do I bake sourdough bread?"}).json()
+            on = client.post("/ask", json={"query": "How do I import contacts from a spreadsheet?"}).json()
+    finally:
+        get_settings.cache_clear()
+    sources = ready["decisions"]["not_covered"]["out_of_scope_sources"]
+    assert sources["validation"] == 0 and sources["shipped_general"] == len(general_negatives())
+    assert off["answer_mode"] == "not_covered" and off["confidence"]["covered"] is False
+    assert on["answer_mode"] == "extractive" and on["confidence"]["covered"] is True
