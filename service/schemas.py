@@ -92,7 +92,8 @@ class AnswerConfidence(BaseModel):
     threshold: float | None = Field(description="The fitted threshold on value (at a stated false-refusal rate).")
     evidence: dict[str, float] = Field(
         description="max_prob (highest router probability), p_sum (sum of the router's probabilities), best_similarity "
-        "(best s), span_score (best sentence of the quoted passage; 0.0 when the fitted model does not read it)."
+        "(best s), span_score (best sentence of the quoted passage; 0.0 when the fitted model does not read it), rerank_best "
+        "(the reranker's best calibrated score; 0.0 when the ranking was not reranked)."
     )
     model: str | None = Field(default=None, description="The fitted model that decided (version folder/file).")
 

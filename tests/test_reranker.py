@@ -225,3 +225,24 @@ def test_a_home_without_out_of_scope_questions_still_refuses_off_topic_ones(demo
     assert sources["validation"] == 0 and sources["shipped_general"] == len(general_negatives())
     assert off["answer_mode"] == "not_covered" and off["confidence"]["covered"] is False
     assert on["answer_mode"] == "extractive" and on["confidence"]["covered"] is True
+
+
+def test_ctrl_c_keeps_a_checkpoint_that_training_resumes_from(tmp_path):
+    """A stop request ends training after the current step with a checkpoint; --resume continues from its step."""
+    from training.checkpoint import StopFlag, TrainingInterrupted, load_checkpoint_state
+    from training.reranker import RerankerConfig, train_reranker
+
+    texts = ["Import contacts from a CSV file.", "Invoices are kept for seven years.", "Rotate keys in Settings.", "Refund from the invoice."]
+    qs = [("How do I import contacts?", 0), ("How long are invoices kept?", 1), ("How do I rotate a key?", 2), ("How do I refund?", 3)]
+    in_scope = [Candidates(q, texts, [0.5] * 4, [j == g for j in range(4)], "labelled") for q, g in qs]
+    oos = [Candidates("How do I bake bread?", texts, [0.1] * 4, [False] * 4, "out-of-scope")]
+    cfg = RerankerConfig(steps=3, batch_size=2, negatives=2, oos_per_step=1, max_length=32, checkpoint_every=0)
+    stop = StopFlag()
+    stop.request()
+    with pytest.raises(TrainingInterrupted) as info:
+        train_reranker(in_scope, oos, config=cfg, progress=False, stop=stop, checkpoint_dir=tmp_path / "ckpt")
+    checkpoint = info.value.checkpoint
+    assert checkpoint is not None and (checkpoint / "model" / "config.json").is_file()
+    assert load_checkpoint_state(checkpoint)["global_step"] == 1
+    model = train_reranker(in_scope, oos, config=cfg, progress=False, resume=checkpoint)
+    assert model.predict([("How do I import contacts?", texts[0])]).shape == (1,)
