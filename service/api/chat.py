@@ -1,12 +1,15 @@
 """OpenAI-compatible chat: ``POST /v1/chat/completions`` and ``GET /v1/models``, so that any OpenAI client or
 chat front-end can use fedqa as a model.
 
-The last user message is the question. When earlier user turns exist, the previous one is prepended to the
-question for routing and retrieval, so that a follow-up ("and in Perl?") is searched with its context; the
-answer is still to the last question. The answer text carries [n] citations; sources, routing, answer mode
-and confidence come back in the extra field ``fedqa``. ``stream: true`` sends ``chat.completion.chunk``
-events and ``data: [DONE]``; the last chunk carries ``fedqa``. A generated answer that the grounding check
-rejects after it was streamed is followed by the quoted replacement (after a blank line).
+The last user message is the question (:mod:`service.api.conversation`): a product it names wins over the
+previous turn's (the turn is searched restricted to it); one that only names another product ("and in Perl?")
+asks the previous question again for that product; otherwise the previous user turn is prepended for routing and
+retrieval, so that a follow-up is searched with its context, and the answer is to the last question. The answer
+text carries [n] citations, each also an OpenAI ``url_citation`` annotation of the message (and of the last
+streamed chunk's delta); sources, routing, answer mode and confidence come back in the extra field ``fedqa``.
+``stream: true`` sends ``chat.completion.chunk`` events and ``data: [DONE]``; the last chunk carries ``fedqa``.
+A generated answer that the grounding check rejects after it was streamed is followed by the quoted replacement
+(after a blank line).
 Same API keys as /ask.
 """
 
@@ -24,6 +27,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.background import BackgroundTask
 
+from service.api.conversation import follow, url_citations
 from service.api.deps import acquire_pipeline, get_state
 from service.api.metrics import record_answer
 from service.api.security import require_api_key
@@ -65,13 +69,12 @@ class ChatRequest(BaseModel):
     strategy: Strategy = Field(default=DEFAULT_STRATEGY, description="fedqa: retrieval strategy.")
 
 
-def _question(req: ChatRequest) -> tuple[str, str]:
-    """(question, retrieval query): the last user message, and that message with the previous user turn."""
+def _user_turns(req: ChatRequest) -> list[str]:
+    """The user's messages, oldest first (the last message must be one)."""
     users = [m.text() for m in req.messages if m.role == "user" and m.text()]
-    if not users or req.messages[-1].role != "user":
+    if not users or req.messages[-1].role != "user" or not req.messages[-1].text():
         raise RequestError("messages", "the last message must be a non-empty user message")
-    question = users[-1]
-    return question, (f"{users[-2]} {question}" if len(users) > 1 else question)
+    return users
 
 
 def _extra(done: dict[str, Any]) -> dict[str, Any]:
@@ -80,9 +83,9 @@ def _extra(done: dict[str, Any]) -> dict[str, Any]:
 
 
 def _events(pipeline: Pipeline, req: ChatRequest) -> tuple[str, Iterator[tuple[str, dict[str, Any]]]]:
-    question, retrieval_query = _question(req)
-    ask = AskRequest(query=question, top_k=req.top_k, strategy=req.strategy)
-    return retrieval_query, pipeline.answer_stream(ask, retrieval_query=retrieval_query)
+    turn = follow(_user_turns(req), pipeline.domains)  # service.api.conversation: product switches and "and in X?"
+    ask = AskRequest(query=turn.question, top_k=req.top_k, strategy=req.strategy, domains=turn.domains)
+    return turn.retrieval_query, pipeline.answer_stream(ask, retrieval_query=turn.retrieval_query)
 
 
 def _chunk(cid: str, created: int, model: str, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
@@ -108,17 +111,20 @@ def _stream(events: Iterator[tuple[str, dict[str, Any]]], model: str, retrieval_
 def _chunks(events: Iterator[tuple[str, dict[str, Any]]], model: str, retrieval_query: str, request: Request) -> Iterator[str]:
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     yield _chunk(cid, created, model, {"role": "assistant", "content": ""})
-    sent, separate = False, False
+    sent, separate, content = False, False, ""
     try:
         for name, data in events:
             if name == "token" and data.get("text"):
-                yield _chunk(cid, created, model, {"content": ("\n\n" if separate else "") + data["text"]})
+                piece = ("\n\n" if separate else "") + data["text"]
+                content += piece
+                yield _chunk(cid, created, model, {"content": piece})
                 sent, separate = True, False
             elif name == "reset":
                 separate = sent
             elif name == "done":
                 record_answer(request, data)
-                yield _chunk(cid, created, model, {}, "stop", fedqa={**_extra(data), "retrieval_query": retrieval_query})
+                delta = {"annotations": url_citations(content, data.get("sources") or [])}
+                yield _chunk(cid, created, model, delta, "stop", fedqa={**_extra(data), "retrieval_query": retrieval_query})
     except Exception:  # noqa: BLE001 - the 200 is already sent: end the stream with an error chunk
         log.exception("chat stream failed after it started")
         yield f"data: {json.dumps({'error': {'message': 'internal error; see the service log', 'type': 'server_error'}})}\n\n"
@@ -146,7 +152,13 @@ def chat_completions(req: ChatRequest, request: Request, state: ServiceState = D
         "object": "chat.completion",
         "created": int(time.time()),
         "model": req.model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text, "annotations": url_citations(text, done.get("sources") or [])},
+                "finish_reason": "stop",
+            }
+        ],
         "usage": {
             "prompt_tokens": len(retrieval_query.split()),
             "completion_tokens": len(text.split()),
