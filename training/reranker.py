@@ -1,11 +1,12 @@
 """Train the reranker: a cross-encoder from the shipped MiniLM that reads a question and a passage together.
 
 Each step takes ``batch_size`` in-scope questions, each with its gold passage and ``negatives`` hard negatives
-from the ranking it will rerank, and ``oos_per_step`` out-of-scope questions with their top candidates. One
+drawn from the ranking it will rerank, and ``oos_per_step`` out-of-scope questions with their top candidates. One
 forward pass scores every pair; the loss is sentence-transformers' cross-encoder
-:class:`~sentence_transformers.cross_encoder.losses.MultipleNegativesRankingLoss` over each in-scope group (the
-gold passage against its negatives and one in-batch negative) plus a binary cross-entropy over every pair (gold
-1, everything else 0), which keeps the logit's level meaningful across questions: what "not covered" reads.
+:class:`~sentence_transformers.cross_encoder.losses.MultipleNegativesRankingLoss` on the raw logits (a softmax
+cross-entropy: the gold passage against its hard negatives and one in-batch negative) plus a binary cross-entropy
+of the gold pairs (1) against the out-of-scope pairs (0), which sets the logit's level across questions (what "not
+covered" reads) without pushing the hard negatives, often half-relevant, far down.
 
 A plain loop rather than ``CrossEncoderTrainer``: the in-scope groups and the out-of-scope pairs share one
 forward pass, and the loop keeps the retriever's checkpoint-and-Ctrl-C behaviour (training/checkpoint.py).
@@ -32,7 +33,7 @@ from training.reranker_data import Candidates
 class RerankerConfig:
     """Hyper-parameters of a reranker run (saved in the version's manifest)."""
 
-    steps: int = 150
+    steps: int = 200
     batch_size: int = 8
     negatives: int = 3
     oos_per_step: int = 2
@@ -55,11 +56,10 @@ def cross_encoder(source: str | Path | None, max_length: int):  # noqa: ANN201 -
 
 
 def _group(c: Candidates, k: int, rng: random.Random) -> tuple[str, list[str]]:
-    """An in-scope question's gold passage followed by ``k`` of its ranking's other passages (hardest half first)."""
+    """An in-scope question's gold passage followed by ``k`` of its ranking's other passages, drawn at random."""
     pos = next(t for t, g in zip(c.texts, c.gold, strict=True) if g)
     neg = [t for t, g in zip(c.texts, c.gold, strict=True) if not g]
-    pool = neg[: max(k, len(neg) // 2)]
-    picked = rng.sample(pool, min(k, len(pool)))
+    picked = rng.sample(neg, min(k, len(neg)))
     while len(picked) < k:  # a very short ranking: repeat (still negatives)
         picked.append(neg[len(picked) % len(neg)] if neg else pos)
     return pos, picked
@@ -83,14 +83,15 @@ def _batch(in_scope: list[Candidates], oos: list[Candidates], cfg: RerankerConfi
 
 
 def _loss(model, pairs: list[tuple[str, str]], b: int, cfg: RerankerConfig, ranking_loss) -> torch.Tensor:  # noqa: ANN001
-    """Ranking loss over the in-scope columns plus binary cross-entropy over every pair."""
+    """Ranking loss over the in-scope columns plus binary cross-entropy of the gold pairs against the out-of-scope ones."""
     inputs = model.preprocess(pairs)
     logits = model(inputs)["scores"].reshape(-1)
     columns = 2 + cfg.negatives
     grouped = [logits[i * b : (i + 1) * b] for i in range(columns)]
-    labels = torch.zeros_like(logits)
+    level = torch.cat([logits[:b], logits[columns * b :]])
+    labels = torch.zeros_like(level)
     labels[:b] = 1.0
-    bce = torch.nn.functional.binary_cross_entropy_with_logits(logits, labels)
+    bce = torch.nn.functional.binary_cross_entropy_with_logits(level, labels)
     return ranking_loss.calculate_loss(grouped, b) + bce
 
 
@@ -123,7 +124,7 @@ def train_reranker(
     model = cross_encoder(source, config.max_length)
     if config.freeze_embeddings:
         model.model.get_input_embeddings().weight.requires_grad_(False)
-    ranking_loss = MultipleNegativesRankingLoss(model, num_negatives=None)
+    ranking_loss = MultipleNegativesRankingLoss(model, num_negatives=None, scale=1.0, activation_fn=None)
     opt, sched = _optimizer(model, config, resume)
     stop = stop or StopFlag()
     model.train()

@@ -98,7 +98,7 @@ def train_and_save(
         "domains": versions.get("domains"),
         "base_model": base_model or "all-MiniLM-L6-v2 (shipped)",
         "config": asdict(cfg),
-        "loss": "MultipleNegativesRankingLoss (sigmoid, scale 10) over gold + in-batch + hard negatives, + BCE over every pair",
+        "loss": "MultipleNegativesRankingLoss (raw logits) over gold + one in-batch + hard negatives, + BCE of gold (1) vs out-of-scope (0) pairs",
         "data_fingerprint": data.fingerprint,
         "data": str(data.path),
     }

@@ -20,7 +20,7 @@ def register(tsub: Subparsers) -> None:
         help="train the reranker (a cross-encoder from the shipped MiniLM) on the active index's rankings; run after 'fedqa index build'",
     )
     t.add_argument("--data", required=True, help="training set from 'fedqa data build' (its validation questions fit the combination)")
-    t.add_argument("--steps", type=int, default=150, help="optimisation steps")
+    t.add_argument("--steps", type=int, default=200, help="optimisation steps")
     t.add_argument("--batch-size", type=int, default=8, help="in-scope questions per step")
     t.add_argument("--negatives", type=int, default=3, help="hard negatives per question, from its ranking")
     t.add_argument("--oos-per-step", type=int, default=2, help="out-of-scope questions per step (every candidate negative)")
