@@ -140,7 +140,7 @@ def record_answer(request: Request, answer: Mapping[str, Any] | Any) -> None:
 router = APIRouter(tags=["operations"])
 
 
-def _may_read(everything: bool = Depends(sees_everything), key: str | None = Depends(presented_key)) -> None:
+async def _may_read(everything: bool = Depends(sees_everything), key: str | None = Depends(presented_key)) -> None:
     """The metrics name every product: while some API key sees only some products, they need a key that sees
     every product (or an admin key); else they are open, like the probes."""
     if everything:
