@@ -39,7 +39,9 @@ class KeyEntry(BaseModel):
 
     name: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
     key_sha256: Annotated[str, StringConstraints(strip_whitespace=True, to_lower=True, pattern=r"^[0-9a-fA-F]{64}$")]
-    domains: list[Annotated[str, StringConstraints(min_length=1)]] | Literal["*"] = Field(description='The products the key sees; "*": all.')
+    domains: Annotated[list[Annotated[str, StringConstraints(min_length=1)]], Field(min_length=1)] | Literal["*"] = Field(
+        description='The products the key sees; "*": all.'
+    )
     admin: bool = False
     rate_limit_per_minute: int | None = Field(default=None, ge=0, description="This key's limit (0: none); default the service's.")
 
