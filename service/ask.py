@@ -22,18 +22,18 @@ if TYPE_CHECKING:
     from service.pipeline import Pipeline, Retrieval
 
 
-def answer(pipeline: Pipeline, req: AskRequest, *, retrieval_query: str | None = None) -> AskResponse:
+def answer(pipeline: Pipeline, req: AskRequest, *, retrieval_query: str | None = None, allowed: frozenset[str] | None = None) -> AskResponse:
     """Answer one request (non-streaming); see :meth:`service.pipeline.Pipeline.answer`."""
-    done = [data for name, data in _events(pipeline, req, retrieval_query, incremental=False) if name == "done"]
+    done = [data for name, data in _events(pipeline, req, retrieval_query, incremental=False, allowed=allowed) if name == "done"]
     assert isinstance(done[-1], AskResponse)
     return done[-1]
 
 
 def answer_stream(
-    pipeline: Pipeline, req: AskRequest, *, retrieval_query: str | None = None, incremental: bool = True
+    pipeline: Pipeline, req: AskRequest, *, retrieval_query: str | None = None, incremental: bool = True, allowed: frozenset[str] | None = None
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """Answer as events (``retrieval``, ``token``, ``reset``, ``done``); see :meth:`service.pipeline.Pipeline.answer_stream`."""
-    for name, data in _events(pipeline, req, retrieval_query, incremental=incremental):
+    for name, data in _events(pipeline, req, retrieval_query, incremental=incremental, allowed=allowed):
         if isinstance(data, AskResponse):
             yield name, data.model_dump(mode="json")
         elif name == "retrieval":
@@ -42,11 +42,13 @@ def answer_stream(
             yield name, data
 
 
-def _events(pipeline: Pipeline, req: AskRequest, retrieval_query: str | None, *, incremental: bool) -> Iterator[tuple[str, Any]]:
+def _events(
+    pipeline: Pipeline, req: AskRequest, retrieval_query: str | None, *, incremental: bool, allowed: frozenset[str] | None = None
+) -> Iterator[tuple[str, Any]]:
     """The answer's events: ``retrieval`` as the :class:`Retrieval`, ``done`` as the response object (each built
     once; :func:`answer_stream` turns them into JSON data, :func:`answer` keeps only the response)."""
     t_all = time.perf_counter()
-    ret = _retrieve(pipeline, req, retrieval_query)
+    ret = _retrieve(pipeline, req, retrieval_query, allowed)
     yield "retrieval", ret
     final: Answer | None = None
     for item in pipeline.answerer.stream(
@@ -67,7 +69,7 @@ def _events(pipeline: Pipeline, req: AskRequest, retrieval_query: str | None, *,
     yield "done", resp
 
 
-def _retrieve(pipeline: Pipeline, req: AskRequest, query: str | None = None) -> Retrieval:
+def _retrieve(pipeline: Pipeline, req: AskRequest, query: str | None = None, allowed: frozenset[str] | None = None) -> Retrieval:
     """Validate the request, then route and retrieve with ``query`` (default: the question). A ``query`` of the
     caller's making (a chat turn joined to the one before) is not split into questions: its parts lean on each other."""
     top_k = pipeline.validate(req)
@@ -80,6 +82,7 @@ def _retrieve(pipeline: Pipeline, req: AskRequest, query: str | None = None) -> 
         domains=req.domains,
         split=query is None,
         rerank=req.rerank,
+        allowed=allowed,
     )
 
 

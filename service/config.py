@@ -142,6 +142,18 @@ class Settings(BaseSettings):
     port: int = 8000
     api_keys: SecretStr | None = Field(default=None, description="Comma-separated API keys; when set, /ask and /evaluate need one of them.")
     admin_key: SecretStr | None = Field(default=None, description="Key for admin routes (never a normal API key).")
+    api_keys_file: Path | None = Field(
+        default=None,
+        description='JSON list of keys, stored hashed: [{"name", "key_sha256", "domains": [...] or "*", "admin": false, '
+        '"rate_limit_per_minute": null}]; a key sees only its products. Re-read on POST /admin/reload. When set, '
+        "the API needs a key even if the list is empty.",
+    )
+    auth_failures_per_minute: int = Field(
+        default=10,
+        ge=0,
+        description="Wrong keys one client address may send in any 60-second window; above it, 429 for every keyed "
+        "request from that address until the window frees (0: no limit).",
+    )
     rate_limit_per_minute: int = Field(
         default=600, ge=0, description="Requests per minute per API key (per client IP when keys are off) on keyed routes; 0: no limit."
     )

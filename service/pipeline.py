@@ -37,6 +37,7 @@ from service.retrieval.strategies.base import Search
 from service.routing.gate import GateMode
 from service.routing.router import Router, UniformRouter
 from service.schemas import AskRequest, AskResponse, Routing
+from service.scope import within
 
 log = logging.getLogger("fedqa.pipeline")
 
@@ -214,26 +215,27 @@ class Pipeline:
         domains: list[str] | None = None,
         split: bool = True,
         rerank: bool = True,
+        allowed: frozenset[str] | None = None,
     ) -> Retrieval:
-        """Route, choose the domains by ``strategy``, search them (top-k each) and merge.
+        """Route, choose the domains by ``strategy``, search them (top-k each) and merge; within ``allowed`` (:mod:`service.scope`).
 
         ``domains``: the caller's product filter: only these domains are searched, merged by raw s,
         and the routing says they were given (``given``), not predicted. See
         :mod:`service.retrieval.strategies` for the strategies. With the default strategy (and ``split``),
         a message asking several questions is retrieved question by question (:mod:`service.retrieval.questions`).
-        ``rerank``: with a reranker loaded (and FEDQA_RERANK on), the merged top-N (its fitted depth) is reranked
-        before the top-k is kept.
+        ``rerank``: with a reranker (and FEDQA_RERANK on) the merged top-N (its fitted depth) is reranked, then cut.
         """
         t_all = time.perf_counter()
         strategy = StrategyName(strategy)
         parts = split_questions(query) if split and strategy is DEFAULT_STRATEGY and not domains else [query]
         if len(parts) > 1:
-            return self._retrieve_questions(query, parts, top_k=top_k, seed=seed, gate_mode=gate_mode, strategy=strategy, rerank=rerank)
+            kw = {"seed": seed, "gate_mode": gate_mode, "strategy": strategy, "rerank": rerank, "allowed": allowed}
+            return self._retrieve_questions(query, parts, top_k=top_k, **kw)
         reranker = self.reranker if rerank and self.settings.rerank == "on" else None
         final_k, top_k = top_k, max(top_k, reranker.params.depth) if reranker else top_k
         prepared = prepared or self.prepare(query)
         timings: dict[str, float] = dict(prepared.timings_ms)
-        probs = prepared.probs
+        probs = within(prepared.probs, allowed, domains)
         mode: GateMode = gate_mode or self.settings.gate_mode
 
         def search(ds, limit):  # noqa: ANN001, ANN202
@@ -259,6 +261,7 @@ class Pipeline:
         timings["retrieval"] = _ms(t_all)
 
         routing = self._routing(selection, probs, mode, strategy, given=bool(domains))
+        routing.scope = sorted(probs) if allowed is not None else None
         return Retrieval(query=query, routing=routing, hits=hits, timings_ms=timings, vector=prepared.vector)
 
     @staticmethod
@@ -278,7 +281,7 @@ class Pipeline:
         return select(
             strategy.value,
             probs,
-            self.domains,
+            list(probs),  # the index's domains, or those of the caller's products
             tau0=self.settings.tau0,
             gate_mode=mode,
             rng=np.random.default_rng(seed),
@@ -311,14 +314,12 @@ class Pipeline:
         )
 
     def _given(self, domains: list[str], probs: dict[str, float]) -> Selection:
-        """The caller's product filter: exactly these domains, weight 1 (ranked by s)."""
-        unknown = [d for d in domains if d not in self.domains]
+        """The caller's product filter: exactly these domains (of those in ``probs``), weight 1 (ranked by s)."""
+        unknown = [d for d in domains if d not in probs]
         if unknown:
-            raise RequestError("domains", f"unknown domain(s) {unknown}; this index has {self.domains}")
+            raise RequestError("domains", f"unknown domain(s) {unknown}; this index has {list(probs)}")
         chosen = list(dict.fromkeys(domains))
-        return Selection(
-            "given", chosen, {d: 1.0 for d in chosen}, 0.0, {d: 1.0 if d in chosen else 0.0 for d in self.domains}, detail={"given": chosen}
-        )
+        return Selection("given", chosen, {d: 1.0 for d in chosen}, 0.0, {d: 1.0 if d in chosen else 0.0 for d in probs}, detail={"given": chosen})
 
     # ---------------------------------------------------------------- answer
     def answer_retrieval(
@@ -334,12 +335,14 @@ class Pipeline:
             ret.query, ret.hits, ret.routing.probabilities, generate=generate, query_vector=query_vector, context_passages=context_passages
         )
 
-    def answer(self, req: AskRequest, *, retrieval_query: str | None = None) -> AskResponse:
+    def answer(self, req: AskRequest, *, retrieval_query: str | None = None, allowed: frozenset[str] | None = None) -> AskResponse:
         """Answer one request (non-streaming). ``retrieval_query``: route and search with this text instead of
         the question (a chat follow-up with its earlier turns); the answer is still to ``req.query``."""
-        return ask.answer(self, req, retrieval_query=retrieval_query)
+        return ask.answer(self, req, retrieval_query=retrieval_query, allowed=allowed)
 
-    def answer_stream(self, req: AskRequest, *, retrieval_query: str | None = None, incremental: bool = True) -> Iterator[tuple[str, dict[str, Any]]]:
+    def answer_stream(
+        self, req: AskRequest, *, retrieval_query: str | None = None, incremental: bool = True, allowed: frozenset[str] | None = None
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
         """Answer as events: ``retrieval`` (routing and sources), ``token`` pieces (``reset``: drop the pieces so
         far, a rejected generation), then ``done`` (the full response). See :mod:`service.ask`."""
-        return ask.answer_stream(self, req, retrieval_query=retrieval_query, incremental=incremental)
+        return ask.answer_stream(self, req, retrieval_query=retrieval_query, incremental=incremental, allowed=allowed)

@@ -77,6 +77,11 @@ class Routing(BaseModel):
     router: str = Field(description="Router version, or 'uniform' when none is trained.")
     strategy: Strategy = Field(default=DEFAULT_STRATEGY, strict=False, description="The strategy that chose the active domains.")
     given: bool = Field(default=False, description="The caller gave the domains (product filter); nothing was predicted.")
+    scope: list[str] | None = Field(
+        default=None,
+        description="The API key's products: only they were routed among (probabilities of them alone, the gate "
+        "normalised over them) and searched. null: every product.",
+    )
     selector: dict | None = Field(
         default=None,
         description="The strategy's details: lfs: the LLM's vote per domain, failed calls and their errors; fused: the fused q per "

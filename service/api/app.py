@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from service import __version__
 from service.api import admin, ask, chat, evaluate, health, metrics, page
+from service.api.keys import key_ring
 from service.api.metrics import Metrics
 from service.api.middleware import REQUEST_ID_HEADER, BodyLimitMiddleware, RequestContextMiddleware
 from service.api.security import RateLimiter
@@ -21,6 +22,7 @@ from service.api.state import ServiceState
 from service.config import Settings, get_settings
 from service.pipeline import RequestError
 from service.retrieval.store import StoreUnavailable
+from service.scope import ScopeError
 
 log = logging.getLogger("fedqa.api")
 
@@ -55,6 +57,13 @@ def install_error_handlers(app: FastAPI) -> None:
             422,
         )
 
+    @app.exception_handler(ScopeError)
+    async def scope_error(_: Request, exc: ScopeError) -> JSONResponse:
+        return JSONResponse(
+            {"detail": f"{exc.field}: {exc}", "errors": [{"loc": ["body", exc.field], "msg": str(exc), "type": "forbidden"}]},
+            403,
+        )
+
     @app.exception_handler(StoreUnavailable)
     async def store_unavailable(_: Request, exc: StoreUnavailable) -> JSONResponse:
         return JSONResponse({"detail": f"search store unavailable: {exc}"}, 503)
@@ -84,8 +93,10 @@ def install_middleware(app: FastAPI, settings: Settings, metrics_: Metrics) -> N
 
 
 def create_app(settings: Settings | None = None, state: ServiceState | None = None) -> FastAPI:
-    """Build the app; the pipeline is loaded once at start-up (lifespan)."""
+    """Build the app; the pipeline is loaded once at start-up (lifespan). A keys file that cannot be read
+    stops it here (KeysFileError): the service never starts with other keys than configured."""
     settings = settings or get_settings()
+    keys = key_ring(settings)
     state = state or ServiceState(settings)
 
     @asynccontextmanager
@@ -104,6 +115,8 @@ def create_app(settings: Settings | None = None, state: ServiceState | None = No
     app.state.fedqa = state
     app.state.metrics = Metrics(state)
     app.state.rate_limiter = RateLimiter(settings.rate_limit_per_minute)
+    app.state.keys = keys
+    app.state.auth_failures = RateLimiter(settings.auth_failures_per_minute)
     install_error_handlers(app)
     install_middleware(app, settings, app.state.metrics)
     app.include_router(health.router)

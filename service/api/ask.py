@@ -15,7 +15,7 @@ from starlette.background import BackgroundTask
 
 from service.api.deps import acquire_pipeline, get_state
 from service.api.metrics import record_answer
-from service.api.security import require_api_key
+from service.api.security import caller_scope, require_api_key
 from service.api.state import Lease, ServiceState
 from service.retrieval.encoder import EncoderBackend
 from service.retrieval.store import StoreUnavailable
@@ -27,6 +27,7 @@ router = APIRouter(tags=["ask"], dependencies=[Depends(require_api_key)])
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "Missing or invalid API key"},
+    403: {"model": ErrorBody, "description": "domains names a product outside the API key's products"},
     400: {"model": ErrorBody, "description": "Body is not valid JSON"},
     413: {"model": ErrorBody, "description": "Body larger than FEDQA_MAX_BODY_BYTES"},
     422: {"model": ErrorBody, "description": "Invalid request"},
@@ -62,7 +63,9 @@ def _sse(events: Iterator[tuple[str, dict]], request: Request, lease: Lease) -> 
     responses={**_ERRORS, 200: {"content": {"text/event-stream": {}}, "description": "JSON, or events when stream=true"}},
     summary="Answer a question from the product documentation",
 )
-async def ask(req: AskRequest, request: Request, state: ServiceState = Depends(get_state)):  # noqa: ANN201 - JSON or a stream
+async def ask(  # noqa: ANN201 - JSON or a stream
+    req: AskRequest, request: Request, state: ServiceState = Depends(get_state), allowed: frozenset[str] | None = Depends(caller_scope)
+):
     """Retrieval alone (``generate: false``) with no other question in flight runs in the event loop's thread: it
     takes ~3 ms, and the hand-off to a worker thread and back added ~0.4 ms more (faq6, 2 cores; docs/speed.md).
     Anything else (answers, streams, concurrent questions, a PyTorch query encoder, which shares a lock with the
@@ -72,10 +75,10 @@ async def ask(req: AskRequest, request: Request, state: ServiceState = Depends(g
     state.asks_in_flight += 1
     try:
         if not inline:
-            return await run_in_threadpool(_ask, req, request, state)
+            return await run_in_threadpool(_ask, req, request, state, allowed)
         lease = acquire_pipeline(state)
         try:
-            return _answer(req, request, lease)
+            return _answer(req, request, lease, allowed)
         finally:
             if state.pipeline is lease.pipeline:
                 lease.release()
@@ -91,19 +94,19 @@ def _lock_free(state: ServiceState) -> bool:
     return pipeline is not None and pipeline.encoder.backend is EncoderBackend.ONNX
 
 
-def _answer(req: AskRequest, request: Request, lease: Lease) -> Response:
-    answer = lease.pipeline.answer(req)
+def _answer(req: AskRequest, request: Request, lease: Lease, allowed: frozenset[str] | None) -> Response:
+    answer = lease.pipeline.answer(req, allowed=allowed)
     record_answer(request, answer)
     # Serialised here: FastAPI would validate the returned model again, in a second thread-pool hand-off.
     return Response(answer.model_dump_json(), media_type="application/json")
 
 
-def _ask(req: AskRequest, request: Request, state: ServiceState):  # noqa: ANN202 - JSON or a stream
+def _ask(req: AskRequest, request: Request, state: ServiceState, allowed: frozenset[str] | None):  # noqa: ANN202 - JSON or a stream
     lease = acquire_pipeline(state)  # held until the answer (or the stream) is complete
     streaming = False
     try:
         if req.stream:
-            events = lease.pipeline.answer_stream(req)
+            events = lease.pipeline.answer_stream(req, allowed=allowed)
             first = next(events)  # validation, routing and search run now, so their errors get a real status (422/503)
             streaming = True
             return StreamingResponse(
@@ -111,7 +114,7 @@ def _ask(req: AskRequest, request: Request, state: ServiceState):  # noqa: ANN20
                 media_type="text/event-stream",
                 background=BackgroundTask(lease.release),
             )
-        return _answer(req, request, lease)
+        return _answer(req, request, lease, allowed)
     finally:
         if not streaming:
             lease.release()

@@ -30,7 +30,7 @@ from starlette.background import BackgroundTask
 from service.api.conversation import follow, url_citations
 from service.api.deps import acquire_pipeline, get_state
 from service.api.metrics import record_answer
-from service.api.security import require_api_key
+from service.api.security import caller_scope, require_api_key
 from service.api.state import Lease, ServiceState
 from service.pipeline import Pipeline, RequestError
 from service.retrieval.strategies import DEFAULT_STRATEGY
@@ -82,10 +82,11 @@ def _extra(done: dict[str, Any]) -> dict[str, Any]:
     return {"retrieval_query": done.get("query"), **{k: done.get(k) for k in keys}}
 
 
-def _events(pipeline: Pipeline, req: ChatRequest) -> tuple[str, Iterator[tuple[str, dict[str, Any]]]]:
-    turn = follow(_user_turns(req), pipeline.domains)  # service.api.conversation: product switches and "and in X?"
+def _events(pipeline: Pipeline, req: ChatRequest, allowed: frozenset[str] | None) -> tuple[str, Iterator[tuple[str, dict[str, Any]]]]:
+    visible = [d for d in pipeline.domains if allowed is None or d in allowed]  # a key never names a product it cannot see
+    turn = follow(_user_turns(req), visible)  # service.api.conversation: product switches and "and in X?"
     ask = AskRequest(query=turn.question, top_k=req.top_k, strategy=req.strategy, domains=turn.domains)
-    return turn.retrieval_query, pipeline.answer_stream(ask, retrieval_query=turn.retrieval_query)
+    return turn.retrieval_query, pipeline.answer_stream(ask, retrieval_query=turn.retrieval_query, allowed=allowed)
 
 
 def _chunk(cid: str, created: int, model: str, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
@@ -132,10 +133,12 @@ def _chunks(events: Iterator[tuple[str, dict[str, Any]]], model: str, retrieval_
 
 
 @router.post("/v1/chat/completions", summary="OpenAI-compatible chat: answer the last user message with citations")
-def chat_completions(req: ChatRequest, request: Request, state: ServiceState = Depends(get_state)):  # noqa: ANN201
+def chat_completions(  # noqa: ANN201
+    req: ChatRequest, request: Request, state: ServiceState = Depends(get_state), allowed: frozenset[str] | None = Depends(caller_scope)
+):
     lease = acquire_pipeline(state)  # held until the answer (or the stream) is complete, so a reload cannot close it
     try:
-        retrieval_query, events = _events(lease.pipeline, req)
+        retrieval_query, events = _events(lease.pipeline, req, allowed)
         first = next(events)  # validation, routing and search run now, so their errors keep their status (422/503)
         if req.stream:
             stream = _stream(_chain(first, events), req.model, retrieval_query, request, lease)

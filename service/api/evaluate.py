@@ -20,7 +20,7 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from service.api.security import require_api_key
+from service.api.security import caller_scope, require_api_key
 from service.evaluation.jobs import JobStore, JobStoreUnavailable
 from service.evaluation.judges import open_judge
 from service.evaluation.report import render
@@ -35,6 +35,7 @@ from service.evaluation.runner import (
 )
 from service.evaluation.worker import EvalWorker
 from service.schemas import ErrorBody, EvaluateJob, EvaluateRequest
+from service.scope import check_domains, labelled_within, visible, within
 
 log = logging.getLogger("fedqa.api")
 
@@ -91,6 +92,7 @@ router = APIRouter(tags=["evaluate"], dependencies=[Depends(require_api_key)], l
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "Missing or invalid API key"},
+    403: {"model": ErrorBody, "description": "domains names a product outside the API key's products"},
     404: {"model": ErrorBody, "description": "No such job"},
     422: {"model": ErrorBody, "description": "Invalid request"},
     503: {"model": ErrorBody, "description": "Store or index unavailable, or no writable jobs database (FEDQA_JOBS_DB)"},
@@ -120,17 +122,24 @@ def _view(job: dict, request: Request) -> EvaluateJob:
     responses=_ERRORS,
     summary="Start an evaluation job (or a dry run counting its LLM calls)",
 )
-def start(req: EvaluateRequest, request: Request) -> EvaluateJob | JSONResponse:
+def start(req: EvaluateRequest, request: Request, allowed: frozenset[str] | None = Depends(caller_scope)) -> EvaluateJob | JSONResponse:
+    """A key that sees only some products evaluates within them (the job records its ``scope``); of a named
+    dataset it gets only the questions of its products."""
     state = request.app.state.fedqa
     if (req.queries is None) == (req.dataset is None):
         raise HTTPException(422, "give either queries (inline) or dataset (a name), not both or neither")
+    check_domains(req.domains, allowed)
     try:
         queries = load_dataset(req.dataset, state.settings.home_dir) if req.dataset is not None else [q.model_dump() for q in req.queries or []]
     except EvaluationError as exc:
         raise HTTPException(422, f"dataset: {exc}") from None
+    if req.dataset is not None:
+        queries = labelled_within(queries, allowed)
     if req.limit:
         queries = queries[: req.limit]
     spec = req.model_dump(include={"strategies", "metrics", "top_k", "gate", "seed", "domains"})
+    if allowed is not None:
+        spec["scope"] = sorted(allowed)
     spec["strategies"] = list(dict.fromkeys(spec["strategies"]))
     spec["metrics"] = list(dict.fromkeys(spec["metrics"]))
     with state.lease() as pipeline:
@@ -144,7 +153,8 @@ def start(req: EvaluateRequest, request: Request) -> EvaluateJob | JSONResponse:
                 422,
                 "metrics: answer, wixqa, rageval and ragxplain need a judge; set FEDQA_JUDGE_BASE_URL or an LLM, or ask for metrics ['retrieval']",
             )
-        the_plan = plan(spec, len(queries), len(pipeline.domains), state.settings.judge_retries)
+        searchable = within(dict.fromkeys(pipeline.domains, 0.0), allowed)  # the caller's products in the index
+        the_plan = plan(spec, len(queries), len(searchable), state.settings.judge_retries)
         versions = pinned_versions(pipeline, judge, spec)
     dataset = req.dataset or "inline"
     if req.dry_run:
@@ -164,19 +174,21 @@ def start(req: EvaluateRequest, request: Request) -> EvaluateJob | JSONResponse:
         raise HTTPException(422, str(exc)) from None
     worker.start()
     worker.wake()
-    view = _view(_job(request, job_id), request)
+    view = _view(_job(request, job_id, allowed), request)
     view.plan = the_plan
     return view
 
 
-@router.get("/evaluate", summary="Latest evaluation jobs, newest first")
-def list_jobs(request: Request) -> dict:
-    return {"jobs": _worker(request.app).store.list()}
+@router.get("/evaluate", summary="Latest evaluation jobs, newest first (those of the API key's products)")
+def list_jobs(request: Request, allowed: frozenset[str] | None = Depends(caller_scope)) -> dict:
+    jobs = _worker(request.app).store.list(limit=50 if allowed is None else 1000)
+    return {"jobs": [j for j in jobs if visible(j["spec"].get("scope"), allowed)][:50]}
 
 
-def _job(request: Request, job_id: str) -> dict:
+def _job(request: Request, job_id: str, allowed: frozenset[str] | None) -> dict:
+    """The job, or 404 (also for a job run over products the caller's key does not see)."""
     job = _worker(request.app).store.get(job_id)
-    if job is None:
+    if job is None or not visible(job["spec"].get("scope"), allowed):
         raise HTTPException(404, f"no evaluation job {job_id!r}")
     return job
 
@@ -184,30 +196,30 @@ def _job(request: Request, job_id: str) -> dict:
 @router.get(
     "/evaluate/{job_id}", response_model=EvaluateJob, responses=_ERRORS, summary="Status, progress (done/total) and, when finished, the results"
 )
-def get_job(job_id: str, request: Request) -> EvaluateJob:
-    return _view(_job(request, job_id), request)
+def get_job(job_id: str, request: Request, allowed: frozenset[str] | None = Depends(caller_scope)) -> EvaluateJob:
+    return _view(_job(request, job_id, allowed), request)
 
 
 @router.get("/evaluate/{job_id}/questions", responses=_ERRORS, summary="Finished per-question results")
-def job_questions(job_id: str, request: Request) -> dict:
-    _job(request, job_id)
+def job_questions(job_id: str, request: Request, allowed: frozenset[str] | None = Depends(caller_scope)) -> dict:
+    _job(request, job_id, allowed)
     return {"id": job_id, "records": _worker(request.app).store.results(job_id)}
 
 
 @router.get(
     "/evaluate/{job_id}/report", name="evaluation_report", response_class=HTMLResponse, responses=_ERRORS, summary="The HTML report of a finished job"
 )
-def job_report(job_id: str, request: Request) -> HTMLResponse:
-    job = _job(request, job_id)
+def job_report(job_id: str, request: Request, allowed: frozenset[str] | None = Depends(caller_scope)) -> HTMLResponse:
+    job = _job(request, job_id, allowed)
     if job["status"] != "done":
         raise HTTPException(409, f"job {job_id} is {job['status']}; the report comes when it is done")
     return HTMLResponse(render(job["summary"], _worker(request.app).store.results(job_id)))
 
 
 @router.delete("/evaluate/{job_id}", response_model=EvaluateJob, responses=_ERRORS, summary="Cancel a job")
-def cancel(job_id: str, request: Request) -> EvaluateJob:
-    job = _job(request, job_id)
+def cancel(job_id: str, request: Request, allowed: frozenset[str] | None = Depends(caller_scope)) -> EvaluateJob:
+    job = _job(request, job_id, allowed)
     if job["status"] in ("queued", "running"):
         _worker(request.app).cancel(job_id)
-        job = _job(request, job_id)
+        job = _job(request, job_id, allowed)
     return _view(job, request)

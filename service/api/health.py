@@ -1,4 +1,9 @@
-"""Liveness, readiness and the domain list."""
+"""Liveness, readiness and the domain list.
+
+``/domains`` lists the caller's products only (it needs an API key when keys are configured). While some key
+sees only some products, ``/readyz`` gives its versions, warnings and causes only to a caller that may see every
+product (its status code is the same for everyone, so probes need no key).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 
 from service.api.deps import get_pipeline, get_state
+from service.api.security import caller_scope, sees_everything
 from service.api.state import ServiceState
 from service.pipeline import Pipeline
 from service.schemas import DomainInfo, DomainsResponse
@@ -21,10 +27,13 @@ def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz", summary="Readiness: an index and the models are loaded", responses={503: {"description": "Not ready"}})
-def readyz(state: ServiceState = Depends(get_state)) -> JSONResponse:
+def readyz(state: ServiceState = Depends(get_state), everything: bool = Depends(sees_everything)) -> JSONResponse:
     p = state.pipeline
     if p is None:
-        return JSONResponse({"status": "not ready", "detail": state.error or "starting"}, status_code=503)
+        detail = (state.error or "starting") if everything else "see the service log"
+        return JSONResponse({"status": "not ready", "detail": detail}, status_code=503)
+    if not everything:
+        return JSONResponse({"status": "ready"})
     return JSONResponse({"status": "ready", "versions": p.versions, "decisions": decisions(p), "warnings": p.warnings})
 
 
@@ -52,10 +61,11 @@ def decisions(p: Pipeline) -> dict[str, Any]:
 
 
 @router.get("/domains", response_model=DomainsResponse, summary="Searchable domains and active versions")
-def domains(pipeline: Pipeline = Depends(get_pipeline)) -> DomainsResponse:
+def domains(allowed: frozenset[str] | None = Depends(caller_scope), pipeline: Pipeline = Depends(get_pipeline)) -> DomainsResponse:
     known = set(pipeline.router.domains) if pipeline.router.version else set()
+    shown = [d for d in pipeline.domains if allowed is None or d in allowed]  # the caller's products only
     return DomainsResponse(
-        domains=[DomainInfo(name=d, passages=pipeline.store.count(d), routed=d in known) for d in pipeline.domains],
+        domains=[DomainInfo(name=d, passages=pipeline.store.count(d), routed=d in known) for d in shown],
         versions=pipeline.versions,
-        warnings=pipeline.warnings,
+        warnings=pipeline.warnings if allowed is None else [],  # they may name any product
     )

@@ -14,13 +14,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, HTTPException, Request, status
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
+
+from service.api.security import presented_key, sees_everything
 
 UNMATCHED = "<unmatched>"
 _HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -138,7 +140,18 @@ def record_answer(request: Request, answer: Mapping[str, Any] | Any) -> None:
 router = APIRouter(tags=["operations"])
 
 
-@router.get("/metrics", include_in_schema=False)
+async def _may_read(everything: bool = Depends(sees_everything), key: str | None = Depends(presented_key)) -> None:
+    """The metrics name every product: while some API key sees only some products, they need a key that sees
+    every product (or an admin key); else they are open, like the probes."""
+    if everything:
+        return
+    detail = "/metrics names every product: it needs an API key that sees every product, or an admin key"
+    if not key:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, detail, headers={"WWW-Authenticate": "Bearer"})
+    raise HTTPException(status.HTTP_403_FORBIDDEN, detail)
+
+
+@router.get("/metrics", include_in_schema=False, dependencies=[Depends(_may_read)])
 def metrics_endpoint(request: Request) -> Response:
     """Prometheus exposition of the app's registry."""
     metrics = get_metrics(request)

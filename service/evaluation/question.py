@@ -97,7 +97,14 @@ def evaluate_question(
     seed = (spec["seed"] + position) if spec.get("seed") is not None else None
     t0 = time.perf_counter()
     ret = pipeline.retrieve(
-        q["query"], top_k=top_k, seed=seed, gate_mode=spec["gate"], strategy=strategy, prepared=prepared, domains=spec.get("domains")
+        q["query"],
+        top_k=top_k,
+        seed=seed,
+        gate_mode=spec["gate"],
+        strategy=strategy,
+        prepared=prepared,
+        domains=spec.get("domains"),
+        allowed=None if spec.get("scope") is None else frozenset(spec["scope"]),  # the products of the API key that made the job
     )
     record = _record(q, position, strategy, ret)
     scoring = Scoring(record, q, ret.hits, ret.routing.active_domains, top_k, judge=judge, key_points=key_points)

@@ -62,6 +62,7 @@ function askForKey(reason) {
         sessionStorage.setItem(KEY_STORE, key);
         done(true);
         loadJobs(true);  // the list may have been refused without a key
+        loadDomains();  // the products this key sees
       }
       else done(false);
     };
@@ -175,18 +176,20 @@ function fillStrategies() {
   $("strategy-help").textContent = schema.strategyHelp;
 }
 
+// The products the key sees (all of them when keys are off); hidden until a key is known.
 async function loadDomains() {
   if (!schema.domainsFilter) return;
   try {
-    const body = await (await fetch("/domains")).json();
+    const body = await (await api("/domains", {}, true)).json();
     const boxes = $("domain-boxes");
+    boxes.replaceChildren();
     for (const d of body.domains) {
       const id = `domain-${d.name}`;
       boxes.append(el("span", { class: "check" },
         el("input", { type: "checkbox", id, value: d.name, checked: true }), el("label", { for: id, text: d.name })));
     }
     $("domain-filter").hidden = false;
-  } catch (_) { /* the filter is optional */ }
+  } catch (_) { $("domain-filter").hidden = true; /* the filter is optional */ }
 }
 
 // ------------------------------------------------------------------ rendering
