@@ -1,12 +1,13 @@
 """OpenAI-compatible chat: ``POST /v1/chat/completions`` and ``GET /v1/models``, so that any OpenAI client or
 chat front-end can use fedqa as a model.
 
-The last user message is the question. When earlier user turns exist, the previous one is prepended to the
-question for routing and retrieval, so that a follow-up ("and in Perl?") is searched with its context; the
-answer is still to the last question. The answer text carries [n] citations; sources, routing, answer mode
-and confidence come back in the extra field ``fedqa``. ``stream: true`` sends ``chat.completion.chunk``
-events and ``data: [DONE]``; the last chunk carries ``fedqa``. A generated answer that the grounding check
-rejects after it was streamed is followed by the quoted replacement (after a blank line).
+The last user message is the question. When earlier user turns exist, the previous one (its end, so that
+the whole stays within FEDQA_MAX_QUERY_CHARS) is prepended to the question for routing and retrieval, so
+that a follow-up ("and in Perl?") is searched with its context; the answer is still to the last question.
+The answer text carries [n] citations; sources, routing, answer mode and confidence come back in the extra
+field ``fedqa``. ``stream: true`` sends ``chat.completion.chunk`` events and ``data: [DONE]``; the last
+chunk carries ``fedqa``. A generated answer that the grounding check rejects after it was streamed is
+followed by the quoted replacement (after a blank line).
 Same API keys as /ask.
 """
 
@@ -65,13 +66,22 @@ class ChatRequest(BaseModel):
     strategy: Strategy = Field(default=DEFAULT_STRATEGY, description="fedqa: retrieval strategy.")
 
 
-def _question(req: ChatRequest) -> tuple[str, str]:
-    """(question, retrieval query): the last user message, and that message with the previous user turn."""
+def _question(req: ChatRequest, max_chars: int) -> tuple[str, str]:
+    """(question, retrieval query): the last user message, and that message with the previous user turn.
+
+    The question must fit FEDQA_MAX_QUERY_CHARS (else RequestError); the previous turn is cut to its last
+    characters so that the retrieval query fits it too (what is searched is what the limit bounds)."""
     users = [m.text() for m in req.messages if m.role == "user" and m.text()]
     if not users or req.messages[-1].role != "user":
         raise RequestError("messages", "the last message must be a non-empty user message")
     question = users[-1]
-    return question, (f"{users[-2]} {question}" if len(users) > 1 else question)
+    if len(question) > max_chars:
+        raise RequestError("messages", f"the last user message is {len(question)} characters; the limit is {max_chars}")
+    room = max_chars - len(question) - 1
+    if len(users) < 2 or room <= 0:
+        return question, question
+    previous = users[-2][-room:].lstrip()
+    return question, (f"{previous} {question}" if previous else question)
 
 
 def _extra(done: dict[str, Any]) -> dict[str, Any]:
@@ -80,7 +90,7 @@ def _extra(done: dict[str, Any]) -> dict[str, Any]:
 
 
 def _events(pipeline: Pipeline, req: ChatRequest) -> tuple[str, Iterator[tuple[str, dict[str, Any]]]]:
-    question, retrieval_query = _question(req)
+    question, retrieval_query = _question(req, pipeline.settings.max_query_chars)
     ask = AskRequest(query=question, top_k=req.top_k, strategy=req.strategy)
     return retrieval_query, pipeline.answer_stream(ask, retrieval_query=retrieval_query)
 

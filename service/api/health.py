@@ -1,4 +1,8 @@
-"""Liveness, readiness and the domain list."""
+"""Liveness, readiness and the domain list.
+
+The probes are ``async``: they only read memory, so they run on the event loop and answer however many
+answers hold the thread pool (a plain ``def`` route waits for a free worker thread).
+"""
 
 from __future__ import annotations
 
@@ -14,12 +18,12 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz", summary="Liveness: the process answers")
-def healthz() -> dict[str, str]:
+async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
 @router.get("/readyz", summary="Readiness: an index and the models are loaded", responses={503: {"description": "Not ready"}})
-def readyz(state: ServiceState = Depends(get_state)) -> JSONResponse:
+async def readyz(state: ServiceState = Depends(get_state)) -> JSONResponse:
     p = state.pipeline
     if p is None:
         return JSONResponse({"status": "not ready", "detail": state.error or "starting"}, status_code=503)

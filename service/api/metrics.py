@@ -139,8 +139,8 @@ router = APIRouter(tags=["operations"])
 
 
 @router.get("/metrics", include_in_schema=False)
-def metrics_endpoint(request: Request) -> Response:
-    """Prometheus exposition of the app's registry."""
+async def metrics_endpoint(request: Request) -> Response:
+    """Prometheus exposition of the app's registry (on the event loop, like the probes: it reads memory and /proc)."""
     metrics = get_metrics(request)
     body = metrics.render() if metrics is not None else b""
     return Response(body, media_type=CONTENT_TYPE_LATEST)
