@@ -200,7 +200,16 @@ def test_a_locked_database_does_not_end_the_worker_thread(tmp_path, monkeypatch)
     monkeypatch.setattr(worker_module, "RETRY_S", 0.05)
     store = _BusyStore(tmp_path / "jobs.sqlite")
     ran = threading.Event()
-    worker = EvalWorker(store, lambda job_id, should_stop: (store.finish(job_id, {"ok": True}), ran.set()))
+    calls: list[str] = []
+
+    def run(job_id, should_stop) -> None:  # noqa: ANN001 - the first try meets the locked database while saving
+        calls.append(job_id)
+        if len(calls) == 1:
+            raise sqlite3.OperationalError("database is locked")
+        store.finish(job_id, {"ok": True})
+        ran.set()
+
+    worker = EvalWorker(store, run)
     worker.start()
     try:
         t0 = time.monotonic()
@@ -213,7 +222,7 @@ def test_a_locked_database_does_not_end_the_worker_thread(tmp_path, monkeypatch)
         assert worker.running
     finally:
         worker.stop()
-    assert store.get(job)["status"] == "done"
+    assert store.get(job)["status"] == "done" and calls == [job, job]  # resumed, not failed, after the locked save
 
 
 def test_unfinished_jobs_are_capped_per_client_and_finished_ones_purged(tmp_path):

@@ -161,6 +161,8 @@ class EvalWorker:
         try:
             with Heartbeat(self.store, job_id, self.owner, claim):
                 self._run(job_id, self._should_stop(claim))
+        except sqlite3.Error:  # the jobs database, not the job: it stays unfinished (resumed from its last stored
+            raise  # question) and the loop waits RETRY_S before it tries again
         except Exception as exc:  # a bug or a store failure: the job fails visibly, the worker goes on
             log.exception("evaluation job %s failed", job_id)
             if not claim.lost:
