@@ -382,7 +382,9 @@ def test_inline_questions_and_job_size_are_bounded(demo_pipeline, tmp_path):
         r = c.post("/evaluate", json={"queries": four, "dry_run": True})
         assert r.status_code == 422 and "FEDQA_JOBS_MAX_QUESTIONS" in r.json()["detail"], r.text
         assert c.post("/evaluate", json={"queries": four, "limit": 3, "dry_run": True}).status_code == 200
-        assert c.post("/evaluate", json={"dataset": "demo", "limit": 3, "dry_run": True}).status_code == 200
+        assert c.post("/evaluate", json={"dataset": "demo", "limit": 1, "dry_run": True}).status_code == 200  # 44 characters
+        r = c.post("/evaluate", json={"dataset": "demo", "limit": 2, "dry_run": True})  # the second has 63
+        assert r.status_code == 422 and "dataset: question" in r.json()["detail"], r.text
 
 
 @pytest.mark.parametrize(

@@ -150,8 +150,8 @@ def test_probes_answer_within_a_second_with_80_slow_answers_in_flight(demo_pipel
             t.start()
         with httpx.Client(base_url=url, timeout=30) as client:
             _wait(lambda: slow_llm.in_flight >= 30)  # the pool is full of answers waiting on the LLM
-            probes = [(path, *_timed_get(client, path)) for _ in range(3) for path in ("/healthz", "/readyz", "/metrics")]
             in_flight_then = n - len(statuses)
+            probes = [(path, *_timed_get(client, path)) for _ in range(3) for path in ("/healthz", "/readyz", "/metrics")]
         for t in askers:
             t.join(180)
     assert in_flight_then >= 60, in_flight_then
