@@ -136,6 +136,19 @@ class Settings(BaseSettings):
         description="SQLite file of evaluation jobs; default $FEDQA_HOME/eval/jobs.sqlite. Must be on a local, "
         "writable file system (per pod in k8s); when it cannot be written the service runs without the job worker.",
     )
+    jobs_max_unfinished_per_key: int = Field(
+        default=10,
+        ge=1,
+        description="Evaluation jobs one API key (one client address when keys are off) may have queued or running; "
+        "POST /evaluate beyond it answers 429 with Retry-After.",
+    )
+    jobs_keep_days: float = Field(
+        default=30.0,
+        ge=0.0,
+        description="Finished evaluation jobs (done, failed, cancelled) are deleted with their results this many days "
+        "after they finished (0: kept forever).",
+    )
+    jobs_max_questions: int = Field(default=10_000, ge=1, description="Most questions one evaluation job may hold (422 above it).")
 
     # HTTP
     host: str = "127.0.0.1"
@@ -158,6 +171,12 @@ class Settings(BaseSettings):
         default=600, ge=0, description="Requests per minute per API key (per client IP when keys are off) on keyed routes; 0: no limit."
     )
     max_body_bytes: int = Field(default=1_048_576, ge=1024, description="Largest accepted request body (413 above it).")
+    max_concurrent_answers: int = Field(
+        default=64,
+        ge=0,
+        description="Answering requests (/ask, /v1/chat/completions) handled at once; beyond, 503 with Retry-After at once "
+        "(0: no cap). Probes (/healthz, /readyz) and /metrics are never counted.",
+    )
     cors_origins: str = Field(default="", description="Comma-separated origins allowed by CORS; empty: CORS off.")
     log_format: Literal["json", "text"] = Field(default="json", description="Log line format of 'fedqa serve'.")
     log_level: str = "INFO"

@@ -9,9 +9,13 @@ from typing import Any
 
 
 def read_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) for each non-blank line; ValueError naming ``path:line`` otherwise."""
-    with Path(path).open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
+    """(line number, object) for each non-blank line; ValueError naming ``path:line`` otherwise (bad UTF-8 included)."""
+    with Path(path).open("rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{path}:{n}: not UTF-8 (byte {exc.start + 1} of the line)") from None
             if not line.strip():
                 continue
             try:

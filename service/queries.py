@@ -32,6 +32,8 @@ def load_queries(path: str | Path) -> list[LabelledQuery]:
     out: list[LabelledQuery] = []
     path = Path(path)
     for n, rec in read_objects(path):
+        if not isinstance(rec.get("query"), str) or not rec["query"].strip():
+            raise ValueError(f'{path}:{n}: no "query" (the text of the question)')
         try:
             q = LabelledQuery(
                 qid=str(rec.get("qid") or f"{path.stem}-{n}"),

@@ -82,3 +82,20 @@ def test_chat_needs_the_api_key_and_a_user_question(base_url, client):
         openai.OpenAI(base_url=base_url, api_key="wrong", max_retries=0).models.list()
     with pytest.raises(openai.UnprocessableEntityError):
         client.chat.completions.create(model="fedqa", messages=[{"role": "assistant", "content": "hello"}])
+
+
+def test_what_is_searched_stays_within_the_query_length_limit(client, demo_pipeline):
+    """The previous turn joined to the question is what is searched: it is cut to fit FEDQA_MAX_QUERY_CHARS, and a
+    last message over the limit is refused naming ``messages`` (issue 28, fault 8)."""
+    limit = demo_pipeline.settings.max_query_chars
+    question = "How do I import contacts from a spreadsheet?"
+    long_turn = "Tell me about contacts. " * 20_000  # 480,000 characters, under the 1 MiB body limit
+    turns = [{"role": "user", "content": long_turn}, {"role": "assistant", "content": "Sure."}, {"role": "user", "content": question}]
+    extra = client.chat.completions.create(model="fedqa", messages=turns).model_extra["fedqa"]
+    searched = extra["retrieval_query"]
+    assert len(searched) <= limit and searched.endswith(question)
+    assert searched.count("Tell me about contacts.") >= 50  # the end of the previous turn is still searched with it
+    assert extra["sources"] and extra["routing"]["active_domains"]
+    with pytest.raises(openai.UnprocessableEntityError) as exc:
+        client.chat.completions.create(model="fedqa", messages=[{"role": "user", "content": "x" * (limit + 1)}])
+    assert "messages" in str(exc.value) and str(limit) in str(exc.value)

@@ -330,3 +330,81 @@ def test_kill_9_mid_job_then_restart_resumes(demo_home, reference, tmp_path):
             proc.terminate()
             proc.wait(30)
         llm.close()
+
+
+def test_unfinished_jobs_are_capped_per_key_and_finished_ones_deleted_after_the_keep_days(demo_pipeline, tmp_path):
+    """Issue 28, fault 3: a key gets 429 with Retry-After beyond FEDQA_JOBS_MAX_UNFINISHED_PER_KEY unfinished jobs
+    (another key is not affected); a job finished more than FEDQA_JOBS_KEEP_DAYS ago is deleted with its results."""
+    import sqlite3
+
+    hold = _Hold("held question?")
+    settings = make_settings(tmp_path, api_keys="k1,k2", jobs_max_unfinished_per_key=2, jobs_keep_days=1)
+    state = _state(demo_pipeline, tmp_path, hold.pipeline_class())
+    state.settings = settings
+    k1, k2 = {"X-API-Key": "k1"}, {"X-API-Key": "k2"}
+    body = {"queries": [{"query": "held question?"}], "strategies": ["uis"], "metrics": ["retrieval"]}
+    other = {**body, "queries": [{"query": "How do refunds work?"}]}
+    with TestClient(create_app(settings, state)) as c:
+        c.headers.update(k1)
+        held = c.post("/evaluate", json=body)
+        assert held.status_code == 202, held.text
+        assert hold.held.wait(120)
+        queued = c.post("/evaluate", json=other)
+        assert queued.status_code == 202  # queued behind the held one
+        refused = c.post("/evaluate", json=other)
+        assert refused.status_code == 429 and int(refused.headers["retry-after"]) > 0, refused.text
+        assert "FEDQA_JOBS_MAX_UNFINISHED_PER_KEY" in refused.json()["detail"]
+        assert c.post("/evaluate", json=other, headers=k2).status_code == 202  # k2 has its own budget
+        hold.release.set()
+        job_id = held.json()["id"]
+        _wait(c, job_id, lambda b: b["status"] == "done")
+        _wait(c, queued.json()["id"], lambda b: b["status"] == "done")
+        assert c.get(f"/evaluate/{job_id}/questions").json()["records"]
+        with sqlite3.connect(settings.jobs_path) as db:  # the held job finished two days ago
+            db.execute("UPDATE jobs SET updated = ? WHERE id = ?", (time.time() - 2 * 86400, job_id))
+        assert c.post("/evaluate", json=other).status_code == 202  # a new job purges the expired one
+        assert c.get(f"/evaluate/{job_id}").status_code == 404
+        assert c.get(f"/evaluate/{queued.json()['id']}").json()["status"] == "done"  # finished just now: kept
+    with sqlite3.connect(settings.jobs_path) as db:
+        assert db.execute("SELECT COUNT(*) FROM results WHERE job_id = ?", (job_id,)).fetchone()[0] == 0
+
+
+def test_inline_questions_and_job_size_are_bounded(demo_pipeline, tmp_path):
+    """Issue 28, faults 3 and 8: inline questions get /ask's length limit, a job at most FEDQA_JOBS_MAX_QUESTIONS."""
+    settings = make_settings(tmp_path, max_query_chars=60, jobs_max_questions=3)
+    state = _state(demo_pipeline, tmp_path)
+    state.settings = settings
+    with TestClient(create_app(settings, state)) as c:
+        qs = [{"query": "How do refunds work?"}, {"query": "x" * 61}]
+        r = c.post("/evaluate", json={"queries": qs, "dry_run": True})
+        assert r.status_code == 422 and "queries[1].query" in r.json()["detail"] and "60" in r.json()["detail"], r.text
+        four = [{"query": f"question {i}?"} for i in range(4)]
+        r = c.post("/evaluate", json={"queries": four, "dry_run": True})
+        assert r.status_code == 422 and "FEDQA_JOBS_MAX_QUESTIONS" in r.json()["detail"], r.text
+        assert c.post("/evaluate", json={"queries": four, "limit": 3, "dry_run": True}).status_code == 200
+        assert c.post("/evaluate", json={"dataset": "demo", "limit": 1, "dry_run": True}).status_code == 200  # 44 characters
+        r = c.post("/evaluate", json={"dataset": "demo", "limit": 2, "dry_run": True})  # the second has 63
+        assert r.status_code == 422 and "dataset: question" in r.json()["detail"], r.text
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b'{"query": "How do refunds work?"}\n{"query": "sso?"\n', "bad.jsonl:2: not JSON"),
+        (b'{"query": "How do refunds work?"}\n\n{"query": "caf\xe9?"}\n', "bad.jsonl:3: not UTF-8"),
+        (b'{"query": "How do refunds work?"}\n{"qid": "q2", "domains": ["ledger"]}\n', 'bad.jsonl:2: no "query"'),
+        (b'["not", "an", "object"]\n', "bad.jsonl:1: expected a JSON object"),
+    ],
+)
+def test_a_malformed_dataset_is_422_naming_its_line_not_500(demo_pipeline, tmp_path, content, expected):
+    """Issue 28, fault 10: a dataset file the server cannot read is the client's 422, naming the line; no server path."""
+    home = tmp_path / "home"
+    (home / "eval" / "datasets").mkdir(parents=True)
+    (home / "eval" / "datasets" / "bad.jsonl").write_bytes(content)
+    with TestClient(create_app(make_settings(home), _state(demo_pipeline, home)), raise_server_exceptions=False) as c:
+        r = c.post("/evaluate", json={"dataset": "bad", "metrics": ["retrieval"]})
+        assert r.status_code == 422 and expected in r.json()["detail"], r.text
+        assert str(home) not in r.text
+        missing = c.post("/evaluate", json={"dataset": "nope", "metrics": ["retrieval"]})
+        assert missing.status_code == 422 and "$FEDQA_HOME/eval/datasets/nope.jsonl" in missing.json()["detail"]
+        assert str(home) not in missing.text

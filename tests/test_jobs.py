@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sqlite3
 import threading
 import time
 
@@ -129,3 +130,116 @@ def test_claims_know_their_host(tmp_path, monkeypatch):
     assert store.claim(job2, f"{socket.gethostname()}:999999:dead")
     assert store.claim(job2, jobs_module.owner_id())
     assert jobs_module.owner_id().startswith(socket.gethostname() + ":")
+
+
+def _looping(started: threading.Event, stopped: threading.Event):  # noqa: ANN202
+    """A job that runs until its ``should_stop`` says so (at most 20 s), like run_job between questions."""
+
+    def run(job_id, should_stop) -> None:  # noqa: ANN001
+        started.set()
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 20:
+            if should_stop():
+                stopped.set()
+                return
+            time.sleep(0.05)
+
+    return run
+
+
+def test_a_cancel_received_by_another_process_stops_the_job(tmp_path):
+    """Two replicas share the jobs database: the one that receives DELETE is not the one running the job."""
+    store = JobStore(tmp_path / "jobs.sqlite")
+    job = store.create({"strategies": ["uis"]}, [{"qid": "q1", "query": "q"}])
+    started, stopped = threading.Event(), threading.Event()
+    running = EvalWorker(store, _looping(started, stopped))
+    other = EvalWorker(JobStore(tmp_path / "jobs.sqlite"), lambda job_id, should_stop: None)  # never runs anything
+    running.start()
+    try:
+        assert started.wait(30)
+        other.cancel(job)
+        assert stopped.wait(10), "the running worker never heard of the cancel"
+    finally:
+        running.stop()
+    assert store.get(job)["status"] == "cancelled" and running.running is False
+
+
+def test_a_worker_that_lost_its_claim_stops_and_leaves_the_job_to_the_new_owner(tmp_path):
+    store = JobStore(tmp_path / "jobs.sqlite")
+    job = store.create({"strategies": ["uis"]}, [{"qid": "q1", "query": "q"}])
+    started, stopped = threading.Event(), threading.Event()
+    worker = EvalWorker(store, _looping(started, stopped))
+    worker.start()
+    try:
+        assert started.wait(30)
+        # The worker paused longer than STALE_S (its heartbeat is old), and a worker on another host took the job over.
+        with sqlite3.connect(tmp_path / "jobs.sqlite") as c:
+            c.execute("UPDATE jobs SET heartbeat = ? WHERE id = ?", (time.time() - 2 * jobs_module.STALE_S, job))
+        assert store.claim(job, "otherhost:42:new")
+        assert stopped.wait(10), "the worker went on beside the new owner"
+    finally:
+        worker.stop()
+    assert store.holder(job) == ("running", "otherhost:42:new")  # neither released nor failed by the old owner
+
+
+class _BusyStore(JobStore):
+    """The jobs database answering "database is locked" (past SQLite's busy timeout) to the first ``failures`` reads."""
+
+    failures = 3
+
+    def unfinished(self) -> list[str]:
+        if self.failures:
+            self.failures -= 1
+            raise sqlite3.OperationalError("database is locked")
+        return super().unfinished()
+
+
+def test_a_locked_database_does_not_end_the_worker_thread(tmp_path, monkeypatch):
+    from service.evaluation import worker as worker_module
+
+    monkeypatch.setattr(worker_module, "RETRY_S", 0.05)
+    store = _BusyStore(tmp_path / "jobs.sqlite")
+    ran = threading.Event()
+    calls: list[str] = []
+
+    def run(job_id, should_stop) -> None:  # noqa: ANN001 - the first try meets the locked database while saving
+        calls.append(job_id)
+        if len(calls) == 1:
+            raise sqlite3.OperationalError("database is locked")
+        store.finish(job_id, {"ok": True})
+        ran.set()
+
+    worker = EvalWorker(store, run)
+    worker.start()
+    try:
+        t0 = time.monotonic()
+        while store.failures and time.monotonic() - t0 < 30:
+            time.sleep(0.02)
+        assert store.failures == 0
+        job = store.create({"strategies": ["uis"]}, [{"qid": "q1", "query": "q"}])
+        worker.wake()
+        assert ran.wait(30), "the worker thread died on the locked database"
+        assert worker.running
+    finally:
+        worker.stop()
+    assert store.get(job)["status"] == "done" and calls == [job, job]  # resumed, not failed, after the locked save
+
+
+def test_unfinished_jobs_are_capped_per_client_and_finished_ones_purged(tmp_path):
+    from service.evaluation.jobs import TooManyJobs
+
+    store = JobStore(tmp_path / "jobs.sqlite")
+    spec, qs = {"strategies": ["uis"]}, [{"qid": "q1", "query": "q"}]
+    first = store.create(spec, qs, client="key:a", max_unfinished=2)
+    store.create(spec, qs, client="key:a", max_unfinished=2)
+    with pytest.raises(TooManyJobs):
+        store.create(spec, qs, client="key:a", max_unfinished=2)
+    store.create(spec, qs, client="key:b", max_unfinished=2)  # another key has its own budget
+    store.finish(first, {"ok": True})
+    third = store.create(spec, qs, client="key:a", max_unfinished=2)  # a finished job no longer counts
+    store.save_result(first, "uis", "q1", 0, {"qid": "q1"})
+    store.cache_set(first, "k", 1)
+    assert store.purge(time.time() - 60) == 0  # finished just now: kept
+    assert store.purge(time.time() + 1) == 1  # the finished one only; unfinished jobs are never purged
+    assert store.get(first) is None and store.results(first) == [] and store.cache_get(first, "k") is None
+    assert store.get(third)["status"] == "queued" and len(store.unfinished()) == 3

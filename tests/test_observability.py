@@ -76,3 +76,31 @@ def test_two_apps_keep_separate_registries(demo_pipeline):
     assert _value(sa, "fedqa_http_requests_total", method="GET", route="/healthz", status="200") == 1
     assert _value(sb, "fedqa_http_requests_total", method="GET", route="/healthz", status="200") == 0
     assert _value(sb, "fedqa_ready") == 0.0  # no pipeline in this state
+
+
+def test_every_secret_setting_is_blanked_in_the_log(tmp_path):
+    """Issue 28, fault 13: FEDQA_JUDGE_API_KEY was not in ``fedqa serve``'s redaction list; now every secret setting is."""
+    import io
+    import logging
+
+    from service.cli.serve import secrets_of
+    from service.config import Settings
+    from service.logs import configure_logging
+
+    names = [name for name, field in Settings.model_fields.items() if "SecretStr" in str(field.annotation)]
+    assert {"judge_api_key", "llm_api_key", "qdrant_api_key", "admin_key", "api_keys"} <= set(names)
+    values = {name: f"s3cr3t-{name}-0123456789" for name in names}
+    settings = Settings(home=tmp_path, **values)
+    stream = io.StringIO()
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    try:
+        configure_logging("text", "INFO", secrets=secrets_of(settings), stream=stream)
+        for value in values.values():
+            logging.getLogger("fedqa.test").info("judge call failed: POST with %s", value)
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    text = stream.getvalue()
+    assert text.count("[redacted]") == len(values)
+    assert not any(value in text for value in values.values()), text

@@ -153,3 +153,65 @@ def test_a_lease_keeps_the_old_pipeline_open_until_it_is_given_back(demo_home, d
     state.close()
     assert second._pool._shutdown
     assert json.dumps(state._retired) == "{}"
+
+
+def test_reloads_on_a_qdrant_server_share_one_client_closed_with_the_service(tmp_path, encoder, monkeypatch):
+    """Issue 28, fault 13: every load opened a new QdrantClient (a connection pool) that nothing closed. Now the
+    service opens one backend at its first load, every reload (index version changed or not) uses it, and it is
+    closed with the service once the last pipeline is released. qdrant-client's local mode (``:memory:``) stands
+    in for the server: the same client class and the same backend code."""
+    from qdrant_client import QdrantClient
+
+    from service.retrieval.passage import Passage
+
+    opened: list[QdrantClient] = []
+    closed: list[QdrantClient] = []
+    init, close = QdrantClient.__init__, QdrantClient.close
+
+    def counting_init(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        opened.append(self)
+        init(self, *args, **kwargs)
+
+    def counting_close(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        closed.append(self)
+        return close(self, *args, **kwargs)
+
+    monkeypatch.setattr(QdrantClient, "__init__", counting_init)
+    monkeypatch.setattr(QdrantClient, "close", counting_close)
+    settings = make_settings(tmp_path, qdrant_url=":memory:", sentence_vectors_precompute=0)
+    registry = Registry(settings.home_dir)
+    passages = [
+        Passage(f"{d}/page#00{i}", d, f"{d} page {i}", f"{d}/page.md", f"How to use feature {i} of {d}.") for d in ("alpha", "beta") for i in range(3)
+    ]
+
+    def new_index() -> str:
+        version = registry.new_version("index")
+        registry.complete("index", version, {"retriever": "base", "domains": {"alpha": 3, "beta": 3}})
+        registry.activate("index", version)
+        return version
+
+    state = ServiceState(settings)
+    first = new_index()
+    state.load()  # the index is not on the server yet: not ready, and no client left behind
+    state.load()
+    assert state.pipeline is None and "no collections" in (state.error or "")
+    assert len(opened) == 1, f"{len(opened)} QdrantClients for two loads"
+
+    def put(version: str) -> None:  # write the index version's collections on the "server"
+        store = state.backend.open(version, create=True)
+        vectors = encoder.embed_passages([p.text for p in passages])
+        for d in ("alpha", "beta"):
+            store.create_domain(d, vectors.shape[1])
+            store.upsert(d, [p for p in passages if p.domain == d], vectors[[i for i, p in enumerate(passages) if p.domain == d]])
+
+    put(first)
+    state.load()
+    assert state.pipeline is not None and state.pipeline.store.version == first, state.error
+    for _ in range(3):  # reloads that change the index version
+        put(new_index())
+        state.load()
+        assert state.pipeline.store.version == registry.active()["index"]
+        assert state.pipeline.retrieve("feature 2 of beta", top_k=2, strategy="uis").hits
+    assert len(opened) == 1 and closed == []
+    state.close()
+    assert closed == opened

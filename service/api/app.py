@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from service import __version__
 from service.api import admin, ask, chat, evaluate, health, metrics, page
+from service.api.capacity import AnswerLimitMiddleware
 from service.api.keys import key_ring
 from service.api.metrics import Metrics
 from service.api.middleware import REQUEST_ID_HEADER, BodyLimitMiddleware, RequestContextMiddleware
@@ -77,7 +78,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 def install_middleware(app: FastAPI, settings: Settings, metrics_: Metrics) -> None:
-    """Body limit (innermost), CORS when origins are configured, request id/access log/metrics (outermost)."""
+    """Body limit (innermost), CORS when origins are configured, the cap on answers in flight, request id/access
+    log/metrics (outermost, so a refused answer is logged and counted)."""
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes, metrics=metrics_)
     origins = settings.cors_origin_list()
     if origins:
@@ -89,6 +91,7 @@ def install_middleware(app: FastAPI, settings: Settings, metrics_: Metrics) -> N
             expose_headers=[REQUEST_ID_HEADER, "Retry-After"],
             max_age=600,
         )
+    app.add_middleware(AnswerLimitMiddleware, limit=settings.max_concurrent_answers, metrics=metrics_)
     app.add_middleware(RequestContextMiddleware, metrics=metrics_)
 
 

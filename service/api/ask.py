@@ -17,7 +17,6 @@ from service.api.deps import acquire_pipeline, get_state
 from service.api.metrics import record_answer
 from service.api.security import caller_scope, require_api_key
 from service.api.state import Lease, ServiceState
-from service.retrieval.encoder import EncoderBackend
 from service.retrieval.store import StoreUnavailable
 from service.schemas import AskRequest, AskResponse, ErrorBody
 
@@ -32,7 +31,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     413: {"model": ErrorBody, "description": "Body larger than FEDQA_MAX_BODY_BYTES"},
     422: {"model": ErrorBody, "description": "Invalid request"},
     429: {"model": ErrorBody, "description": "Over the per-key rate limit (see Retry-After)"},
-    503: {"model": ErrorBody, "description": "Service not ready, or store unavailable"},
+    503: {"model": ErrorBody, "description": "Service not ready, store unavailable, or FEDQA_MAX_CONCURRENT_ANSWERS in flight (Retry-After)"},
 }
 
 
@@ -66,32 +65,11 @@ def _sse(events: Iterator[tuple[str, dict]], request: Request, lease: Lease) -> 
 async def ask(  # noqa: ANN201 - JSON or a stream
     req: AskRequest, request: Request, state: ServiceState = Depends(get_state), allowed: frozenset[str] | None = Depends(caller_scope)
 ):
-    """Retrieval alone (``generate: false``) with no other question in flight runs in the event loop's thread: it
-    takes ~3 ms, and the hand-off to a worker thread and back added ~0.4 ms more (faq6, 2 cores; docs/speed.md).
-    Anything else (answers, streams, concurrent questions, a PyTorch query encoder, which shares a lock with the
-    local LLM) runs in the thread pool, so that questions in flight together use every core and nothing slow
-    or waiting holds up the loop."""
-    inline = not req.stream and not req.generate and state.asks_in_flight == 0 and _lock_free(state)
-    state.asks_in_flight += 1
-    try:
-        if not inline:
-            return await run_in_threadpool(_ask, req, request, state, allowed)
-        lease = acquire_pipeline(state)
-        try:
-            return _answer(req, request, lease, allowed)
-        finally:
-            if state.pipeline is lease.pipeline:
-                lease.release()
-            else:  # reloaded meanwhile: giving the old pipeline back may close it, which is not for the loop's thread
-                await run_in_threadpool(lease.release)
-    finally:
-        state.asks_in_flight -= 1
-
-
-def _lock_free(state: ServiceState) -> bool:
-    """Whether the current pipeline embeds queries without the process's model lock (ONNX Runtime)."""
-    pipeline = state.pipeline
-    return pipeline is not None and pipeline.encoder.backend is EncoderBackend.ONNX
+    """Every question is answered in the thread pool, retrieval alone (``generate: false``) included: it usually
+    takes milliseconds, but with ``lfs`` (one LLM call per domain), a Qdrant server or the first scan of the
+    domains' titles it takes seconds, and the event loop's thread must stay free for every other request
+    (the probes ``/healthz`` and ``/readyz`` above all)."""
+    return await run_in_threadpool(_ask, req, request, state, allowed)
 
 
 def _answer(req: AskRequest, request: Request, lease: Lease, allowed: frozenset[str] | None) -> Response:

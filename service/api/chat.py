@@ -4,7 +4,8 @@ chat front-end can use fedqa as a model.
 The last user message is the question (:mod:`service.api.conversation`): a product it names wins over the
 previous turn's (the turn is searched restricted to it); one that only names another product ("and in Perl?")
 asks the previous question again for that product; otherwise the previous user turn is prepended for routing and
-retrieval, so that a follow-up is searched with its context, and the answer is to the last question. The answer
+retrieval (its end, so that the whole stays within FEDQA_MAX_QUERY_CHARS), so that a follow-up is searched with its
+context, and the answer is to the last question. The answer
 text carries [n] citations, each also an OpenAI ``url_citation`` annotation of the message (and of the last
 streamed chunk's delta); sources, routing, answer mode and confidence come back in the extra field ``fedqa``.
 ``stream: true`` sends ``chat.completion.chunk`` events and ``data: [DONE]``; the last chunk carries ``fedqa``.
@@ -69,11 +70,13 @@ class ChatRequest(BaseModel):
     strategy: Strategy = Field(default=DEFAULT_STRATEGY, description="fedqa: retrieval strategy.")
 
 
-def _user_turns(req: ChatRequest) -> list[str]:
-    """The user's messages, oldest first (the last message must be one)."""
+def _user_turns(req: ChatRequest, max_chars: int) -> list[str]:
+    """The user's messages, oldest first (the last message must be one, within FEDQA_MAX_QUERY_CHARS)."""
     users = [m.text() for m in req.messages if m.role == "user" and m.text()]
     if not users or req.messages[-1].role != "user" or not req.messages[-1].text():
         raise RequestError("messages", "the last message must be a non-empty user message")
+    if len(users[-1]) > max_chars:
+        raise RequestError("messages", f"the last user message is {len(users[-1])} characters; the limit is {max_chars}")
     return users
 
 
@@ -84,7 +87,8 @@ def _extra(done: dict[str, Any]) -> dict[str, Any]:
 
 def _events(pipeline: Pipeline, req: ChatRequest, allowed: frozenset[str] | None) -> tuple[str, Iterator[tuple[str, dict[str, Any]]]]:
     visible = [d for d in pipeline.domains if allowed is None or d in allowed]  # a key never names a product it cannot see
-    turn = follow(_user_turns(req), visible)  # service.api.conversation: product switches and "and in X?"
+    limit = pipeline.settings.max_query_chars
+    turn = follow(_user_turns(req, limit), visible, max_chars=limit)  # service.api.conversation: product switches, "and in X?"
     ask = AskRequest(query=turn.question, top_k=req.top_k, strategy=req.strategy, domains=turn.domains)
     return turn.retrieval_query, pipeline.answer_stream(ask, retrieval_query=turn.retrieval_query, allowed=allowed)
 

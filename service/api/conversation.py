@@ -56,17 +56,20 @@ def only_names_products(text: str, domains: Sequence[str]) -> bool:
     return all(w.lower() in FILLER for w in WORD.findall(without_products(text, domains)))
 
 
-def follow(users: Sequence[str], domains: Sequence[str]) -> Turn:
-    """The request for the latest of the user's turns ``users`` (oldest first) over the index's ``domains``."""
+def follow(users: Sequence[str], domains: Sequence[str], *, max_chars: int | None = None) -> Turn:
+    """The request for the latest of the user's turns ``users`` (oldest first) over the index's ``domains``; what is
+    searched stays within ``max_chars`` (a reused question is cut to it, a joined previous turn to its end)."""
     question = users[-1]
     named = named_products(question, domains)
     if named and len(users) > 1 and only_names_products(question, domains):
         previous = next((u for u in reversed(users[:-1]) if not only_names_products(u, domains)), users[-2])
-        asked = without_products(previous, domains) or previous
+        asked = (without_products(previous, domains) or previous)[:max_chars]
         return Turn(asked, asked, named)
-    if named:
-        return Turn(question, question, named)
-    return Turn(question, f"{users[-2]} {question}" if len(users) > 1 else question)
+    if named or len(users) < 2:
+        return Turn(question, question, named or None)
+    room = len(users[-2]) if max_chars is None else max_chars - len(question) - 1
+    context = users[-2][-room:].lstrip() if room > 0 else ""
+    return Turn(question, f"{context} {question}" if context else question)
 
 
 def url_citations(content: str, sources: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

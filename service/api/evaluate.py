@@ -6,12 +6,18 @@ starts again. When that file cannot be written (a read-only home), the service s
 job worker: /ask serves, /evaluate dry runs work, and the job routes answer 503 naming the cause.
 A job holds a lease on the pipeline it started with, so a reload meanwhile does not change (or
 close) what answers it.
+
+Bounds: one API key (one client address when keys are off) has at most ``FEDQA_JOBS_MAX_UNFINISHED_PER_KEY``
+jobs queued or running (429 with Retry-After beyond), a job holds at most ``FEDQA_JOBS_MAX_QUESTIONS``
+questions of at most ``FEDQA_MAX_QUERY_CHARS`` characters each (422), and finished jobs are deleted
+``FEDQA_JOBS_KEEP_DAYS`` after they finished (checked at start-up and on every new job).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -20,8 +26,9 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from service.api.security import caller_scope, require_api_key
-from service.evaluation.jobs import JobStore, JobStoreUnavailable
+from service.api.security import RateLimiter, caller_scope, require_api_key
+from service.config import Settings
+from service.evaluation.jobs import JobStore, JobStoreUnavailable, TooManyJobs
 from service.evaluation.judges import open_judge
 from service.evaluation.report import render
 from service.evaluation.runner import (
@@ -41,6 +48,23 @@ log = logging.getLogger("fedqa.api")
 
 
 _WORKER_LOCK = threading.Lock()
+JOB_RETRY_AFTER_S = 60
+
+
+def purge_finished(store: JobStore, settings: Settings) -> None:
+    """Delete the finished jobs older than FEDQA_JOBS_KEEP_DAYS (0: keep them)."""
+    if settings.jobs_keep_days > 0:
+        removed = store.purge(time.time() - settings.jobs_keep_days * 86400.0)
+        if removed:
+            log.info("deleted %d evaluation job(s) finished more than %g days ago", removed, settings.jobs_keep_days)
+
+
+def client_identity(request: Request) -> str:
+    """Who asks, for the cap on unfinished jobs: the API key the request was let in with, else its address (hashed)."""
+    key = getattr(request.state, "api_key", None)
+    if key:
+        return RateLimiter.identity("key", key)
+    return RateLimiter.identity("ip", request.client.host if request.client else "unknown")
 
 
 def _worker(app: FastAPI) -> EvalWorker:
@@ -55,6 +79,7 @@ def _worker_locked(app: FastAPI) -> EvalWorker:
         state = app.state.fedqa
         try:
             store = JobStore.for_settings(state.settings)
+            purge_finished(store, state.settings)
         except JobStoreUnavailable as exc:
             raise HTTPException(503, f"evaluation jobs are unavailable on this instance: {exc}") from None
 
@@ -95,6 +120,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     403: {"model": ErrorBody, "description": "domains names a product outside the API key's products"},
     404: {"model": ErrorBody, "description": "No such job"},
     422: {"model": ErrorBody, "description": "Invalid request"},
+    429: {"model": ErrorBody, "description": "Too many unfinished jobs for this key (see Retry-After)"},
     503: {"model": ErrorBody, "description": "Store or index unavailable, or no writable jobs database (FEDQA_JOBS_DB)"},
 }
 
@@ -126,17 +152,8 @@ def start(req: EvaluateRequest, request: Request, allowed: frozenset[str] | None
     """A key that sees only some products evaluates within them (the job records its ``scope``); of a named
     dataset it gets only the questions of its products."""
     state = request.app.state.fedqa
-    if (req.queries is None) == (req.dataset is None):
-        raise HTTPException(422, "give either queries (inline) or dataset (a name), not both or neither")
     check_domains(req.domains, allowed)
-    try:
-        queries = load_dataset(req.dataset, state.settings.home_dir) if req.dataset is not None else [q.model_dump() for q in req.queries or []]
-    except EvaluationError as exc:
-        raise HTTPException(422, f"dataset: {exc}") from None
-    if req.dataset is not None:
-        queries = labelled_within(queries, allowed)
-    if req.limit:
-        queries = queries[: req.limit]
+    queries = _questions(req, state.settings, allowed)
     spec = req.model_dump(include={"strategies", "metrics", "top_k", "gate", "seed", "domains"})
     if allowed is not None:
         spec["scope"] = sorted(allowed)
@@ -168,15 +185,46 @@ def start(req: EvaluateRequest, request: Request, allowed: frozenset[str] | None
         )
         return JSONResponse(body.model_dump(), status_code=200)
     worker = _worker(request.app)
+    purge_finished(worker.store, state.settings)
     try:
-        job_id = create_job(worker.store, spec, queries, dataset, versions)
+        job_id = create_job(
+            worker.store, spec, queries, dataset, versions, client=client_identity(request), max_unfinished=state.settings.jobs_max_unfinished_per_key
+        )
     except EvaluationError as exc:
         raise HTTPException(422, str(exc)) from None
+    except TooManyJobs as exc:
+        raise HTTPException(
+            429,
+            f"{exc}: wait for one to finish or cancel one (FEDQA_JOBS_MAX_UNFINISHED_PER_KEY)",
+            headers={"Retry-After": str(JOB_RETRY_AFTER_S)},
+        ) from None
     worker.start()
     worker.wake()
     view = _view(_job(request, job_id, allowed), request)
     view.plan = the_plan
     return view
+
+
+def _questions(req: EvaluateRequest, settings: Settings, allowed: frozenset[str] | None) -> list[dict[str, Any]]:
+    """The job's questions (inline, or the named dataset's labelled with the key's products; the first ``limit``),
+    each within FEDQA_MAX_QUERY_CHARS, at most FEDQA_JOBS_MAX_QUESTIONS of them; 422 naming what is wrong otherwise."""
+    if (req.queries is None) == (req.dataset is None):
+        raise HTTPException(422, "give either queries (inline) or dataset (a name), not both or neither")
+    try:
+        queries = load_dataset(req.dataset, settings.home_dir) if req.dataset is not None else [q.model_dump() for q in req.queries or []]
+    except EvaluationError as exc:
+        raise HTTPException(422, f"dataset: {exc}") from None
+    if req.dataset is not None:
+        queries = labelled_within(queries, allowed)
+    if req.limit:
+        queries = queries[: req.limit]
+    if len(queries) > settings.jobs_max_questions:
+        raise HTTPException(422, f"{len(queries)} questions; a job holds at most {settings.jobs_max_questions} (FEDQA_JOBS_MAX_QUESTIONS; use limit)")
+    for i, q in enumerate(queries):
+        if len(q["query"]) > settings.max_query_chars:
+            where = f"queries[{i}].query" if req.dataset is None else f"dataset: question {q.get('qid') or i + 1}"
+            raise HTTPException(422, f"{where}: the question is {len(q['query'])} characters; the limit is {settings.max_query_chars}")
+    return queries
 
 
 @router.get("/evaluate", summary="Latest evaluation jobs, newest first (those of the API key's products)")

@@ -3,6 +3,8 @@
 ``/domains`` lists the caller's products only (it needs an API key when keys are configured). While some key
 sees only some products, ``/readyz`` gives its versions, warnings and causes only to a caller that may see every
 product (its status code is the same for everyone, so probes need no key).
+The probes are ``async``: they only read memory, so they run on the event loop and answer however many
+answers hold the thread pool (a plain ``def`` route waits for a free worker thread).
 """
 
 from __future__ import annotations
@@ -22,12 +24,12 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz", summary="Liveness: the process answers")
-def healthz() -> dict[str, str]:
+async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
 @router.get("/readyz", summary="Readiness: an index and the models are loaded", responses={503: {"description": "Not ready"}})
-def readyz(state: ServiceState = Depends(get_state), everything: bool = Depends(sees_everything)) -> JSONResponse:
+async def readyz(state: ServiceState = Depends(get_state), everything: bool = Depends(sees_everything)) -> JSONResponse:
     p = state.pipeline
     if p is None:
         detail = (state.error or "starting") if everything else "see the service log"

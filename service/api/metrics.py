@@ -152,8 +152,8 @@ async def _may_read(everything: bool = Depends(sees_everything), key: str | None
 
 
 @router.get("/metrics", include_in_schema=False, dependencies=[Depends(_may_read)])
-def metrics_endpoint(request: Request) -> Response:
-    """Prometheus exposition of the app's registry."""
+async def metrics_endpoint(request: Request) -> Response:
+    """Prometheus exposition of the app's registry (on the event loop, like the probes: it reads memory and /proc)."""
     metrics = get_metrics(request)
     body = metrics.render() if metrics is not None else b""
     return Response(body, media_type=CONTENT_TYPE_LATEST)

@@ -4,6 +4,10 @@ Every user of the pipeline (a request, a streamed answer, an evaluation job) hol
 (:meth:`ServiceState.lease`). A reload swaps in the new pipeline at once, and the old one is closed
 (its search threads, and its store unless a live pipeline shares it) only when its last lease is
 given back, so nothing in flight loses its pipeline halfway.
+
+Every load uses one store backend, opened at the first load (unless one was given) and closed when the
+state is closed and its last pipeline is released: with a Qdrant server that backend holds the
+QdrantClient (its connection pool), so reloads that change the index version do not each open one more.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from contextlib import contextmanager
 from service.config import Settings
 from service.loading import load_pipeline
 from service.pipeline import Pipeline
+from service.retrieval.backends import open_backend
 from service.retrieval.store import StoreBackend
 
 log = logging.getLogger("fedqa.api")
@@ -44,6 +49,8 @@ class ServiceState:
     def __init__(self, settings: Settings, backend: StoreBackend | None = None, loader: Callable[..., Pipeline] = load_pipeline) -> None:
         self.settings = settings
         self.backend = backend
+        self._owns_backend = False  # opened here (closed here), not given
+        self._closed = False
         self._loader = loader
         self._lock = threading.Lock()  # one load at a time
         self._users_lock = threading.Lock()  # leases and retirement (never held while loading)
@@ -51,7 +58,6 @@ class ServiceState:
         self._retired: dict[int, Pipeline] = {}
         self.pipeline: Pipeline | None = None
         self.error: str | None = None
-        self.asks_in_flight = 0  # /ask requests being answered (changed only in the event loop's thread)
 
     # ----------------------------------------------------------------- leases
     def acquire(self) -> Lease | None:
@@ -89,6 +95,7 @@ class ServiceState:
                 return  # still the current pipeline
             close_store = self._store_unshared(pipeline)
         self._close(pipeline, close_store)
+        self._close_backend_when_done()
 
     def _store_unshared(self, pipeline: Pipeline) -> bool:
         """True when no other live pipeline (current or retired with users) uses this pipeline's store."""
@@ -121,7 +128,10 @@ class ServiceState:
         """
         with self._lock:
             current = self.pipeline
+            self._closed = False
             try:
+                if self.backend is None:
+                    self.backend, self._owns_backend = open_backend(self.settings), True
                 if current is not None:
                     fresh = self._loader(self.settings, self.backend, store=current.store)
                 else:
@@ -141,5 +151,21 @@ class ServiceState:
         """Release the pipeline's resources (at shutdown; leases still out keep theirs until given back)."""
         with self._users_lock:
             old, self.pipeline = self.pipeline, None
+            self._closed = True
         if old is not None:
             self._retire(old)
+        self._close_backend_when_done()
+
+    def _close_backend_when_done(self) -> None:
+        """Close the backend this state opened once the state is closed and no pipeline uses it any more."""
+        with self._users_lock:
+            if not (self._closed and self._owns_backend and self.backend is not None and not self._retired):
+                return
+            backend, self.backend, self._owns_backend = self.backend, None, False
+        # qdrant-client's backend holds a QdrantClient; the embedded backend holds nothing to close.
+        close = getattr(getattr(backend, "client", None), "close", None)
+        if callable(close):
+            try:
+                close()
+            except Exception:  # noqa: BLE001 - shutting down
+                log.exception("closing the store backend failed")

@@ -6,6 +6,8 @@ import argparse
 import logging
 from typing import TYPE_CHECKING
 
+from pydantic import SecretStr
+
 from service.cli.common import settings
 from service.config import Settings
 
@@ -47,9 +49,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def secrets_of(s: Settings) -> list[str]:
-    """Every configured secret, for the log's redaction filter."""
+    """Every configured secret (each SecretStr setting, so a new one cannot be missed), for the log's redaction filter."""
     out = list(s.api_key_set())
-    for secret in (s.admin_key, s.llm_api_key, s.qdrant_api_key):
-        if secret is not None and secret.get_secret_value():
+    for name in type(s).model_fields:
+        secret = getattr(s, name)
+        if isinstance(secret, SecretStr) and secret.get_secret_value():
             out.append(secret.get_secret_value())
     return out

@@ -11,6 +11,10 @@ seconds, however long one question takes. A claim is free again when its worker 
 (graceful stop), when its heartbeat is older than ``STALE_S`` (a crashed or hung process, on any
 host), or at once when the owner ran on this host and its process is gone (crash, kill -9).
 
+A job records who asked for it (``client``: a hash of the API key, or of the address when keys are off), so
+that the unfinished jobs of one client can be capped (:meth:`JobStore.create`), and finished jobs are deleted
+after a retention period (:meth:`JobStore.purge`).
+
 A job records the versions that answer it (index, router, retriever, LLM, judge) when it is
 created; a resume with other versions would mix two systems in one set of numbers, so the runner
 refuses it (see :func:`service.evaluation.runner.run_job`).
@@ -37,7 +41,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY, created REAL NOT NULL, updated REAL NOT NULL, status TEXT NOT NULL,
     spec TEXT NOT NULL, queries TEXT NOT NULL, total INTEGER NOT NULL, error TEXT, summary TEXT,
-    owner TEXT, heartbeat REAL, versions TEXT
+    owner TEXT, heartbeat REAL, versions TEXT, client TEXT
 );
 CREATE TABLE IF NOT EXISTS results (
     job_id TEXT NOT NULL, strategy TEXT NOT NULL, qid TEXT NOT NULL, position INTEGER NOT NULL,
@@ -51,6 +55,14 @@ CREATE TABLE IF NOT EXISTS cache (
 
 class JobStoreUnavailable(RuntimeError):
     """The jobs database cannot be created or written (e.g. a read-only home)."""
+
+
+class TooManyJobs(RuntimeError):
+    """A client already has as many unfinished jobs as it may (``limit``)."""
+
+    def __init__(self, unfinished: int, limit: int) -> None:
+        super().__init__(f"{unfinished} evaluation jobs of this client are queued or running; the limit is {limit}")
+        self.unfinished, self.limit = unfinished, limit
 
 
 def owner_id(tag: str | None = None) -> str:
@@ -90,8 +102,9 @@ class JobStore:
                 c.execute("PRAGMA journal_mode=WAL")
                 c.executescript(_SCHEMA)
                 columns = {r["name"] for r in c.execute("PRAGMA table_info(jobs)").fetchall()}
-                if "versions" not in columns:  # a database from before versions were pinned
-                    c.execute("ALTER TABLE jobs ADD COLUMN versions TEXT")
+                for column in ("versions", "client"):  # a database from before versions were pinned / clients recorded
+                    if column not in columns:
+                        c.execute(f"ALTER TABLE jobs ADD COLUMN {column} TEXT")
                 c.execute("CREATE TABLE IF NOT EXISTS _probe (x INTEGER)")  # a read-only file fails here
                 c.execute("DROP TABLE IF EXISTS _probe")
         except (OSError, sqlite3.Error) as exc:
@@ -120,17 +133,48 @@ class JobStore:
             conn.close()
 
     # ------------------------------------------------------------------ jobs
-    def create(self, spec: dict[str, Any], queries: list[dict[str, Any]], versions: dict[str, Any] | None = None) -> str:
-        """A new queued job, pinned to ``versions`` (what will answer it); returns its id."""
+    def create(
+        self,
+        spec: dict[str, Any],
+        queries: list[dict[str, Any]],
+        versions: dict[str, Any] | None = None,
+        *,
+        client: str | None = None,
+        max_unfinished: int | None = None,
+    ) -> str:
+        """A new queued job, pinned to ``versions`` (what will answer it); returns its id.
+
+        With ``max_unfinished``, :class:`TooManyJobs` when ``client`` already has that many jobs queued or running
+        (counted and inserted in one write transaction, so concurrent requests cannot both slip under the cap)."""
         job_id = time.strftime("eval-%Y%m%d-%H%M%S-", time.gmtime()) + secrets.token_hex(3)
         now = time.time()
         total = len(queries) * len(spec["strategies"])
         with self._conn() as c:
+            if max_unfinished is not None:
+                c.execute("BEGIN IMMEDIATE")
+                unfinished = c.execute("SELECT COUNT(*) FROM jobs WHERE client IS ? AND status IN ('queued', 'running')", (client,)).fetchone()[0]
+                if unfinished >= max_unfinished:
+                    raise TooManyJobs(unfinished, max_unfinished)
             c.execute(
-                "INSERT INTO jobs (id, created, updated, status, spec, queries, total, versions) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?)",
-                (job_id, now, now, json.dumps(spec), json.dumps(queries), total, json.dumps(versions) if versions else None),
+                "INSERT INTO jobs (id, created, updated, status, spec, queries, total, versions, client) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
+                (job_id, now, now, json.dumps(spec), json.dumps(queries), total, json.dumps(versions) if versions else None, client),
             )
         return job_id
+
+    def purge(self, older_than: float) -> int:
+        """Delete the finished jobs (with their results and cache) last changed before ``older_than`` (epoch s)."""
+        final = ",".join("?" * len(FINAL))
+        with self._conn() as c:
+            ids = [r["id"] for r in c.execute(f"SELECT id FROM jobs WHERE status IN ({final}) AND updated < ?", (*FINAL, older_than))]
+            for table, column in (("results", "job_id"), ("cache", "job_id"), ("jobs", "id")):
+                c.executemany(f"DELETE FROM {table} WHERE {column} = ?", [(i,) for i in ids])
+        return len(ids)
+
+    def holder(self, job_id: str) -> tuple[str | None, str | None]:
+        """(status, owner) of a job ((None, None) when there is no such job): a running worker reads whether it still holds it."""
+        with self._conn() as c:
+            row = c.execute("SELECT status, owner FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return (row["status"], row["owner"]) if row else (None, None)
 
     def versions(self, job_id: str) -> dict[str, Any] | None:
         """The versions a job is pinned to (None: not pinned yet)."""

@@ -275,16 +275,30 @@ def load_dataset(name: str, home: str | Path) -> list[dict[str, Any]]:
     else:
         path = Path(home).expanduser() / "eval" / "datasets" / f"{name}.jsonl"
         if not path.is_file():
-            raise EvaluationError(f"no dataset {name!r}: put its queries.jsonl at {path}, or send the questions inline")
-    return [query_record(q) for q in load_queries(path)]
+            where = f"$FEDQA_HOME/eval/datasets/{name}.jsonl"  # as the client named it: the server's path is not theirs to know
+            raise EvaluationError(f"no dataset {name!r}: put its queries.jsonl at {where}, or send the questions inline")
+    try:
+        return [query_record(q) for q in load_queries(path)]
+    except (OSError, ValueError) as exc:  # bad JSON, bad UTF-8 or a line without "query", named by line (not by the server's path)
+        raise EvaluationError(str(exc).replace(str(path), f"{name}.jsonl")) from None
 
 
-def create_job(store: JobStore, spec: dict[str, Any], queries: list[dict[str, Any]], dataset: str, versions: dict[str, Any] | None = None) -> str:
+def create_job(
+    store: JobStore,
+    spec: dict[str, Any],
+    queries: list[dict[str, Any]],
+    dataset: str,
+    versions: dict[str, Any] | None = None,
+    *,
+    client: str | None = None,
+    max_unfinished: int | None = None,
+) -> str:
     """Store a new job (questions de-duplicated by qid), pinned to ``versions`` (:func:`pinned_versions`
-    of the pipeline that will run it; None: pinned when it starts); returns its id."""
+    of the pipeline that will run it; None: pinned when it starts); returns its id. ``client`` and
+    ``max_unfinished``: see :meth:`JobStore.create` (TooManyJobs)."""
     if not queries:
         raise EvaluationError("no questions to evaluate")
-    return store.create({**spec, "dataset": dataset}, dedupe_qids(queries), versions)
+    return store.create({**spec, "dataset": dataset}, dedupe_qids(queries), versions, client=client, max_unfinished=max_unfinished)
 
 
 def write_outputs(out: str | Path, summary: dict[str, Any], records: Sequence[dict[str, Any]]) -> dict[str, str]:
