@@ -281,6 +281,7 @@ function sourceCard(s, i) {
   card.append(el("dl", { class: "scores" },
     el("div", {}, el("dt", { text: "s" }), el("dd", { text: fmt(s.score), "data-score": "s" })),
     el("div", {}, el("dt", { text: "p_j" }), el("dd", { text: fmt(s.domain_prob), "data-score": "p" })),
+    el("div", {}, el("dt", { text: "w_j" }), el("dd", { text: fmt(s.domain_weight), "data-score": "w" })),
     el("div", {}, el("dt", { text: "U" }), el("dd", { text: fmt(s.unified_score), "data-score": "u" }))));
   return card;
 }
@@ -401,7 +402,7 @@ function rankingColumn(strategy, body, otherIds) {
     const elsewhere = otherIds.indexOf(s.doc_id);
     return el("li", { class: elsewhere >= 0 ? "shared" : "only", "data-doc-id": s.doc_id },
       el("span", { class: "title", text: s.title }),
-      el("span", { class: "where", text: `${s.domain} · U ${fmt(s.unified_score)} · s ${fmt(s.score)} · p_j ${fmt(s.domain_prob)}` }),
+      el("span", { class: "where", text: `${s.domain} · U ${fmt(s.unified_score)} · s ${fmt(s.score)} · p_j ${fmt(s.domain_prob)} · w_j ${fmt(s.domain_weight)}` }),
       el("span", { class: "other", text: elsewhere >= 0 ? `also #${elsewhere + 1} on the other side` : "only here" }));
   });
   const r = body.routing;
