@@ -20,7 +20,7 @@ from tests.utils import free_port
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def fedqa(*args: str, home: Path, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
+def fedqa(*args: str, home: Path, timeout: float = 900, **env: str) -> subprocess.CompletedProcess:
     """Run ``python -m service.cli ARGS`` as a new process on ``home``."""
     full = {k: v for k, v in os.environ.items() if not k.startswith("FEDQA_")}
     full.update(FEDQA_HOME=str(home), FEDQA_LLM_BACKEND="none", HF_HUB_OFFLINE="1", **env)
@@ -84,7 +84,7 @@ def test_index_open_in_a_running_service_and_refusing_service_end_in_one_line(tm
     docs.write_text("\n".join(DOCS.read_text(encoding="utf-8").splitlines()[::30]) + "\n", encoding="utf-8")
     assert fedqa("ingest", str(docs), "--quiet", home=home, FEDQA_ENCODER_BACKEND="torch").returncode == 0
     port = free_port()
-    with serving_process(home, port):
+    with serving(home, port):
         out = fedqa("ask", "How do I import contacts?", "--no-generate", home=home)
         assert_one_line_failure(out, "open in another process")
         out = fedqa("ask", "", "--url", f"http://127.0.0.1:{port}", home=home)

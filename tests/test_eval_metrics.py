@@ -233,3 +233,14 @@ def test_report_names_lfs_votes_only_where_there_are_votes():
     page = render(summarize(spec, queries, records, dataset="hand"), records)
     assert "lfs votes None" not in page
     assert page.count("lfs votes {") == 1  # the lfs line keeps its votes
+
+
+def test_the_demo_datasets_report_says_its_figures_are_in_sample():
+    """The demo's home was fitted on the demo's questions: its evaluation says so (another dataset's does not)."""
+    from service.evaluation.report import render
+
+    spec = {"strategies": ["uis"], "metrics": ["retrieval"], "top_k": 5, "gate": "deterministic", "seed": None}
+    records = [{**_rec("a", "uis", ["git"], 1.0), "ranking": [{"doc_id": "x"}]}]
+    demo = summarize(spec, [{"qid": "a", "domains": ["git"]}], records, dataset="demo")
+    assert any(n.startswith("in-sample") for n in demo["notes"]) and "in-sample" in render(demo, records)
+    assert not any("in-sample" in n for n in summarize(spec, [{"qid": "a", "domains": ["git"]}], records, dataset="hand")["notes"])

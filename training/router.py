@@ -229,6 +229,27 @@ def _fit_held_out(
         router.fitted[name] = fit(held)
 
 
+def _fit_out_of_fold(
+    settings: Settings,
+    index_version: str,
+    router: HeadRouter,
+    train: Sequence[LabelledQuery],
+    origins: Sequence[str],
+    arrays: tuple[np.ndarray, np.ndarray, np.ndarray],
+    cfg: RouterConfig,
+    fitters: Mapping[str, Callable[[HeldOut], dict]],
+    metrics: dict[str, Any],
+    stop: StopFlag | None,
+) -> None:
+    """Calibration, fused parameters and fitters on every labelled question of ``train``, each scored by a head
+    trained without its fold (``arrays``: the training rows' vectors, labels and weights)."""
+    vectors, labels, weights = arrays
+    labelled = [i for i, o in enumerate(origins) if o != "synthetic"]
+    logits = out_of_fold_logits(vectors, labels, weights, labelled, router.domains, cfg, retriever=router.retriever, stop=stop)
+    held = [train[i] for i in labelled]
+    _fit_held_out(settings, index_version, router, vectors[labelled], held, cfg, fitters, metrics, logits=logits)
+
+
 def _manifest(
     cfg: RouterConfig,
     domains: Sequence[str],
@@ -307,12 +328,8 @@ def train_and_activate(
 
     metrics: dict[str, Any] = {"train": routing_report(router.predict_vectors(vectors), train, domains)}
     if thin:
-        labelled = [i for i, o in enumerate(origins) if o != "synthetic"]
-        warning = small_split_warning(val, thin, cfg.min_val_per_domain, len(labelled), min(cfg.kfold, len(labelled)))
-        log.warning(warning)
-        logits = out_of_fold_logits(vectors, labels, weights, labelled, domains, cfg, retriever=encoder.version, stop=stop)
-        held = [train[i] for i in labelled]
-        _fit_held_out(settings, index_version, router, vectors[labelled], held, cfg, fitters or {}, metrics, logits=logits)
+        warning = small_split_warning(val, thin, cfg.min_val_per_domain, sum(o != "synthetic" for o in origins), cfg.kfold)
+        _fit_out_of_fold(settings, index_version, router, train, origins, (vectors, labels, weights), cfg, fitters or {}, metrics, stop)
         metrics.update(held_out="kfold", warnings=[warning])
         val = []  # trained on: no question is held out of this version
     elif val:

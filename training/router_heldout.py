@@ -31,12 +31,15 @@ def thin_domains(val: Sequence[LabelledQuery], domains: Sequence[str], min_per_d
 
 
 def small_split_warning(val: Sequence[LabelledQuery], thin: Sequence[str], min_per_domain: int, labelled: int, folds: int) -> str:
-    """What ``train router`` says when the validation split is too small to fit on."""
-    return (
+    """What ``train router`` says (and logs) when the validation split is too small to fit on."""
+    folds = min(folds, labelled)
+    message = (
         f"the validation split ({len(val)} questions) has fewer than {min_per_domain} questions of {', '.join(thin)}: "
         f"too few to fit the calibration and the fused strategy's parameters; fitting them out of fold ({folds}-fold) "
         f"over all {labelled} labelled questions instead"
     )
+    log.warning(message)
+    return message
 
 
 def out_of_fold_logits(

@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``fedqa`` command."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("httpx", "sentence_transformers", "transformers"):
+    for noisy in ("httpx", "sentence_transformers", "transformers", "absl"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
     if args.command in COMPUTE_COMMANDS:
