@@ -23,7 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def fedqa(*args: str, home: Path, timeout: float = 900, **env: str) -> subprocess.CompletedProcess:
     """Run ``python -m service.cli ARGS`` as a new process on ``home``."""
     full = {k: v for k, v in os.environ.items() if not k.startswith("FEDQA_")}
-    full.update(FEDQA_HOME=str(home), FEDQA_LLM_BACKEND="none", HF_HUB_OFFLINE="1", **env)
+    # PyTorch encoder and a cache beside the home: no ONNX export in these tests (nor in the user's cache)
+    full.update(FEDQA_HOME=str(home), FEDQA_CACHE=str(home.parent / "cache"), FEDQA_ENCODER_BACKEND="torch", FEDQA_LLM_BACKEND="none")
+    full.update(HF_HUB_OFFLINE="1", **env)
     return subprocess.run([sys.executable, "-m", "service.cli", *args], cwd=ROOT, env=full, capture_output=True, text=True, timeout=timeout)
 
 
@@ -72,7 +74,6 @@ def test_unreachable_service_missing_home_and_bad_files_end_in_one_line(tmp_path
     bad.write_text('{"qid": "a", "query": "x", "domains": ["d"]}\n{not json\n', encoding="utf-8")
     assert_one_line_failure(fedqa("train", "router", "--queries", str(bad), home=home), f"{bad}:2", "not JSON")
     assert_one_line_failure(fedqa("ingest", str(tmp_path / "missing"), home=home), "no such file")
-    assert_one_line_failure(fedqa("ingest", str(bad), home=home), f"{bad}:2")
 
 
 @pytest.mark.slow
@@ -82,7 +83,7 @@ def test_index_open_in_a_running_service_and_refusing_service_end_in_one_line(tm
     home = tmp_path / "home"
     docs = tmp_path / "docs.jsonl"
     docs.write_text("\n".join(DOCS.read_text(encoding="utf-8").splitlines()[::30]) + "\n", encoding="utf-8")
-    assert fedqa("ingest", str(docs), "--quiet", home=home, FEDQA_ENCODER_BACKEND="torch").returncode == 0
+    assert fedqa("ingest", str(docs), "--quiet", home=home).returncode == 0
     port = free_port()
     with serving(home, port):
         out = fedqa("ask", "How do I import contacts?", "--no-generate", home=home)

@@ -89,7 +89,8 @@ def _router_part(registry: Registry, version: str | None, index: dict[str, Any])
     if (router.get("retriever") or "base") != retriever:
         return Part("router", False, f"{version} was trained on another retriever's vectors: every product is searched", add)
     fused = "fused strategy fitted" if (router.get("metrics") or {}).get("fusion", {}).get("params") else "fused strategy not fitted (ranks as uis)"
-    return Part("router", True, f"{version}: {router.get('train_queries')} training questions, {router.get('val_queries')} held out; {fused}")
+    held = "calibrated out of fold" if (router.get("metrics") or {}).get("held_out") == "kfold" else f"{router.get('val_queries')} held out"
+    return Part("router", True, f"{version}: {router.get('train_queries')} training questions, {held}; {fused}")
 
 
 def _fitted_parts(registry: Registry, router: str | None, index: str | None) -> list[Part]:

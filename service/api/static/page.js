@@ -227,11 +227,15 @@ function renderMode(mode) {
   $("answer-section").classList.toggle("not-covered", mode === "not_covered");
 }
 
+// Strategies that choose their products without the gate: their threshold is reported but not used.
+const GATELESS = { uis: "every product is searched", rfs: "the router's top product is searched", lfs: "an LLM chooses the products" };
+
 function renderRouting(routing) {
   const list = $("routing-bars");
   list.replaceChildren();
   const active = new Set(routing.active_domains || []);
-  const tau = routing.threshold;
+  const gateless = GATELESS[routing.strategy];
+  const tau = gateless ? null : routing.threshold;
   const entries = Object.entries(routing.probabilities || {}).sort((a, b) => b[1] - a[1]);
   for (const [domain, p] of entries) {
     const fill = el("span", { class: "fill" });
@@ -246,14 +250,14 @@ function renderRouting(routing) {
       mark.style.left = `${tau * 100}%`;
       bar.append(mark);
     }
-    const chance = (routing.activation || {})[domain];
+    const chance = gateless ? undefined : (routing.activation || {})[domain];
     const flag = (active.has(domain) ? "searched" : "not searched")
       + (typeof chance === "number" && chance < 1 ? ` · gate chance ${fmt(chance)}` : "");
     list.append(el("li", { class: active.has(domain) ? "route active" : "route", "data-domain": domain },
       el("span", { class: "name", text: domain }), bar, el("span", { class: "value", text: fmt(p) }),
       el("span", { class: "flag", text: flag })));
   }
-  const parts = [`strategy ${routing.strategy || "?"}`, `τ(q) = ${fmt(tau)}`,
+  const parts = [`strategy ${routing.strategy || "?"}`, gateless ? `no gate: ${gateless}` : `τ(q) = ${fmt(tau)}`,
     `searched: ${(routing.active_domains || []).join(", ") || "none"}`, `gate ${routing.mode}`, `router ${routing.router}`];
   $("routing-summary").replaceChildren(parts.join(" · "));
   if (routing.fallback) {
