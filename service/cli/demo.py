@@ -101,14 +101,28 @@ def setup_demo_in_subprocess(say: Callable[[str], None]) -> None:
     """Run ``fedqa demo`` in a child process, passing each of its output lines to ``say``: what the build loads
     (the PyTorch model, the ONNX export, training data) is freed with the child instead of staying in the server.
     The child reads the same FEDQA_* environment; RuntimeError when it fails."""
+    import signal
     import subprocess
     import sys
 
     cmd = [sys.executable, "-m", "service.cli", "demo", "--quiet"]
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1) as child:
-        assert child.stdout is not None
-        for line in child.stdout:
-            if line.strip():
-                say(line.rstrip())
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)  # a stopped server stops the build too
+    try:
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1) as child:
+            try:
+                assert child.stdout is not None
+                for line in child.stdout:
+                    if line.strip():
+                        say(line.rstrip())
+            except BaseException:  # Ctrl-C or SIGTERM: the child must not go on alone
+                child.terminate()
+                raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if child.returncode != 0:
         raise RuntimeError(f"setting up the demo failed (fedqa demo exited {child.returncode}; its output is above)")
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM while the demo is built: exit through Python, so that the build's child process is stopped first."""
+    raise SystemExit(128 + signum)
