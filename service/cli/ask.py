@@ -44,10 +44,15 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if args.url:
         print_json(ask_remote(args.url, body), ensure_ascii=False)
         return 0
+    from service.artifacts import Registry
+
+    s = settings()
+    if not Registry(s.home_dir).active()["index"]:  # said at once, before the models are loaded
+        raise RuntimeError(f"no index in {s.home_dir}: run 'fedqa ingest PATH' (or 'fedqa demo') first, or ask a running service with --url")
     from service.loading import load_pipeline
     from service.schemas import AskRequest
 
-    pipeline = load_pipeline(settings(), with_llm=not args.no_generate)
+    pipeline = load_pipeline(s, with_llm=not args.no_generate)
     try:
         resp = pipeline.answer(AskRequest(**body))
     finally:
