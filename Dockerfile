@@ -37,6 +37,7 @@ ENV PATH=/opt/fedqa/bin:$PATH \
     HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 \
     FEDQA_HOME=/data \
+    FEDQA_CACHE=/data/cache \
     FEDQA_HOST=0.0.0.0 \
     FEDQA_PORT=8000 \
     FEDQA_LOG_FORMAT=json

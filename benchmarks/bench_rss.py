@@ -5,6 +5,11 @@ and after ``--n`` retrieval questions, next to its floor: a bare Python process 
 sentence-transformers PyTorch MiniLM after one encode.
 
     FEDQA_HOME=/work/homes/faq6-onnx python benchmarks/bench_rss.py
+    python benchmarks/bench_rss.py --demo                # a first 'fedqa serve --demo' on a new home
+    python benchmarks/bench_rss.py --demo --fresh-cache  # ... with an empty per-user cache (the ONNX export redone)
+
+With ``--demo`` the home is a new temporary one (unless ``--home`` is given), so the server builds the demo
+(ingest, router, answer policy, not-covered decision) before it serves, and the figure is that first run's RSS.
 """
 
 from __future__ import annotations
@@ -13,6 +18,9 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
+import time
+from pathlib import Path
 
 import httpx
 from speed_common import FAQ6, emit, read_jsonl, rss_bytes, serve
@@ -32,14 +40,27 @@ def main() -> None:
     ap.add_argument("--queries", default=str(FAQ6 / "queries_dev.jsonl"))
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--port", type=int, default=8062)
+    ap.add_argument("--demo", action="store_true", help="serve --demo on a new home (the demo's questions are asked)")
+    ap.add_argument("--fresh-cache", action="store_true", help="with --demo: an empty per-user cache (FEDQA_CACHE)")
     args = ap.parse_args()
+    env = {"FEDQA_LLM_BACKEND": "none"}
+    work = Path(tempfile.mkdtemp(prefix="fedqa-rss-"))
+    if args.demo:
+        from service.demo import QUERIES
+
+        args.home = args.home or str(work / "home")
+        args.queries = str(QUERIES)
+        if args.fresh_cache:
+            env["FEDQA_CACHE"] = str(work / "cache")
     if not args.home:
         raise SystemExit("give --home or set FEDQA_HOME")
     queries = read_jsonl(args.queries, "query")[: args.n]
+    t0 = time.perf_counter()
     with (
-        serve(args.home, args.port, env={"FEDQA_LLM_BACKEND": "none"}) as proc,
+        serve(args.home, args.port, env=env, args=["--demo"] if args.demo else [], ready_timeout_s=1800, log_path=work / "serve.log") as proc,
         httpx.Client(base_url=f"http://127.0.0.1:{args.port}", timeout=60) as client,
     ):
+        ready_seconds = time.perf_counter() - t0
         ready = rss_bytes(proc.pid)
         for q in queries:
             client.post("/ask", json={"query": q, "generate": False}).raise_for_status()
@@ -51,6 +72,9 @@ def main() -> None:
         {
             "figure": "fedqa serve RSS",
             "home": args.home,
+            "demo_first_run": args.demo,
+            "fresh_cache": bool(args.demo and args.fresh_cache),
+            "seconds_to_ready": round(ready_seconds, 1),
             "versions": versions,
             "rss_ready_mib": mib(ready),
             f"rss_after_{len(queries)}_questions_mib": mib(after),

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
@@ -80,13 +80,19 @@ def wait_ready(url: str, timeout_s: float, proc: subprocess.Popen | None = None)
 
 @contextmanager
 def serve(
-    home: str | Path, port: int, *, env: dict[str, str] | None = None, ready_timeout_s: float = 300, log_path: str | Path | None = None
+    home: str | Path,
+    port: int,
+    *,
+    env: dict[str, str] | None = None,
+    ready_timeout_s: float = 300,
+    log_path: str | Path | None = None,
+    args: Sequence[str] = (),
 ) -> Iterator[subprocess.Popen]:
-    """Run ``fedqa serve`` on 127.0.0.1:port with FEDQA_HOME=home until the block ends."""
+    """Run ``fedqa serve`` on 127.0.0.1:port with FEDQA_HOME=home (and ``args``, e.g. ``--demo``) until the block ends."""
     full_env = {**os.environ, "FEDQA_HOME": str(home), "HF_HUB_OFFLINE": "1", **(env or {})}
     out = open(log_path, "w") if log_path else subprocess.DEVNULL  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(port), *args],
         cwd=REPO,
         env=full_env,
         stdout=out,

@@ -24,3 +24,4 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 echo "fedqa is set up in .venv ($(.venv/bin/python -c 'import service; print(service.__version__)'))"
+echo "to run 'fedqa' as the README writes it, put the venv on PATH in your shell: export PATH=\"$PWD/.venv/bin:\$PATH\""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from service.generation.answer import Answer
 from service.retrieval.passage import RankedHit
 from service.retrieval.strategies import StrategyName
-from service.schemas import AnswerConfidence, AskRequest, AskResponse, Source
+from service.schemas import AnswerConfidence, AskRequest, AskResponse, Routing, Source
 
 if TYPE_CHECKING:
     from service.pipeline import Pipeline, Retrieval
@@ -37,7 +37,7 @@ def answer_stream(
         if isinstance(data, AskResponse):
             yield name, data.model_dump(mode="json")
         elif name == "retrieval":
-            yield name, {"routing": data.routing.model_dump(), "sources": [s.model_dump() for s in sources(data.hits)]}
+            yield name, {"routing": data.routing.model_dump(), "sources": [s.model_dump() for s in sources(data.hits, data.routing.probabilities)]}
         else:
             yield name, data
 
@@ -94,22 +94,34 @@ def response(ret: Retrieval, answer: Answer, strategy: StrategyName | str, versi
         answer_mode=answer.mode.value,
         citations=answer.citations,
         confidence=AnswerConfidence(**asdict(answer.confidence)) if answer.confidence else None,
-        sources=sources(ret.hits),
+        sources=sources(ret.hits, ret.routing.probabilities),
         routing=ret.routing,
         strategy=strategy,  # type: ignore[arg-type]
         timings_ms=ret.timings_ms,
         versions=versions,
-        error=answer.error,
+        error=answer.error or selection_error(ret.routing),
     )
 
 
-def sources(hits: list[RankedHit]) -> list[Source]:
-    """The response's sources: each hit's passage with its scores."""
+def selection_error(routing: Routing) -> str | None:
+    """Why the strategy could not select as it should: lfs with no LLM (or no vote answered), else None."""
+    selector = routing.selector or {}
+    votes = selector.get("votes")
+    if not votes or any(v is not None for v in votes.values()):
+        return None
+    reasons = sorted({str(e) for e in (selector.get("errors") or {}).values() if e})
+    return f"lfs could not ask an LLM ({'; '.join(reasons) or 'no vote'}): the router's top product was searched"
+
+
+def sources(hits: list[RankedHit], probabilities: dict[str, float]) -> list[Source]:
+    """The response's sources: each hit's passage with its scores (``domain_prob``: the router's p_j of its domain,
+    ``domain_weight``: the weight its domain had in the merge, which the hit calls ``domain_prob``)."""
     return [
         Source(
             **h.passage.payload(),
             score=round(h.score, 6),
-            domain_prob=round(h.domain_prob, 6),
+            domain_prob=round(probabilities.get(h.passage.domain, 0.0), 6),
+            domain_weight=round(h.domain_prob, 6),
             unified_score=round(h.unified_score, 6),
             rerank_score=h.rerank_score,
         )

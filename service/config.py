@@ -22,6 +22,11 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FEDQA_", env_file=None, extra="ignore")
 
     home: Path = Field(default=Path("~/.fedqa"), description="Data home: indexes, models, caches.")
+    cache: Path | None = Field(
+        default=None,
+        description="Per-user cache shared by every home (the base encoder's ONNX export, keyed by model and recipe); "
+        "default: $XDG_CACHE_HOME/fedqa, else ~/.cache/fedqa.",
+    )
 
     # Store
     qdrant_url: str | None = Field(
@@ -194,6 +199,14 @@ class Settings(BaseSettings):
     def home_dir(self) -> Path:
         """The expanded data home."""
         return self.home.expanduser()
+
+    @property
+    def cache_dir(self) -> Path:
+        """The per-user cache (FEDQA_CACHE, else $XDG_CACHE_HOME/fedqa, else ~/.cache/fedqa)."""
+        if self.cache is not None:
+            return self.cache.expanduser()
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        return (Path(xdg) if xdg else Path("~/.cache").expanduser()) / "fedqa"
 
     @property
     def jobs_path(self) -> Path:

@@ -82,7 +82,7 @@ def configure_logging(fmt: str = "json", level: str | int = "INFO", *, secrets: 
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level if isinstance(level, int) else level.upper())
-    for noisy in ("httpx", "httpcore", "sentence_transformers", "transformers", "urllib3"):
+    for noisy in ("httpx", "httpcore", "sentence_transformers", "transformers", "urllib3", "absl"):  # absl: rouge-score's INFO lines
         logging.getLogger(noisy).setLevel(logging.WARNING)
     # uvicorn's own loggers go through the root handler; its access log is replaced by fedqa.access.
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):

@@ -45,11 +45,26 @@ def test_retrieval_path_returns_ranked_sources_and_routing(client, demo_pipeline
     assert unified == sorted(unified, reverse=True)
     for s in body["sources"]:
         assert s["domain"] in routing["active_domains"]
-        assert s["unified_score"] == pytest.approx(s["domain_prob"] * s["score"], abs=1e-5)
+        assert s["unified_score"] == pytest.approx(s["domain_weight"] * s["score"], abs=1e-5)
         assert s["domain_prob"] == pytest.approx(routing["probabilities"][s["domain"]], abs=1e-5)
+        assert s["domain_weight"] == pytest.approx(s["domain_prob"], abs=1e-5)  # mkpqa merges by p_j itself
         assert {"doc_id", "title", "source", "text"} <= set(s)
     assert {"router", "gate", "embed", "search", "total"} <= set(body["timings_ms"])
     assert body["versions"]["index"] and body["versions"]["router"].startswith("router-")
+
+
+@pytest.mark.parametrize("strategy", ["fused", "uis"])
+def test_sources_say_the_routers_p_j_and_the_merge_weight_apart(client, strategy):
+    """domain_prob is the router's p_j (as in routing.probabilities) under every strategy; the merge weight is domain_weight."""
+    r = client.post("/ask", json={"query": "How do I enforce SSO for my CRM users?", "generate": False, "strategy": strategy})
+    body = r.json()
+    probabilities = body["routing"]["probabilities"]
+    for s in body["sources"]:
+        assert s["domain_prob"] == pytest.approx(probabilities[s["domain"]], abs=1e-5)
+        assert s["unified_score"] == pytest.approx(s["domain_weight"] * max(s["score"], 0.0), abs=1e-5)
+    if strategy == "uis":
+        assert all(s["domain_weight"] == 1.0 for s in body["sources"])
+        assert any(s["domain_prob"] < 0.999 for s in body["sources"])  # the weight is 1, p_j is not
 
 
 def test_router_sends_demo_questions_to_their_product(demo_pipeline):
@@ -259,3 +274,11 @@ def test_api_key_required_when_configured(demo_pipeline):
     assert c.post("/ask", json=q, headers={"Authorization": "Bearer k2"}).status_code == 200
     assert c.post("/ask", json=q, headers={"X-API-Key": "k1"}).status_code == 200
     assert c.get("/healthz").status_code == 200  # probes stay open
+
+
+def test_lfs_without_an_llm_says_so_in_error(client):
+    """lfs with no LLM configured: the answer's error says why the router's top product was searched (not null)."""
+    body = client.post("/ask", json={"query": "How do I enforce SSO for my CRM users?", "generate": False, "strategy": "lfs"}).json()
+    assert body["routing"]["fallback"] is True
+    assert body["error"] and "LLM" in body["error"]
+    assert client.post("/ask", json={"query": "How do I enforce SSO?", "generate": False, "strategy": "mkpqa"}).json()["error"] is None

@@ -12,7 +12,7 @@ import pytest
 from service.artifacts import Registry
 from service.demo import DOCS, QUERIES
 from service.retrieval.bf16_encoder import RUNTIME, cpu_flags, has_bf16_matrix_unit
-from service.retrieval.encoder import Encoder, EncoderBackend, bulk_bf16, model_fingerprint, packaged_minilm_path
+from service.retrieval.encoder import Encoder, EncoderBackend, base_onnx_dir, bulk_bf16, packaged_minilm_path
 from tests.utils import make_settings
 
 
@@ -83,7 +83,7 @@ def test_index_records_its_passage_runtime_and_serves_its_passages(tmp_path: Pat
     from service.loading import load_pipeline
 
     settings = make_settings(tmp_path / "home", encoder_backend="onnx", passage_bf16=choice)
-    cache = settings.home_dir / "cache" / "onnx" / model_fingerprint(packaged_minilm_path())
+    cache = base_onnx_dir(settings, packaged_minilm_path())
     cache.parent.mkdir(parents=True)
     shutil.copytree(onnx_dir, cache)
     docs = tmp_path / "docs.jsonl"

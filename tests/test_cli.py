@@ -8,7 +8,7 @@ import pytest
 
 from service.cli import build_parser, main
 
-GROUPS = ("serve", "demo", "ingest", "train", "data", "index", "models", "ask", "evaluate", "domains")
+GROUPS = ("serve", "demo", "ingest", "train", "data", "index", "models", "ask", "evaluate", "domains", "status")
 
 
 def test_every_command_group_is_registered_and_errors_exit_2(tmp_path, monkeypatch, capsys):
@@ -25,6 +25,8 @@ def test_every_command_group_is_registered_and_errors_exit_2(tmp_path, monkeypat
         assert "cannot tell the kind of 'nonsense-1'" in capsys.readouterr().err
         assert main(["domains"]) == 0
         assert json.loads(capsys.readouterr().out)["domains"] == {}
+        assert main(["models", "list"]) == 0
+        assert json.loads(capsys.readouterr().out)["active"]["retriever"] == "base"  # as /readyz names it, not null
     finally:
         get_settings.cache_clear()
 

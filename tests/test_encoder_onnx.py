@@ -202,10 +202,10 @@ def test_index_records_its_backend_and_queries_follow_it(tmp_path: Path, onnx_di
     from service.loading import load_pipeline
 
     settings = make_settings(tmp_path / "home", encoder_backend="onnx")
-    # The base model's export lives in the data home's cache; reuse the module's export for speed.
-    from service.retrieval.encoder import model_fingerprint, packaged_minilm_path
+    # The base model's export lives in the per-user cache (in the home for tests); reuse the module's export for speed.
+    from service.retrieval.encoder import base_onnx_dir, packaged_minilm_path
 
-    cache = settings.home_dir / "cache" / "onnx" / model_fingerprint(packaged_minilm_path())
+    cache = base_onnx_dir(settings, packaged_minilm_path())
     cache.parent.mkdir(parents=True)
     shutil.copytree(onnx_dir, cache)
     report = ingest([DOCS], settings, progress=False)

@@ -218,3 +218,29 @@ def test_report_is_self_contained_html_with_charts_and_failures():
     assert "no value: every question failed" in page  # relevancy: all parse failures, shown not hidden
     assert "&lt;b&gt;raw&lt;/b&gt;" in page  # answers are escaped
     assert "judged by <b>judge-x</b>" in page
+
+
+def test_report_names_lfs_votes_only_where_there_are_votes():
+    """A fused record's selector (questions, fallback) has no votes: its line must not end in "lfs votes None"."""
+    from service.evaluation.report import render
+
+    spec = {"strategies": ["fused", "lfs"], "metrics": ["retrieval"], "top_k": 5, "gate": "deterministic", "seed": None}
+    queries = [{"qid": "a", "domains": ["git"]}]
+    records = [
+        {**_rec("a", "fused", ["git"], 0.0), "ranking": [{"doc_id": "x"}], "selector": {"questions": ["a"], "fallback": False}},
+        {**_rec("a", "lfs", ["git"], 0.0), "ranking": [{"doc_id": "x"}], "selector": {"votes": {"git": True}, "failures": 0}},
+    ]
+    page = render(summarize(spec, queries, records, dataset="hand"), records)
+    assert "lfs votes None" not in page
+    assert page.count("lfs votes {") == 1  # the lfs line keeps its votes
+
+
+def test_the_demo_datasets_report_says_its_figures_are_in_sample():
+    """The demo's home was fitted on the demo's questions: its evaluation says so (another dataset's does not)."""
+    from service.evaluation.report import render
+
+    spec = {"strategies": ["uis"], "metrics": ["retrieval"], "top_k": 5, "gate": "deterministic", "seed": None}
+    records = [{**_rec("a", "uis", ["git"], 1.0), "ranking": [{"doc_id": "x"}]}]
+    demo = summarize(spec, [{"qid": "a", "domains": ["git"]}], records, dataset="demo")
+    assert any(n.startswith("in-sample") for n in demo["notes"]) and "in-sample" in render(demo, records)
+    assert not any("in-sample" in n for n in summarize(spec, [{"qid": "a", "domains": ["git"]}], records, dataset="hand")["notes"])

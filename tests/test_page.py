@@ -144,6 +144,9 @@ def test_page_streams_an_answer_with_cited_sources_and_routing(server, page):
     assert page.text_content("#source-1 .product") == first["domain"]
     assert page.text_content("#source-1 .title") == first["title"]
     assert page.text_content("#source-1 [data-score=u]") == f"{first['unified_score']:.3f}"
+    # p_j is the router's probability of the source's product (as the bars show it), the merge weight is w_j
+    assert page.text_content("#source-1 [data-score=p]") == f"{expected['routing']['probabilities'][first['domain']]:.3f}"
+    assert page.text_content("#source-1 [data-score=w]") == f"{first['domain_weight']:.3f}"
 
     cite = page.locator("#answer a.cite").first
     href = cite.get_attribute("href")

@@ -106,7 +106,8 @@ def test_retrieval_metrics_against_hand_counts():
     assert m["mrr"] == pytest.approx((1 + 1 / 3 + 0) / 3, abs=1e-4)
 
 
-def test_train_and_activate_saves_metrics_fingerprint_and_retriever(tmp_path, encoder):
+def _tiny_home(tmp_path, encoder):
+    """A home with a three-passage index of three products."""
     from indexes.build import build_index
     from service.retrieval.edge_store import EdgeBackend
     from service.retrieval.passage import Passage
@@ -126,10 +127,20 @@ def test_train_and_activate_saves_metrics_fingerprint_and_retriever(tmp_path, en
         base=None,
         progress=False,
     )
-    train = _queries(3)
+    return settings, registry
+
+
+def _tiny_val() -> list[LabelledQuery]:
+    """One held-out question per product and one out-of-scope question."""
     val = [q for q in _queries(4) if q.qid.endswith("-3")] + [LabelledQuery("oos-1", "how do I tune a guitar", [])]
-    val = [LabelledQuery(q.qid, q.query, q.domains, [f"{q.domains[0]}/p#000"] if q.domains else []) for q in val]
-    version = train_and_activate(settings, train, epochs=5, progress=False, val=val, data_fingerprint="abc123")
+    return [LabelledQuery(q.qid, q.query, q.domains, [f"{q.domains[0]}/p#000"] if q.domains else []) for q in val]
+
+
+def test_train_and_activate_saves_metrics_fingerprint_and_retriever(tmp_path, encoder):
+    settings, registry = _tiny_home(tmp_path, encoder)
+    train, val = _queries(3), _tiny_val()
+    config = RouterConfig(min_val_per_domain=1)  # this split is taken as big enough: fitted on it
+    version = train_and_activate(settings, train, config=config, epochs=5, progress=False, val=val, data_fingerprint="abc123")
     assert registry.active()["router"] == version
     manifest = registry.manifest("router", version)
     assert manifest["data_fingerprint"] == "abc123" and manifest["retriever"] == "base"
@@ -142,6 +153,23 @@ def test_train_and_activate_saves_metrics_fingerprint_and_retriever(tmp_path, en
     router = HeadRouter.load(registry.path("router", version))
     assert router.retriever == "base" and router.temperature == pytest.approx(metrics["calibration"]["temperature"], abs=1e-5)
     assert set(router.fitted) == {"calibration", "fusion"}
+
+
+def test_a_too_small_validation_split_is_warned_about_and_fitted_out_of_fold(tmp_path, encoder, caplog):
+    """One validation question per product cannot fit a temperature and the fused parameters: train router says so
+    and fits them on every labelled question scored out of fold (the validation questions then train too)."""
+    settings, registry = _tiny_home(tmp_path, encoder)
+    train, val = _queries(3), _tiny_val()
+    with caplog.at_level("WARNING", logger="fedqa.training.router"):
+        version = train_and_activate(settings, train, epochs=5, progress=False, val=val)
+    warned = [r.getMessage() for r in caplog.records if "too few to fit" in r.getMessage()]
+    assert warned and "out of fold" in warned[0]
+    metrics = json.loads((registry.path("router", version) / "metrics.json").read_text())
+    assert metrics["held_out"] == "kfold" and metrics["warnings"] == warned[:1]
+    assert metrics["calibration"]["questions"] == len(train) + len(val)  # every labelled question, out-of-scope one included
+    assert metrics["validation"]["queries"] == len(train) + 3 and metrics["fusion"]["questions"] == 3  # gold passages: val's
+    manifest = registry.manifest("router", version)
+    assert manifest["val_queries"] == 0 and manifest["train_queries"] >= len(train) + len(val)
 
 
 def test_ctrl_c_stops_cleanly_without_a_version():

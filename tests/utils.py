@@ -17,7 +17,9 @@ from service.config import Settings
 
 
 def make_settings(home: Path, **overrides: Any) -> Settings:
-    """Settings for a test home; nothing read from the environment but these values."""
+    """Settings for a test home; nothing read from the environment but these values (the per-user cache lies
+    in the home, so tests leave the user's cache alone)."""
+    overrides.setdefault("cache", Path(home) / "cache")
     return Settings(home=home, llm_backend="none", **overrides)
 
 

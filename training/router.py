@@ -38,6 +38,7 @@ from training.checkpoint import StopFlag, TrainingInterrupted
 from training.fusion import FitQuestion, fit_fusion
 from training.metrics import router_metrics
 from training.router_data import embed_cached, group_of, label_matrix, queries_fingerprint, sample_weights, synthetic_router_queries
+from training.router_heldout import out_of_fold_logits, small_split_warning, thin_domains
 from training.versions import save_version
 
 if TYPE_CHECKING:
@@ -60,6 +61,8 @@ class RouterConfig:
     top_k: int = 5  # ranking depth the fused strategy is fitted for
     evidence_k: int = 20  # unified top-k whose per-domain share is evidence
     seed: int = 0
+    min_val_per_domain: int = 5  # a validation split with fewer questions of a product is fitted out of fold instead
+    kfold: int = 5  # folds of that out-of-fold fit
 
 
 @dataclass
@@ -196,18 +199,21 @@ def _fit_held_out(
     cfg: RouterConfig,
     fitters: Mapping[str, Callable[[HeldOut], dict]],
     metrics: dict[str, Any],
+    logits: np.ndarray | None = None,
 ) -> None:
     """Calibration, the fused strategy's parameters and the further fitters, on the held-out questions; their
-    reports go into ``metrics``, the fitted values into ``router``."""
+    reports go into ``metrics``, the fitted values into ``router``. ``logits``: the held-out questions' raw logits
+    when they are not ``router``'s own (out of fold), else the router's."""
     from service.retrieval.store import StoreUnavailable
 
     domains = router.domains
     val_labels = label_matrix(val, domains)
-    calibration = fit_calibration(router.raw_logits(val_vectors), val_labels)
-    metrics["validation_uncalibrated"] = routing_report(router.predict_vectors(val_vectors), val, domains)
+    raw = router.raw_logits(val_vectors) if logits is None else logits
+    calibration = fit_calibration(raw, val_labels)
+    metrics["validation_uncalibrated"] = routing_report(1.0 / (1.0 + np.exp(-raw)), val, domains)
     router.temperature, router.bias = calibration.temperature, list(calibration.bias)
     router.fitted["calibration"] = calibration.as_dict()
-    held = HeldOut(list(val), val_vectors, router.predict_vectors(val_vectors), val_labels, domains)
+    held = HeldOut(list(val), val_vectors, calibration.apply(raw), val_labels, domains)
     metrics["validation"] = routing_report(held.probs, val, domains)
     metrics["calibration"] = calibration.as_dict()
     try:
@@ -221,6 +227,27 @@ def _fit_held_out(
         metrics["fusion"] = {**report, "params": params.as_dict()}
     for name, fit in fitters.items():
         router.fitted[name] = fit(held)
+
+
+def _fit_out_of_fold(
+    settings: Settings,
+    index_version: str,
+    router: HeadRouter,
+    train: Sequence[LabelledQuery],
+    origins: Sequence[str],
+    arrays: tuple[np.ndarray, np.ndarray, np.ndarray],
+    cfg: RouterConfig,
+    fitters: Mapping[str, Callable[[HeldOut], dict]],
+    metrics: dict[str, Any],
+    stop: StopFlag | None,
+) -> None:
+    """Calibration, fused parameters and fitters on every labelled question of ``train``, each scored by a head
+    trained without its fold (``arrays``: the training rows' vectors, labels and weights)."""
+    vectors, labels, weights = arrays
+    labelled = [i for i, o in enumerate(origins) if o != "synthetic"]
+    logits = out_of_fold_logits(vectors, labels, weights, labelled, router.domains, cfg, retriever=router.retriever, stop=stop)
+    held = [train[i] for i in labelled]
+    _fit_held_out(settings, index_version, router, vectors[labelled], held, cfg, fitters, metrics, logits=logits)
 
 
 def _manifest(
@@ -270,14 +297,10 @@ def train_and_activate(
     stop: StopFlag | None = None,
     fitters: Mapping[str, Callable[[HeldOut], dict]] | None = None,
 ) -> str:
-    """Train a router for the active index (its domains, its retriever's vectors), fit calibration and
-    fusion on ``val``, save it as a new version and activate it.
-
-    ``queries``: training questions (expert, cross, out-of-scope with no domain; ``origins`` says which
-    are ``synthetic``); ``synthetic``: more synthetic questions (None: heuristic ones made from the
-    index's passages). ``fitters``: name -> function of the held-out set, whose result is stored under
-    ``fitted[name]`` (e.g. the answer's "not covered" threshold).
-    """
+    """Train a router for the active index (its domains, its retriever's vectors), fit calibration and fusion on
+    ``val`` (out of fold when it is too small), save it as a new version and activate it. ``queries``: expert, cross
+    and out-of-scope questions (``origins`` says which are ``synthetic``); ``synthetic``: more (None: heuristic ones);
+    ``fitters``: name -> function of the held-out set, stored under ``fitted[name]``."""
     from service.retrieval.encoder import index_encoder_backend, load_encoder
 
     t0 = time.perf_counter()
@@ -287,21 +310,29 @@ def train_and_activate(
     registry, index_version, index, domains = _active_index(settings)
     encoder: Encoder = load_encoder(settings, registry, index.get("retriever"), backend=index_encoder_backend(index))
     origins = list(origins) if origins is not None else ["labelled"] * len(queries)
+    val = [q for q in val if not q.domains or any(d in domains for d in q.domains)]
+    thin = thin_domains(val, domains, cfg.min_val_per_domain) if val else []
+    if thin:  # too few to fit on: the validation questions train too, and the fit is out of fold over every labelled one
+        queries, origins, val = [*queries, *val], [*origins, *(["labelled"] * len(val))], [*val]
     train, origins = _training_questions(settings, index_version, domains, queries, origins, synthetic, cfg)
     log.info("embedding %d training questions with retriever %s", len(train), encoder.version)
     cache = settings.home_dir / "cache" / "router-vectors"
     vectors = embed_cached(encoder, [q.query for q in train], cache, progress=progress)
-    weights = sample_weights(train, origins, cfg.labelled_weight)
-    router = train_head(vectors, label_matrix(train, domains), weights, domains, cfg, retriever=encoder.version, stop=stop)
+    weights, labels = sample_weights(train, origins, cfg.labelled_weight), label_matrix(train, domains)
+    router = train_head(vectors, labels, weights, domains, cfg, retriever=encoder.version, stop=stop)
     t_train = time.perf_counter() - t0
 
     metrics: dict[str, Any] = {"train": routing_report(router.predict_vectors(vectors), train, domains)}
-    val = [q for q in val if not q.domains or any(d in domains for d in q.domains)]
-    if val:
+    if thin:
+        warning = small_split_warning(val, thin, cfg.min_val_per_domain, sum(o != "synthetic" for o in origins), cfg.kfold)
+        _fit_out_of_fold(settings, index_version, router, train, origins, (vectors, labels, weights), cfg, fitters or {}, metrics, stop)
+        metrics.update(held_out="kfold", warnings=[warning])
+        val = []  # trained on: no question is held out of this version
+    elif val:
         val_vectors = embed_cached(encoder, [q.query for q in val], cache)  # as /ask embeds them, like the training questions
         _fit_held_out(settings, index_version, router, val_vectors, val, cfg, fitters or {}, metrics)
-    metrics["train_seconds"] = round(time.perf_counter() - t0, 1)
-    metrics["head_seconds"] = round(t_train, 1)
+        metrics["held_out"] = "validation"
+    metrics.update(train_seconds=round(time.perf_counter() - t0, 1), head_seconds=round(t_train, 1))
     manifest = _manifest(cfg, domains, encoder.version, index_version, train, val, metrics, data_fingerprint, data_path)
 
     def write(path) -> None:  # noqa: ANN001

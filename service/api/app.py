@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from service import __version__
-from service.api import admin, ask, chat, evaluate, health, metrics, page
+from service.api import admin, ask, chat, docs, evaluate, health, metrics, page
 from service.api.capacity import AnswerLimitMiddleware
 from service.api.keys import key_ring
 from service.api.metrics import Metrics
@@ -114,6 +114,8 @@ def create_app(settings: Settings | None = None, state: ServiceState | None = No
         version=__version__,
         description="Federated multi-product question answering (MKP-QA): routed, gated, per-domain retrieval with grounded, cited answers.",
         lifespan=lifespan,
+        docs_url=None,  # served by service.api.docs from local assets (no CDN)
+        redoc_url=None,
     )
     app.state.fedqa = state
     app.state.metrics = Metrics(state)
@@ -129,4 +131,5 @@ def create_app(settings: Settings | None = None, state: ServiceState | None = No
     app.include_router(admin.router)
     app.include_router(evaluate.router)
     page.install(app)
+    docs.install(app)
     return app

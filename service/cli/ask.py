@@ -39,21 +39,46 @@ def request_body(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    """Print the answer as the service's JSON response; 1 when a remote service answers with an error."""
+    """Print the answer as the service's JSON response (an unreachable or refusing service: ServiceError)."""
     body = request_body(args)
     if args.url:
-        import httpx
+        print_json(ask_remote(args.url, body), ensure_ascii=False)
+        return 0
+    from service.artifacts import Registry
 
-        r = httpx.post(args.url.rstrip("/") + "/ask", json=body, timeout=120)
-        print_json(r.json(), ensure_ascii=False)
-        return 0 if r.status_code == 200 else 1
+    s = settings()
+    if not Registry(s.home_dir).active()["index"]:  # said at once, before the models are loaded
+        raise RuntimeError(f"no index in {s.home_dir}: run 'fedqa ingest PATH' (or 'fedqa demo') first, or ask a running service with --url")
     from service.loading import load_pipeline
     from service.schemas import AskRequest
 
-    pipeline = load_pipeline(settings(), with_llm=not args.no_generate)
+    pipeline = load_pipeline(s, with_llm=not args.no_generate)
     try:
         resp = pipeline.answer(AskRequest(**body))
     finally:
         pipeline.close()
     print_json(resp.model_dump(), ensure_ascii=False)
     return 0
+
+
+class ServiceError(RuntimeError):
+    """The service could not be reached, or answered with an error."""
+
+
+def ask_remote(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The running service's answer to ``body``; ServiceError (one line, what to do) when it is unreachable or refuses."""
+    import httpx
+
+    endpoint = url.rstrip("/") + "/ask"
+    try:
+        r = httpx.post(endpoint, json=body, timeout=120)
+    except httpx.TransportError as exc:
+        raise ServiceError(f"cannot reach the service at {url} ({type(exc).__name__}): start it with 'fedqa serve' or check --url") from None
+    try:
+        data = r.json()
+    except ValueError:
+        data = {"detail": r.text[:200]}
+    if r.status_code != 200:
+        detail = data.get("detail") if isinstance(data, dict) else data
+        raise ServiceError(f"the service at {url} answered {r.status_code}: {detail}")
+    return data

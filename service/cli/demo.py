@@ -7,6 +7,8 @@ data files), so that service code does not import indexes/ or training/.
 from __future__ import annotations
 
 import argparse
+import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from service.cli.common import settings
@@ -16,16 +18,19 @@ from service.demo import DOCS, OUT_OF_SCOPE, QUERIES
 if TYPE_CHECKING:
     from service.cli.common import Subparsers
 
+log = logging.getLogger("fedqa.demo")
+
 
 def register(sub: Subparsers) -> None:
     """Add ``demo`` to the parser."""
     s = sub.add_parser("demo", help="ingest the demo knowledge base and train its router (if not done)")
+    s.add_argument("--quiet", action="store_true", help="no progress bars (each step is still announced)")
     s.set_defaults(func=cmd_demo)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Set up the demo in this home and say what was done."""
-    done = setup_demo(settings())
+    done = setup_demo(settings(), progress=not args.quiet)
     print("\n".join(done) or "the demo is already set up in this home")
     return 0
 
@@ -43,11 +48,13 @@ def setup_demo(settings: Settings, *, progress: bool = True, router_epochs: int 
     registry = Registry(settings.home_dir)
     done = []
     if not registry.active()["index"]:
+        log.info("demo 1/4: ingesting the demo's passages (a first run also exports the encoder to ONNX, about a minute)")
         report = ingest([DOCS], settings, progress=progress)
         done.append(f"ingested {sum(report.domains.values())} demo passages into {report.version}")
     if not registry.active()["router"]:
         from training.router_data import stratified_split
 
+        log.info("demo 2/4: training the router on the demo questions")
         train, val = stratified_split(load_queries(QUERIES), 0.3)  # val: calibration and the fused strategy's fit
         version = train_and_activate(settings, train, val=val, epochs=router_epochs, progress=progress)
         done.append(f"trained router {version} on the demo questions")
@@ -58,6 +65,7 @@ def setup_demo(settings: Settings, *, progress: bool = True, router_epochs: int 
     if path is not None and not path.is_file():
         from training.answer_policy import fit_answer_policy
 
+        log.info("demo 3/4: fitting the answer policy on the demo questions' reference answers")
         policy = fit_answer_policy(settings, load_queries(QUERIES))
         done.append(f"fitted the answer policy ({policy.path}): token F1 {policy.scores['answer_f1']:.3f} on the demo questions")
     from service.generation.abstention import abstention_path
@@ -66,9 +74,55 @@ def setup_demo(settings: Settings, *, progress: bool = True, router_epochs: int 
     if path is not None and not path.is_file():
         from training.abstention import fit_abstention
 
+        log.info("demo 4/4: fitting the not-covered decision on the demo's in-scope and out-of-scope questions")
         fit = fit_abstention(settings, load_queries(QUERIES), load_queries(OUT_OF_SCOPE))
         done.append(
             f"fitted the not-covered decision ({fit.path}): held-out false refusals "
             f"{fit.heldout['false_refusal_rate']:.3f}, out-of-scope refused {fit.heldout['abstention_rate']:.3f}"
         )
     return done
+
+
+def demo_needed(settings: Settings) -> bool:
+    """Whether this home still lacks part of the demo (an index, a router, the answer policy or the not-covered decision)."""
+    from service.artifacts import Registry
+    from service.generation.abstention import abstention_path
+    from service.generation.answer_policy import policy_path
+
+    registry = Registry(settings.home_dir)
+    active = registry.active()
+    if not active["index"] or not active["router"]:
+        return True
+    fitted = (policy_path(registry, active["router"], active["index"]), abstention_path(registry, active["router"], active["index"]))
+    return any(path is not None and not path.is_file() for path in fitted)
+
+
+def setup_demo_in_subprocess(say: Callable[[str], None]) -> None:
+    """Run ``fedqa demo`` in a child process, passing each of its output lines to ``say``: what the build loads
+    (the PyTorch model, the ONNX export, training data) is freed with the child instead of staying in the server.
+    The child reads the same FEDQA_* environment; RuntimeError when it fails."""
+    import signal
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "service.cli", "demo", "--quiet"]
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)  # a stopped server stops the build too
+    try:
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1) as child:
+            try:
+                assert child.stdout is not None
+                for line in child.stdout:
+                    if line.strip():
+                        say(line.rstrip())
+            except BaseException:  # Ctrl-C or SIGTERM: the child must not go on alone
+                child.terminate()
+                raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if child.returncode != 0:
+        raise RuntimeError(f"setting up the demo failed (fedqa demo exited {child.returncode}; its output is above)")
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM while the demo is built: exit through Python, so that the build's child process is stopped first."""
+    raise SystemExit(128 + signum)

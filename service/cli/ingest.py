@@ -23,6 +23,9 @@ def register(sub: Subparsers) -> None:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Ingest the paths and print the report."""
+    missing = [p for p in args.paths if not Path(p).exists()]
+    if missing:  # said at once, before the encoder is loaded
+        raise FileNotFoundError(f"no such file or folder: {missing[0]}")
     from indexes.ingest import ingest
 
     report = ingest([Path(p) for p in args.paths], settings(), domain=args.domain, progress=not args.quiet)

@@ -6,12 +6,12 @@ import argparse
 import logging
 import sys
 
-from service.cli import ask, data, demo, domains, evaluate, index, ingest, models, serve, train
+from service.cli import ask, data, demo, domains, evaluate, index, ingest, models, serve, status, train
 from service.cli.common import quiet_threads
 from training.checkpoint import TrainingInterrupted
 
 # Each group adds its subcommands; the order is the order of ``fedqa --help``.
-GROUPS = (serve, demo, ingest, train, data, index, models, ask, evaluate, domains)
+GROUPS = (serve, demo, ingest, train, data, index, models, ask, evaluate, domains, status)
 
 # Long CPU jobs: quiet OpenMP threads and FEDQA_TORCH_THREADS before torch is imported.
 COMPUTE_COMMANDS = ("train", "data", "index", "models")
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``fedqa`` command."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("httpx", "sentence_transformers", "transformers"):
+    for noisy in ("httpx", "sentence_transformers", "transformers", "absl"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
     if args.command in COMPUTE_COMMANDS:
@@ -42,6 +42,14 @@ def main(argv: list[str] | None = None) -> int:
     except TrainingInterrupted as exc:
         print(f"fedqa: {exc}", file=sys.stderr)
         return 130
-    except (ValueError, FileNotFoundError, FileExistsError, RuntimeError) as exc:
-        print(f"fedqa: error: {exc}", file=sys.stderr)
+    except (ValueError, OSError, RuntimeError) as exc:  # expected failures: one line that says what to do
+        print(f"fedqa: error: {one_line(exc)}", file=sys.stderr)
         return 2
+
+
+def one_line(exc: BaseException) -> str:
+    """An expected failure as one line: its message with line breaks folded (a validation error spans several)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, OSError) and exc.filename and str(exc.filename) not in text:
+        text = f"{text}: {exc.filename}"
+    return text

@@ -66,7 +66,9 @@ def cmd_models_list(args: argparse.Namespace) -> int:
     """Print every version of each kind (or of ``--kind``) and the active set."""
     reg = Registry(settings().home_dir)
     out = {kind: [_row(kind, v) for v in reg.list(kind)] for kind in ([args.kind] if args.kind else KINDS)}
-    print_json({"home": str(reg.home), "active": reg.active(), "versions": out})
+    active = reg.active()
+    active["retriever"] = active["retriever"] or "base"  # no trained one active: the base model, as /readyz says
+    print_json({"home": str(reg.home), "active": active, "versions": out})
     return 0
 
 

@@ -34,10 +34,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     s = settings()
     configure_logging(s.log_format, s.log_level, secrets=secrets_of(s))
     if args.demo:
-        from service.cli.demo import setup_demo
+        from service.cli.demo import demo_needed, setup_demo_in_subprocess
 
-        for line in setup_demo(s, progress=s.log_format != "json"):  # bars would break the JSON log
-            logging.getLogger("fedqa").info(line)
+        if demo_needed(s):  # built in a child process, so that what the build loads does not stay resident here
+            log = logging.getLogger("fedqa.demo")
+            log.info("setting up the demo in %s (a first run takes about a minute or two)", s.home_dir)
+            setup_demo_in_subprocess(log.info)
     uvicorn.run(
         create_app(s),
         host=args.host or s.host,

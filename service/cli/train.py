@@ -155,6 +155,8 @@ def cmd_train_router(args: argparse.Namespace) -> int:
             "activated": not args.no_activate,
             "train_queries": manifest.get("train_queries"),
             "val_queries": len(sets.val),
+            "held_out": metrics.get("held_out"),  # "validation", or "kfold" when the split was too small to fit on
+            "warnings": metrics.get("warnings", []),
             "val_top1_accuracy": val_m.get("top1_accuracy"),
             "val_micro_f1": val_m.get("micro_f1"),
             "val_macro_f1": val_m.get("macro_f1"),

@@ -210,8 +210,8 @@ def _question(item: dict[str, Any]) -> str:
             f"<li><b>{_e(r['strategy'])}</b>{mark}: searched <code>{_e(', '.join(r['active_domains']))}</code>; "
             f"top-1 <code>{_e(top['doc_id']) if top else 'none'}</code>"
         )
-        if r.get("selector"):
-            line += f" · lfs votes {_e(r['selector'].get('votes'))}"
+        if (r.get("selector") or {}).get("votes") is not None:  # lfs only: the other strategies' selectors have no votes
+            line += f" · lfs votes {_e(r['selector']['votes'])}"
         if r.get("answer") is not None:
             line += f"<br>answer ({_e(r.get('answer_mode'))}): {_e((r.get('answer') or '')[:300])}"
         for m, o in (r.get("outcomes") or {}).items():

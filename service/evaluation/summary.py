@@ -85,6 +85,14 @@ def _extras(spec: dict[str, Any], records: Sequence[Record], versions: dict[str,
     return out
 
 
+# The shipped demo's questions are the ones its home was fitted on (fedqa demo / serve --demo).
+IN_SAMPLE_DEMO = (
+    "in-sample: the demo's router was trained on 70% of these questions and calibrated on the rest, and its answer "
+    "policy and not-covered decision were fitted on all of them, so these figures overstate quality on new questions "
+    "(evaluate questions kept out of training for a held-out estimate)"
+)
+
+
 def summarize(
     spec: dict[str, Any],
     queries: Sequence[dict[str, Any]],
@@ -124,6 +132,7 @@ def summarize(
             "a question with more than one domain counts as cross, and in each of its domains",
             "failed judge calls are counted in 'failures' and left out of the means, never scored 0",
             *(["a missing answer scores 0 (a failure of the system), never a judge failure"] if needs_answers(spec) else []),
+            *([IN_SAMPLE_DEMO] if dataset == "demo" else []),
         ],
         "judge": {"model": ", ".join(judge_names) or None, "metrics": sorted(judged), "llm_calls": judge_calls} if judged else None,
         "versions": versions or {},

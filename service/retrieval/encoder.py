@@ -292,7 +292,8 @@ def load_encoder(settings: Settings, registry: Registry, retriever_version: str 
     """The bi-encoder of a retriever version (None: the configured or shipped base model).
 
     ``backend``: the runtime (default FEDQA_ENCODER_BACKEND). A trained version's ONNX export lies in
-    its own folder (``onnx/``); the base model's in the data home's ``cache/onnx/<fingerprint>``.
+    its own folder (``onnx/``); the base model's in the per-user cache (:func:`base_onnx_dir`), exported once for
+    every home.
     """
     backend = backend or settings.encoder_backend
     common: dict[str, Any] = {
@@ -305,8 +306,18 @@ def load_encoder(settings: Settings, registry: Registry, retriever_version: str 
         path = registry.path("retriever", retriever_version)
         return Encoder(path, version=retriever_version, onnx_dir=path / "onnx", **common)
     path = Path(settings.encoder_model) if settings.encoder_model else packaged_minilm_path()
-    onnx_dir = settings.home_dir / "cache" / "onnx" / model_fingerprint(path)
-    return Encoder(path, version="base", onnx_dir=onnx_dir, **common)
+    return Encoder(path, version="base", onnx_dir=base_onnx_dir(settings, path), **common)
+
+
+def base_onnx_dir(settings: Settings, model_path: Path) -> Path:
+    """Where the base model's ONNX export lives: the per-user cache (FEDQA_CACHE), keyed by the model's fingerprint
+    and the export recipe, so a new home reuses it and a changed recipe exports beside it."""
+    import hashlib
+
+    from service.retrieval.onnx_encoder import RECIPE
+
+    recipe = hashlib.sha256(RECIPE.encode()).hexdigest()[:12]
+    return settings.cache_dir / "onnx" / f"{model_fingerprint(model_path)}-{recipe}"
 
 
 def bulk_bf16(settings: Settings, backend: str) -> bool:

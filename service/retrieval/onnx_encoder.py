@@ -109,6 +109,7 @@ def export_onnx(model, onnx_dir: Path, *, source: str) -> OnnxExport:  # noqa: A
     except ImportError as exc:  # pragma: no cover - onnxruntime is a dependency
         raise OnnxExportError(f"onnxruntime is not installed: {exc}") from exc
     hf = _transformer(model)
+    log.info("exporting the encoder to ONNX int8 at %s (once per model and recipe; about a minute on 2 cores)", onnx_dir)
     onnx_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".onnx-", dir=onnx_dir.parent))
     # The exporter and quantizer chat on the root logger (INFO, and a WARNING advising pre-processing)

@@ -230,11 +230,15 @@ function renderMode(mode) {
   $("answer-section").classList.toggle("not-covered", mode === "not_covered");
 }
 
+// Strategies that choose their products without the gate: their threshold is reported but not used.
+const GATELESS = { uis: "every product is searched", rfs: "the router's top product is searched", lfs: "an LLM chooses the products" };
+
 function renderRouting(routing) {
   const list = $("routing-bars");
   list.replaceChildren();
   const active = new Set(routing.active_domains || []);
-  const tau = routing.threshold;
+  const gateless = GATELESS[routing.strategy];
+  const tau = gateless ? null : routing.threshold;
   const entries = Object.entries(routing.probabilities || {}).sort((a, b) => b[1] - a[1]);
   for (const [domain, p] of entries) {
     const fill = el("span", { class: "fill" });
@@ -249,14 +253,14 @@ function renderRouting(routing) {
       mark.style.left = `${tau * 100}%`;
       bar.append(mark);
     }
-    const chance = (routing.activation || {})[domain];
+    const chance = gateless ? undefined : (routing.activation || {})[domain];
     const flag = (active.has(domain) ? "searched" : "not searched")
       + (typeof chance === "number" && chance < 1 ? ` · gate chance ${fmt(chance)}` : "");
     list.append(el("li", { class: active.has(domain) ? "route active" : "route", "data-domain": domain },
       el("span", { class: "name", text: domain }), bar, el("span", { class: "value", text: fmt(p) }),
       el("span", { class: "flag", text: flag })));
   }
-  const parts = [`strategy ${routing.strategy || "?"}`, `τ(q) = ${fmt(tau)}`,
+  const parts = [`strategy ${routing.strategy || "?"}`, gateless ? `no gate: ${gateless}` : `τ(q) = ${fmt(tau)}`,
     `searched: ${(routing.active_domains || []).join(", ") || "none"}`, `gate ${routing.mode}`, `router ${routing.router}`];
   $("routing-summary").replaceChildren(parts.join(" · "));
   if (routing.fallback) {
@@ -284,6 +288,7 @@ function sourceCard(s, i) {
   card.append(el("dl", { class: "scores" },
     el("div", {}, el("dt", { text: "s" }), el("dd", { text: fmt(s.score), "data-score": "s" })),
     el("div", {}, el("dt", { text: "p_j" }), el("dd", { text: fmt(s.domain_prob), "data-score": "p" })),
+    el("div", {}, el("dt", { text: "w_j" }), el("dd", { text: fmt(s.domain_weight), "data-score": "w" })),
     el("div", {}, el("dt", { text: "U" }), el("dd", { text: fmt(s.unified_score), "data-score": "u" })),
     ...(s.rerank_score == null ? [] : [el("div", { title: "reranker: P(this passage answers the question)" },
       el("dt", { text: "rerank" }), el("dd", { text: fmt(s.rerank_score), "data-score": "rerank" }))])));
@@ -406,7 +411,7 @@ function rankingColumn(strategy, body, otherIds) {
     const elsewhere = otherIds.indexOf(s.doc_id);
     return el("li", { class: elsewhere >= 0 ? "shared" : "only", "data-doc-id": s.doc_id },
       el("span", { class: "title", text: s.title }),
-      el("span", { class: "where", text: `${s.domain} · U ${fmt(s.unified_score)} · s ${fmt(s.score)} · p_j ${fmt(s.domain_prob)}`
+      el("span", { class: "where", text: `${s.domain} · U ${fmt(s.unified_score)} · s ${fmt(s.score)} · p_j ${fmt(s.domain_prob)} · w_j ${fmt(s.domain_weight)}`
         + (s.rerank_score == null ? "" : ` · rerank ${fmt(s.rerank_score)}`) }),
       el("span", { class: "other", text: elsewhere >= 0 ? `also #${elsewhere + 1} on the other side` : "only here" }));
   });

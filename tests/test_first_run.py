@@ -1,0 +1,46 @@
+"""What a new user sees first: ``fedqa status`` in plain words, a service log without third-party chatter."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+from service.cli import main
+
+
+def test_status_of_an_empty_home_says_what_is_missing_and_the_command_that_adds_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("FEDQA_HOME", str(tmp_path / "home"))
+    from service.config import get_settings
+
+    get_settings.cache_clear()
+    try:
+        assert main(["status"]) == 0
+    finally:
+        get_settings.cache_clear()
+    out = capsys.readouterr().out
+    assert f"fedqa home {tmp_path / 'home'}" in out
+    assert "missing  index: nothing to search" in out and "add it: fedqa ingest PATH" in out
+    assert "missing  router" in out and "fedqa train router --queries FILE" in out
+
+
+def test_the_service_log_keeps_absl_chatter_out():
+    """rouge-score (the evaluation's ROUGE) logs through absl at INFO: not a line of the service's JSON log."""
+    from service.evaluation.wixqa import _rouge
+    from service.logs import configure_logging
+
+    stream = io.StringIO()
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    try:
+        configure_logging("json", "INFO", stream=stream)
+        _rouge().score("the cat sat", "a cat sat")
+        logging.getLogger("fedqa.test").info("a line of ours")
+    finally:
+        for h in list(root.handlers):
+            root.removeHandler(h)
+        for h in saved[0]:
+            root.addHandler(h)
+        root.setLevel(saved[1])
+    lines = [json.loads(line) for line in stream.getvalue().splitlines() if line.strip()]
+    assert [x["logger"] for x in lines] == ["fedqa.test"]
