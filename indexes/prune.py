@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 import shutil
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from service.artifacts import MANIFEST, Registry
+from service.artifacts import MANIFEST, ArtifactError, Registry
 from service.config import Settings
 from service.retrieval.store import StoreBackend, StoreUnavailable
 
@@ -70,8 +71,7 @@ def prune_indexes(settings: Settings, keep: int, *, backend: StoreBackend | None
     active = registry.active()["index"]
     if active:
         why[active] = "active"
-    folders = sorted(p for p in registry.kind_dir("index").iterdir() if p.is_dir()) if registry.kind_dir("index").is_dir() else []
-    for folder in folders:
+    for folder in _version_folders(registry):
         version = folder.name
         leftover = not (folder / MANIFEST).is_file()
         if version in why:
@@ -87,9 +87,25 @@ def prune_indexes(settings: Settings, keep: int, *, backend: StoreBackend | None
     return report
 
 
+def _version_folders(registry: Registry) -> list[Path]:
+    """The index folders whose names are version names inside the home (anything else is left alone)."""
+    root = registry.kind_dir("index")
+    out = []
+    for folder in sorted(root.iterdir()) if root.is_dir() else []:
+        try:
+            registry.path("index", folder.name)
+        except ArtifactError:
+            continue
+        if folder.is_dir():
+            out.append(folder)
+    return out
+
+
 def _remove(registry: Registry, backend: StoreBackend, version: str) -> None:
-    """Drop a version's collections, then its folder (the manifest first, so a half-removed version is never listed)."""
+    """Drop a version's collections, then its folder (the manifest first, so a half-removed version is never
+    listed) and its build lock file."""
     log.info("removing index version %s", version)
     (registry.path("index", version) / MANIFEST).unlink(missing_ok=True)
     backend.drop(version)
     shutil.rmtree(registry.path("index", version), ignore_errors=True)
+    Path(registry.build_lock("index", version).lock_file).unlink(missing_ok=True)

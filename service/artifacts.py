@@ -154,7 +154,7 @@ class Registry:
         active = self.active().get(kind)
         out = []
         for p in sorted(d.iterdir()):
-            if (p / MANIFEST).is_file():
+            if _VERSION_NAME.fullmatch(p.name) and p.resolve().is_relative_to(d.resolve()) and (p / MANIFEST).is_file():
                 out.append(VersionInfo(kind, p.name, p, json.loads((p / MANIFEST).read_text("utf-8")), p.name == active))
         return out
 

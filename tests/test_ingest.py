@@ -12,6 +12,8 @@ from indexes.ingest import IngestMode, ingest
 from indexes.loaders import LoadError, load_jsonl
 from service.artifacts import Registry
 from service.retrieval.edge_store import EdgeBackend
+from service.retrieval.federated import merge
+from service.retrieval.passage import Hit, point_id
 from tests.conftest import make_settings
 
 
@@ -169,6 +171,10 @@ def test_the_same_doc_id_in_two_domains_is_two_passages(tmp_path, encoder):
     report = ingest([docs], settings, encoder=encoder, progress=False)
     assert report.duplicates == 0 and report.domains == {"ledger": 1, "orbit": 1}
     assert _doc_ids(settings, report.version) == {"ledger": {"faq#000"}, "orbit": {"faq#000"}}
+    # The federated merge keeps both: a hit is (domain, point id).
+    pid = point_id("faq#000")
+    merged = merge({"orbit": [Hit(pid, 0.5)], "ledger": [Hit(pid, 0.4)]}, {"orbit": 1.0, "ledger": 1.0}, 5)
+    assert [c.domain for c in merged] == ["orbit", "ledger"]
 
 
 def test_an_ingest_without_passages_is_refused_and_nothing_is_activated(tmp_path, encoder, capsys, monkeypatch):
