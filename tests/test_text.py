@@ -17,7 +17,7 @@ def _hit(text: str, domain: str = "orbit") -> RankedHit:
 
 
 def test_a_word_with_letters_outside_ascii_stays_one_word():
-    assert words("Um Ihr Passwort zurückzusetzen, öffnen Sie die Einstellungen") == [
+    assert terms("Um Ihr Passwort zurückzusetzen, öffnen Sie die Einstellungen") == {
         "um",
         "ihr",
         "passwort",
@@ -26,12 +26,11 @@ def test_a_word_with_letters_outside_ascii_stays_one_word():
         "sie",
         "die",
         "einstellungen",
-    ]
-    assert "zurückzusetzen" in terms("Wie kann ich mein Passwort zurückzusetzen?")
+    }
     # The same word written with a combining diaeresis (NFD) is the same term.
     assert terms("zuru\u0308ckzusetzen") == {"zurückzusetzen"}
-    assert words("إعادة تعيين") == ["إعادة", "تعيين"]
-    assert words("重置密码") == ["重", "置", "密", "码"]  # CJK: each character is a term
+    assert terms("إعادة تعيين") == {"إعادة", "تعيين"}
+    assert terms("重置密码") == {"重", "置", "密", "码"}  # CJK: each character is a term
     # ASCII text is cut as before ([a-z0-9]+ on the lower-cased text).
     assert words("Use API_KEY v2.1, e-mail!") == ["use", "api", "key", "v2", "1", "e", "mail"]
 
