@@ -1,7 +1,7 @@
 """Build index versions: embed passages into one collection per domain, then switch atomically.
 
-Every build writes a *new* index version (a copy of the active one plus the changes), marks it
-complete and only then makes it active, so a running service keeps answering from the old
+Every build writes a *new* index version (a copy of the active one plus the changes, less the
+passages a mirroring ingest no longer finds), marks it complete and only then makes it active, so a running service keeps answering from the old
 version, and a crashed or interrupted build leaves the old version active.
 """
 
@@ -34,6 +34,7 @@ class BuildReport:
     added: int = 0
     updated: int = 0
     unchanged: int = 0
+    removed: int = 0
     domains: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     duplicates: int = 0
@@ -44,12 +45,19 @@ class BuildReport:
         return self.version is not None and self.version != self.previous
 
 
+class EmptyBuild(ValueError):
+    """A build was given no passages: nothing is written or activated."""
+
+
 def dedupe(passages: Iterable[Passage]) -> tuple[list[Passage], int]:
-    """Keep the last passage of each doc_id; returns the passages and how many were dropped."""
-    seen: dict[str, Passage] = {}
+    """Keep the last passage of each (domain, doc_id); returns the passages and how many were dropped.
+
+    A doc_id is unique within its domain: the same doc_id in two domains is two passages.
+    """
+    seen: dict[tuple[str, str], Passage] = {}
     total = 0
     for p in passages:
-        seen[p.doc_id] = p
+        seen[(p.domain, p.doc_id)] = p
         total += 1
     return list(seen.values()), total - len(seen)
 
@@ -64,49 +72,79 @@ def build_index(
     activate: bool = True,
     progress: bool = True,
     meta: dict | None = None,
+    mirror: bool = False,
 ) -> BuildReport:
     """Write a new index version = ``base`` (or nothing) + ``passages`` embedded by ``encoder``.
 
     Passages whose doc_id already exists in ``base`` with the same content are not re-embedded;
     if nothing changed no version is made. ``base`` must have been embedded by ``encoder``.
+    ``mirror``: the new version holds ``passages`` only (the base's other passages are removed).
+    No passages at all is refused (:class:`EmptyBuild`) before anything is written.
     """
     t_start = time.perf_counter()
     items, dropped = dedupe(passages)
+    if not items:
+        raise EmptyBuild("the input yields no passages: nothing was written and the active index is unchanged")
     report = BuildReport(version=None, previous=base, duplicates=dropped)
-    version = registry.new_version("index")
-    try:
-        if base:
-            backend.clone(base, version)
-        store = backend.open(version, create=True)
+    with registry.building("index") as version:
         try:
-            existing = {d: {p.doc_id: p for p in store.iter_passages(d)} for d in store.domains()}
-            todo = _changes(items, existing, report)
-            if not todo and base:
-                store.close()
-                backend.drop(version)
-                shutil.rmtree(registry.path("index", version), ignore_errors=True)
-                report.version = base
-                report.domains = {d: len(v) for d, v in existing.items()}
-                report.seconds = time.perf_counter() - t_start
-                return report
-            _embed(store, todo, encoder, progress=progress)
-            store.finish()
-            report.domains = {d: store.count(d) for d in store.domains()}
-        finally:
-            store.close()
-        registry.complete("index", version, _manifest(encoder, backend, base, report, meta))
-    except BaseException:
-        # Leave nothing half-built behind; the active version is untouched.
-        try:
-            backend.drop(version)
-        finally:
-            shutil.rmtree(registry.path("index", version), ignore_errors=True)
-        raise
+            changed = _write(version, items, backend=backend, encoder=encoder, base=base, mirror=mirror, progress=progress, report=report)
+            if changed:
+                registry.complete("index", version, _manifest(encoder, backend, base, report, meta))
+        except BaseException:
+            _discard(registry, backend, version)  # leave nothing half-built behind; the active version is untouched
+            raise
+        if not changed:
+            _discard(registry, backend, version)
+            report.version = base
+            report.seconds = time.perf_counter() - t_start
+            return report
     if activate:
         registry.activate("index", version)
     report.version = version
     report.seconds = time.perf_counter() - t_start
     return report
+
+
+def _discard(registry: Registry, backend: StoreBackend, version: str) -> None:
+    """Remove an unfinished version's collections and folder."""
+    try:
+        backend.drop(version)
+    finally:
+        shutil.rmtree(registry.path("index", version), ignore_errors=True)
+
+
+def _write(
+    version: str,
+    items: list[Passage],
+    *,
+    backend: StoreBackend,
+    encoder: Encoder,
+    base: str | None,
+    mirror: bool,
+    progress: bool,
+    report: BuildReport,
+) -> bool:
+    """Fill ``version`` (a copy of ``base``) with the changes ``items`` make; False when there are none."""
+    if base:
+        backend.clone(base, version)
+    store = backend.open(version, create=True)
+    try:
+        existing = {d: {p.doc_id: p for p in store.iter_passages(d)} for d in store.domains()}
+        todo = _changes(items, existing, report)
+        stale = _stale(items, existing) if mirror else {}
+        report.removed = sum(len(v) for v in stale.values())
+        if not todo and not stale and base:
+            report.domains = {d: len(v) for d, v in existing.items()}
+            return False
+        for domain, doc_ids in sorted(stale.items()):
+            store.delete(domain, doc_ids)
+        _embed(store, todo, encoder, progress=progress)
+        store.finish()
+        report.domains = {d: store.count(d) for d in store.domains()}
+        return True
+    finally:
+        store.close()
 
 
 def _changes(items: list[Passage], existing: dict[str, dict[str, Passage]], report: BuildReport) -> dict[str, list[Passage]]:
@@ -123,6 +161,13 @@ def _changes(items: list[Passage], existing: dict[str, dict[str, Passage]], repo
             report.updated += 1
         todo[p.domain].append(p)
     return todo
+
+
+def _stale(items: list[Passage], existing: dict[str, dict[str, Passage]]) -> dict[str, list[str]]:
+    """Per domain, the doc_ids of the base that ``items`` no longer hold (pages that left the input or shrank)."""
+    kept = {(p.domain, p.doc_id) for p in items}
+    stale = {d: sorted(i for i in old if (d, i) not in kept) for d, old in existing.items()}
+    return {d: ids for d, ids in stale.items() if ids}
 
 
 def _embed(store: Store, todo: dict[str, list[Passage]], encoder: Encoder, *, progress: bool) -> None:

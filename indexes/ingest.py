@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from enum import Enum
 from pathlib import Path
 
 from indexes.build import BuildReport, build_index
@@ -14,6 +15,13 @@ from service.retrieval.encoder import Encoder, index_encoder_backend, load_encod
 from service.retrieval.store import StoreBackend
 
 
+class IngestMode(str, Enum):
+    """What an ingest does with the active index's passages that its input does not hold."""
+
+    MIRROR = "mirror"  # removed: the new version holds exactly the input's passages (pages that left it or shrank lose theirs)
+    ADD = "add"  # kept: the input's passages are added to (or replace theirs in) the active index
+
+
 def ingest(
     paths: list[Path],
     settings: Settings,
@@ -22,10 +30,13 @@ def ingest(
     backend: StoreBackend | None = None,
     encoder: Encoder | None = None,
     progress: bool = True,
+    mode: IngestMode = IngestMode.MIRROR,
 ) -> BuildReport:
-    """Add or update passages from ``paths`` in a new index version based on the active one.
+    """Make a new index version, based on the active one, that mirrors ``paths`` (``mode``: or adds them to it).
 
-    Re-ingesting the same input changes nothing (same doc_ids, same content, no new version).
+    Only new or changed passages are embedded; with :attr:`IngestMode.MIRROR` the passages the input no
+    longer holds are removed. Re-ingesting the same input changes nothing (same doc_ids, same content,
+    no new version). An input that yields no passages is refused (:class:`~indexes.build.EmptyBuild`).
     The new version is embedded with the retriever and encoder runtime of the active index (or
     the active retriever and FEDQA_ENCODER_BACKEND when there is no index yet).
     """
@@ -51,7 +62,8 @@ def ingest(
         encoder=encoder,
         base=base,
         progress=progress,
-        meta={"sources": [str(p) for p in paths]},
+        meta={"sources": [str(p) for p in paths], "ingest_mode": mode.value},
+        mirror=mode is IngestMode.MIRROR,
     )
     report.seconds = time.perf_counter() - t0
     return report

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from indexes.segment import Section, segment_html, segment_markdown, segment_text, split_section
@@ -52,22 +54,43 @@ _SEGMENTERS: dict[str, Callable[[str, str], list[Section]]] = {
 }
 
 
-def load_page(path: Path, *, domain: str, source: str, count_tokens: Callable[[str], int], max_tokens: int) -> Iterator[Passage]:
-    """Passages of one page: sections at its headers, long sections split to ``max_tokens``."""
+@dataclass(frozen=True)
+class Page:
+    """One page file to load: its domain and its source, ``<domain>/<path>``."""
+
+    path: Path
+    domain: str
+    source: str
+
+
+def id_stems(pages: list[Page]) -> dict[Page, str]:
+    """The doc_id stem of each page: its source without the extension, or with it where two pages of a domain
+    share that stem (``guide.md`` and ``guide.html``: ``<domain>/guide.md#NNN`` and ``<domain>/guide.html#NNN``)."""
+    seen: dict[tuple[str, str], Page] = {}
+    for page in pages:
+        if (page.domain, page.source) in seen and seen[(page.domain, page.source)].path != page.path:
+            raise LoadError(f"{seen[(page.domain, page.source)].path} and {page.path} are both {page.source} in domain {page.domain!r}")
+        seen[(page.domain, page.source)] = page
+    by_stem = Counter((p.domain, p.source.rsplit(".", 1)[0]) for p in seen.values())
+    return {p: p.source if by_stem[(p.domain, p.source.rsplit(".", 1)[0])] > 1 else p.source.rsplit(".", 1)[0] for p in seen.values()}
+
+
+def load_page(page: Page, *, id_stem: str, count_tokens: Callable[[str], int], max_tokens: int) -> Iterator[Passage]:
+    """Passages of one page (doc_id ``<id_stem>#NNN``): sections at its headers, long sections split to ``max_tokens``."""
+    path = page.path
     kind = PAGE_SUFFIXES[path.suffix.lower()]
     try:
         raw = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raw = path.read_bytes().decode("latin-1")
-    stem = source.rsplit(".", 1)[0]  # source is "<domain>/<path>", so doc_id is "<domain>/<path>#NNN"
     n = 0
     for section in _SEGMENTERS[kind](raw, path.stem):
         for chunk in split_section(section.text, count_tokens, max_tokens):
-            yield Passage(doc_id=f"{stem}#{n:03d}", domain=domain, title=section.title, source=source, text=chunk)
+            yield Passage(doc_id=f"{id_stem}#{n:03d}", domain=page.domain, title=section.title, source=page.source, text=chunk)
             n += 1
 
 
-def load_folder(path: Path, *, domain: str | None, count_tokens: Callable[[str], int], max_tokens: int) -> Iterator[Passage]:
+def folder_pages(path: Path, *, domain: str | None) -> list[Page]:
     """Pages under ``path``: one sub-folder per domain, or the whole folder as ``domain`` when given."""
     if domain:
         roots = [(check_domain(domain), path)]
@@ -75,25 +98,39 @@ def load_folder(path: Path, *, domain: str | None, count_tokens: Callable[[str],
         roots = [(check_domain(d.name), d) for d in sorted(path.iterdir()) if d.is_dir() and not d.name.startswith(".")]
         if not roots:
             raise LoadError(f"{path}: expected one sub-folder per domain (or pass --domain NAME)")
-    for dom, root in roots:
-        for f in sorted(root.rglob("*")):
-            if f.is_file() and f.suffix.lower() in PAGE_SUFFIXES:
-                rel = f.relative_to(root).as_posix()
-                yield from load_page(f, domain=dom, source=f"{dom}/{rel}", count_tokens=count_tokens, max_tokens=max_tokens)
+    return [
+        Page(f, dom, f"{dom}/{f.relative_to(root).as_posix()}")
+        for dom, root in roots
+        for f in sorted(root.rglob("*"))
+        if f.is_file() and f.suffix.lower() in PAGE_SUFFIXES
+    ]
+
+
+def _pages_of(path: Path, domain: str | None) -> list[Page] | None:
+    """The pages ``path`` names (a folder or one page), or None for a ``.jsonl`` file; LoadError for anything else."""
+    if not path.exists():
+        raise LoadError(f"{path}: no such file or folder")
+    if path.is_dir():
+        return folder_pages(path, domain=domain)
+    if path.suffix.lower() == ".jsonl":
+        return None
+    if path.suffix.lower() in PAGE_SUFFIXES:
+        if not domain:
+            raise LoadError(f"{path}: a single page needs --domain NAME")
+        return [Page(path, check_domain(domain), f"{domain}/{path.name}")]
+    raise LoadError(f"{path}: unsupported file type (use .jsonl, .md, .html, .txt or a folder)")
 
 
 def load_paths(paths: list[Path], *, domain: str | None, count_tokens: Callable[[str], int], max_tokens: int) -> Iterator[Passage]:
-    """Passages from every path: ``.jsonl`` files, page files (need ``domain``) or folders."""
-    for path in paths:
-        if not path.exists():
-            raise LoadError(f"{path}: no such file or folder")
-        if path.is_dir():
-            yield from load_folder(path, domain=domain, count_tokens=count_tokens, max_tokens=max_tokens)
-        elif path.suffix.lower() == ".jsonl":
+    """Passages from every path: ``.jsonl`` files, page files (need ``domain``) or folders.
+
+    Every path is checked, and the pages' doc_ids chosen (:func:`id_stems`), before the first passage is read.
+    """
+    inputs = [(path, _pages_of(path, domain)) for path in paths]
+    stems = id_stems([p for _, pages in inputs for p in pages or []])
+    for path, pages in inputs:
+        if pages is None:
             yield from load_jsonl(path, domain)
-        elif path.suffix.lower() in PAGE_SUFFIXES:
-            if not domain:
-                raise LoadError(f"{path}: a single page needs --domain NAME")
-            yield from load_page(path, domain=check_domain(domain), source=f"{domain}/{path.name}", count_tokens=count_tokens, max_tokens=max_tokens)
-        else:
-            raise LoadError(f"{path}: unsupported file type (use .jsonl, .md, .html, .txt or a folder)")
+            continue
+        for page in pages:
+            yield from load_page(page, id_stem=stems[page], count_tokens=count_tokens, max_tokens=max_tokens)

@@ -38,13 +38,13 @@ def read_index(backend: StoreBackend, registry: Registry, version: str) -> list[
     except StoreUnavailable:
         if backend.name != "qdrant-edge":
             raise
-        tmp = registry.new_version("index")  # no manifest: never listed, never activated
-        try:
-            backend.clone(version, tmp)
-            return _read(backend.open(tmp))
-        finally:
-            backend.drop(tmp)
-            shutil.rmtree(registry.path("index", tmp), ignore_errors=True)
+        with registry.building("index") as tmp:  # no manifest: never listed, never activated
+            try:
+                backend.clone(version, tmp)
+                return _read(backend.open(tmp))
+            finally:
+                backend.drop(tmp)
+                shutil.rmtree(registry.path("index", tmp), ignore_errors=True)
     return _read(store)
 
 

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 from bs4 import BeautifulSoup
 
+from service.text import SENTENCE_END
+
 _ATX = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _BLOCK_TAGS = ["p", "li", "pre", "blockquote", "dd", "dt", "tr", "table", "div", "section", "article", "br"]
 
 
@@ -124,7 +125,7 @@ def split_section(text: str, count_tokens: Callable[[str], int], max_tokens: int
         return _pack(sentence.split(), " ", count_tokens, max_tokens, lambda w: [w])
 
     def by_sentences(paragraph: str) -> list[str]:
-        return _pack([s for s in _SENTENCE_END.split(paragraph) if s.strip()], " ", count_tokens, max_tokens, by_words)
+        return _pack([s for s in SENTENCE_END.split(paragraph) if s.strip()], " ", count_tokens, max_tokens, by_words)
 
     paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
     return _pack(paragraphs, "\n\n", count_tokens, max_tokens, by_sentences)

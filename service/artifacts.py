@@ -7,24 +7,34 @@ Layout::
 
 A version is usable only once its ``manifest.json`` exists (written atomically after the
 artifact is complete), so a crashed or interrupted build is never activated. Switching
-versions is one atomic ``os.replace`` of ``active.json``.
+versions is one atomic ``os.replace`` of ``active.json``, read, changed and written under a file
+lock (``active.json.lock``), so two commands switching versions at once both take effect.
+A version name is one plain path component: a name that would resolve outside the home is refused.
+A build in progress holds ``<kind folder>/.<version>.lock`` (:meth:`Registry.building`), so
+``fedqa index prune`` tells a killed build's leftovers from a running one.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from filelock import FileLock, Timeout
 
 Kind = Literal["index", "router", "retriever", "reranker"]
 KINDS: tuple[Kind, ...] = ("index", "router", "retriever", "reranker")
 _FOLDERS: dict[str, str] = {"index": "indexes", "router": "routers", "retriever": "retrievers", "reranker": "rerankers"}
 MANIFEST = "manifest.json"
+_VERSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 
 class ArtifactError(RuntimeError):
@@ -69,13 +79,58 @@ class Registry:
         return self.home / _FOLDERS[kind]
 
     def path(self, kind: Kind, version: str) -> Path:
-        """Folder of one version."""
-        return self.kind_dir(kind) / version
+        """Folder of one version; ArtifactError for a name that is not one plain path component inside the home."""
+        if not isinstance(version, str) or not _VERSION_NAME.fullmatch(version):
+            raise ArtifactError(f"{version!r} is not a version name (letters, digits, '.', '_', '-'; no path)")
+        path = self.kind_dir(kind) / version
+        if path.exists() and not path.resolve().is_relative_to(self.kind_dir(kind).resolve()):
+            raise ArtifactError(f"{kind} version {version!r} resolves outside {self.kind_dir(kind)}")
+        return path
+
+    def build_lock(self, kind: Kind, version: str) -> FileLock:
+        """The lock a build of ``version`` holds while it runs (beside the version's folder, not in it)."""
+        self.path(kind, version)  # validates the name
+        return FileLock(self.kind_dir(kind) / f".{version}.lock")
+
+    @contextmanager
+    def building(self, kind: Kind) -> Iterator[str]:
+        """A new version (:meth:`new_version`) whose build lock is held until the block ends (then removed)."""
+        self.kind_dir(kind).mkdir(parents=True, exist_ok=True)
+        for _ in range(10):
+            name = self._version_name(kind)
+            lock = self.build_lock(kind, name)
+            lock.acquire()
+            try:
+                self.path(kind, name).mkdir(exist_ok=False)
+            except FileExistsError:
+                lock.release()
+                continue
+            try:
+                yield name
+            finally:
+                lock.release()
+                Path(lock.lock_file).unlink(missing_ok=True)
+            return
+        raise ArtifactError(f"could not name a new {kind} version")
+
+    def build_running(self, kind: Kind, version: str) -> bool:
+        """Whether a live process holds ``version``'s build lock (a build without one was killed, or never took one)."""
+        lock = self.build_lock(kind, version)
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            return True
+        lock.release()
+        return False
 
     # versions --------------------------------------------------------------
+    @staticmethod
+    def _version_name(kind: Kind) -> str:
+        return f"{kind}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
+
     def new_version(self, kind: Kind) -> str:
         """A fresh, sortable version name; its folder is created empty."""
-        name = f"{kind}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
+        name = self._version_name(kind)
         self.path(kind, name).mkdir(parents=True, exist_ok=False)
         return name
 
@@ -99,11 +154,16 @@ class Registry:
         active = self.active().get(kind)
         out = []
         for p in sorted(d.iterdir()):
-            if (p / MANIFEST).is_file():
+            if _VERSION_NAME.fullmatch(p.name) and p.resolve().is_relative_to(d.resolve()) and (p / MANIFEST).is_file():
                 out.append(VersionInfo(kind, p.name, p, json.loads((p / MANIFEST).read_text("utf-8")), p.name == active))
         return out
 
     # active set ------------------------------------------------------------
+    def _state_lock(self) -> FileLock:
+        """Held while ``active.json`` is read, changed and written (readers need none: it is replaced atomically)."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        return FileLock(self.home / "active.json.lock")
+
     def _state(self) -> dict[str, Any]:
         f = self.home / "active.json"
         if not f.is_file():
@@ -123,26 +183,28 @@ class Registry:
     def activate(self, kind: Kind, version: str) -> None:
         """Make a complete version the active one, atomically; the previous one goes to history."""
         self.manifest(kind, version)  # raises unless complete
-        state = self._state()
-        previous = state.get(kind)
-        if previous == version:
-            return
-        history = state.setdefault("history", {}).setdefault(kind, [])
-        if previous:
-            history.append(previous)
-        state[kind] = version
-        write_json_atomic(self.home / "active.json", state)
+        with self._state_lock():
+            state = self._state()
+            previous = state.get(kind)
+            if previous == version:
+                return
+            history = state.setdefault("history", {}).setdefault(kind, [])
+            if previous:
+                history.append(previous)
+            state[kind] = version
+            write_json_atomic(self.home / "active.json", state)
 
     def rollback(self, kind: Kind) -> str:
         """Re-activate the previously active version of ``kind`` and return it."""
-        state = self._state()
-        history: list[str] = state.get("history", {}).get(kind, [])
-        while history:
-            candidate = history.pop()
-            if (self.path(kind, candidate) / MANIFEST).is_file():
-                state[kind] = candidate
-                write_json_atomic(self.home / "active.json", state)
-                return candidate
+        with self._state_lock():
+            state = self._state()
+            history: list[str] = state.get("history", {}).get(kind, [])
+            while history:
+                candidate = history.pop()
+                if (self.path(kind, candidate) / MANIFEST).is_file():
+                    state[kind] = candidate
+                    write_json_atomic(self.home / "active.json", state)
+                    return candidate
         raise ArtifactError(f"no earlier {kind} version to roll back to")
 
 

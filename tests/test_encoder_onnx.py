@@ -198,7 +198,7 @@ def test_query_cache_off_and_lru_order():
 
 
 def test_index_records_its_backend_and_queries_follow_it(tmp_path: Path, onnx_dir: Path, monkeypatch):
-    from indexes.ingest import ingest
+    from indexes.ingest import IngestMode, ingest
     from service.loading import load_pipeline
 
     settings = make_settings(tmp_path / "home", encoder_backend="onnx")
@@ -223,7 +223,7 @@ def test_index_records_its_backend_and_queries_follow_it(tmp_path: Path, onnx_di
     assert not again.changed and again.added == 0
     extra = tmp_path / "extra.jsonl"
     extra.write_text(json.dumps({"doc_id": "newprod/1", "domain": "newprod", "title": "New", "text": "The new product ships monthly."}) + "\n")
-    added = ingest([extra], settings, progress=False)
+    added = ingest([extra], settings, progress=False, mode=IngestMode.ADD)
     assert added.changed and added.added == 1 and added.unchanged == 0
     assert Registry(settings.home_dir).manifest("index", added.version)["encoder_backend"] == "onnx"
 

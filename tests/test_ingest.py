@@ -7,10 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from indexes.ingest import ingest
+from indexes.build import EmptyBuild
+from indexes.ingest import IngestMode, ingest
 from indexes.loaders import LoadError, load_jsonl
 from service.artifacts import Registry
 from service.retrieval.edge_store import EdgeBackend
+from service.retrieval.federated import merge
+from service.retrieval.passage import Hit, point_id
 from tests.conftest import make_settings
 
 
@@ -100,3 +103,139 @@ def test_interrupted_build_leaves_previous_index_active(tmp_path, encoder):
     assert registry.active()["index"] == first.version
     assert [v.version for v in registry.list("index")] == [first.version]
     assert sorted(p.name for p in registry.kind_dir("index").iterdir()) == [first.version]
+
+
+def _sections(n: int) -> str:
+    return "# Setup\n\n" + "".join(f"## Step {i}\n\nStep {i} of the setup turns on feature number {i}.\n\n" for i in range(n))
+
+
+def _doc_ids(settings, version: str) -> dict[str, set[str]]:
+    store = EdgeBackend(Registry(settings.home_dir)).open(version)
+    try:
+        return {d: {p.doc_id for p in store.iter_passages(d)} for d in store.domains()}
+    finally:
+        store.close()
+
+
+def test_reingest_mirrors_the_folder_pages_that_shrank_or_left_lose_their_passages(tmp_path, encoder):
+    site = tmp_path / "site"
+    _write_site(site)
+    (site / "orbit" / "setup.md").write_text(_sections(5), encoding="utf-8")
+    settings = make_settings(tmp_path / "home")
+    first = ingest([site], settings, encoder=encoder, progress=False)
+    assert {f"orbit/setup#{i:03d}" for i in range(5)} <= _doc_ids(settings, first.version)["orbit"]
+
+    (site / "orbit" / "setup.md").write_text(_sections(3), encoding="utf-8")  # 5 sections -> 3
+    (site / "ledger" / "notes.txt").unlink()  # a page deleted
+    second = ingest([site], settings, encoder=encoder, progress=False)
+    assert second.changed and (second.added, second.updated, second.removed) == (0, 0, 3)
+    ids = _doc_ids(settings, second.version)
+    assert {"orbit/setup#003", "orbit/setup#004", "ledger/notes#000"}.isdisjoint(ids["orbit"] | ids["ledger"])
+    assert {"orbit/setup#000", "orbit/setup#002", "ledger/guides/refunds#000"} <= ids["orbit"] | ids["ledger"]
+    assert second.domains == {"ledger": 2, "orbit": 6}
+    assert Registry(settings.home_dir).active()["index"] == second.version
+
+    # --add: one more page joins the index, nothing else is removed.
+    extra = tmp_path / "faq.md"
+    extra.write_text("# FAQ\n\nOrbit syncs contacts every hour.\n", encoding="utf-8")
+    third = ingest([extra], settings, domain="orbit", encoder=encoder, progress=False, mode=IngestMode.ADD)
+    assert (third.added, third.removed) == (1, 0) and third.domains == {"ledger": 2, "orbit": 7}
+    # Without --add the index mirrors its input: that page alone (a domain left with no passage is gone).
+    fourth = ingest([extra], settings, domain="orbit", encoder=encoder, progress=False)
+    assert (fourth.added, fourth.removed, fourth.unchanged) == (0, 8, 1) and fourth.domains == {"orbit": 1}
+    assert _doc_ids(settings, fourth.version) == {"orbit": {"orbit/faq#000"}}
+
+
+def test_pages_sharing_a_stem_get_distinct_doc_ids(tmp_path, encoder):
+    site = tmp_path / "site"
+    (site / "orbit").mkdir(parents=True)
+    (site / "orbit" / "guide.md").write_text("# Guide\n\nThe Markdown guide explains imports.\n", encoding="utf-8")
+    (site / "orbit" / "guide.html").write_text("<h1>Guide</h1><p>The HTML guide explains exports.</p>", encoding="utf-8")
+    (site / "orbit" / "other.md").write_text("# Other\n\nAnother page.\n", encoding="utf-8")
+    settings = make_settings(tmp_path / "home")
+    report = ingest([site], settings, encoder=encoder, progress=False)
+    assert report.duplicates == 0 and report.domains == {"orbit": 3}
+    assert _doc_ids(settings, report.version) == {"orbit": {"orbit/guide.md#000", "orbit/guide.html#000", "orbit/other#000"}}
+
+
+def test_the_same_doc_id_in_two_domains_is_two_passages(tmp_path, encoder):
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(
+        "\n".join(
+            json.dumps({"doc_id": "faq#000", "domain": d, "title": "FAQ", "text": f"The {d} FAQ answers {d} questions."}) for d in ("orbit", "ledger")
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    settings = make_settings(tmp_path / "home")
+    report = ingest([docs], settings, encoder=encoder, progress=False)
+    assert report.duplicates == 0 and report.domains == {"ledger": 1, "orbit": 1}
+    assert _doc_ids(settings, report.version) == {"ledger": {"faq#000"}, "orbit": {"faq#000"}}
+    # The federated merge keeps both: a hit is (domain, point id).
+    pid = point_id("faq#000")
+    merged = merge({"orbit": [Hit(pid, 0.5)], "ledger": [Hit(pid, 0.4)]}, {"orbit": 1.0, "ledger": 1.0}, 5)
+    assert [c.domain for c in merged] == ["orbit", "ledger"]
+
+
+def test_an_ingest_without_passages_is_refused_and_nothing_is_activated(tmp_path, encoder, capsys, monkeypatch):
+    empty = tmp_path / "empty"
+    (empty / "orbit").mkdir(parents=True)
+    (empty / "orbit" / "blank.md").write_text("\n\n", encoding="utf-8")
+    settings = make_settings(tmp_path / "home")
+    registry = Registry(settings.home_dir)
+    with pytest.raises(EmptyBuild, match="no passages"):
+        ingest([empty], settings, encoder=encoder, progress=False)
+    assert registry.active()["index"] is None and registry.list("index") == []
+    assert not registry.kind_dir("index").is_dir() or list(registry.kind_dir("index").iterdir()) == []
+    # On a home with an index, an empty input does not mirror it away.
+    site = tmp_path / "site"
+    _write_site(site)
+    first = ingest([site], settings, encoder=encoder, progress=False)
+    (tmp_path / "none.jsonl").write_text("", encoding="utf-8")
+    with pytest.raises(EmptyBuild):
+        ingest([tmp_path / "none.jsonl"], settings, encoder=encoder, progress=False)
+    assert registry.active()["index"] == first.version and [v.version for v in registry.list("index")] == [first.version]
+    # The command line says so and exits 2.
+    from service.cli import main
+    from service.config import get_settings
+
+    monkeypatch.setenv("FEDQA_HOME", str(tmp_path / "fresh"))
+    monkeypatch.setenv("FEDQA_ENCODER_BACKEND", "torch")  # no ONNX export for a refused ingest
+    get_settings.cache_clear()
+    try:
+        assert main(["ingest", str(empty), "--quiet"]) == 2
+        assert "yields no passages" in capsys.readouterr().err
+        assert Registry(tmp_path / "fresh").active()["index"] is None
+    finally:
+        get_settings.cache_clear()
+
+
+def test_a_page_deleted_from_the_folder_is_gone_from_ask_after_reingest_and_reload(tmp_path, encoder):
+    import httpx
+
+    from service.api.app import create_app
+    from service.api.state import ServiceState
+    from service.pipeline import Pipeline
+    from service.routing.router import UniformRouter
+    from tests.utils import served_app
+
+    site = tmp_path / "site"
+    _write_site(site)
+    settings = make_settings(tmp_path / "home", admin_key="admin-secret", rate_limit_per_minute=0)
+    ingest([site], settings, encoder=encoder, progress=False)
+    registry = Registry(settings.home_dir)
+
+    def loader(settings, backend_=None, store=None):  # noqa: ANN001 - ServiceState's loader signature
+        store = EdgeBackend(registry).open(registry.active()["index"])
+        return Pipeline(settings, router=UniformRouter(store.domains()), encoder=encoder, store=store)
+
+    ask = {"query": "How many years of invoices does Ledger keep?", "strategy": "uis", "generate": False, "top_k": 10}
+    with served_app(create_app(settings, ServiceState(settings, loader=loader)), lifespan="on") as url, httpx.Client(base_url=url, timeout=60) as c:
+        before = [s["doc_id"] for s in c.post("/ask", json=ask).json()["sources"]]
+        assert before[0] == "ledger/notes#000" and len(before) == 6
+        (site / "ledger" / "notes.txt").unlink()
+        report = ingest([site], settings, encoder=encoder, progress=False)
+        assert report.removed == 1
+        assert c.post("/admin/reload", headers={"Authorization": "Bearer admin-secret"}).status_code == 200
+        after = [s["doc_id"] for s in c.post("/ask", json=ask).json()["sources"]]
+        assert len(after) == 5 and "ledger/notes#000" not in after

@@ -15,7 +15,6 @@ Three methods (FEDQA_EXTRACTIVE_METHOD), one dispatch table:
 
 from __future__ import annotations
 
-import re
 import threading
 import weakref
 from collections import OrderedDict
@@ -29,13 +28,13 @@ import numpy as np
 
 from service.retrieval.passage import RankedHit
 from service.retrieval.questions import split_questions
+from service.text import SENTENCE_BREAK
+from service.text import words as split_words
 
 if TYPE_CHECKING:
     from service.generation.answer_policy import AnswerPolicy
     from service.retrieval.encoder import Encoder
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
-_WORD = re.compile(r"[a-z0-9]+")
 _STOPWORDS = frozenset(
     "a an and are as at be by can do does for from how i in is it my of on or the this to what when where which who why with you your".split()
 )
@@ -72,8 +71,8 @@ class Extract:
 
 
 def terms(text: str) -> set[str]:
-    """Lower-cased content words of ``text``."""
-    return {w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS}
+    """Case-folded content words of ``text`` (:func:`service.text.words`: a CJK character is a word)."""
+    return {w for w in split_words(text) if w not in _STOPWORDS}
 
 
 def sentence_bounds(text: str) -> list[tuple[int, int]]:
@@ -81,7 +80,7 @@ def sentence_bounds(text: str) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     pos = 0
     for line in text.splitlines(keepends=True):
-        cuts = [0] + [m.end() for m in _SENTENCE.finditer(line)] + [len(line)]
+        cuts = [0] + [m.end() for m in SENTENCE_BREAK.finditer(line)] + [len(line)]
         for a, b in pairwise(cuts):
             seg = line[a:b]
             if seg.strip():
@@ -97,12 +96,12 @@ def sentences(text: str) -> list[str]:
 
 
 class SentenceVectors:
-    """Sentence offsets and unit vectors of passages, computed once per passage (LRU by doc_id)."""
+    """Sentence offsets and unit vectors of passages, computed once per passage (LRU by domain and doc_id)."""
 
     def __init__(self, encoder: Encoder, *, capacity: int = 4096) -> None:
         self.encoder = encoder
         self.capacity = capacity
-        self._cache: OrderedDict[str, tuple[list[tuple[int, int]], np.ndarray]] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, str], tuple[list[tuple[int, int]], np.ndarray]] = OrderedDict()
         self._lock = threading.Lock()
         self.filling = False  # a background fill was started (once per cache)
 
@@ -129,24 +128,25 @@ class SentenceVectors:
 
     def get(self, hits: Sequence[RankedHit]) -> list[tuple[list[tuple[int, int]], np.ndarray]]:
         """Per hit: its sentence bounds and their vectors (one encoder call for every passage not cached)."""
+        keys = [(h.passage.domain, h.passage.doc_id) for h in hits]  # a doc_id is unique within its domain
         with self._lock:
-            cached = {h.passage.doc_id: self._cache.get(h.passage.doc_id) for h in hits}
-        missing = [h for h in hits if cached[h.passage.doc_id] is None]
+            cached = {key: self._cache.get(key) for key in keys}
+        missing = [(key, h) for key, h in zip(keys, hits, strict=True) if cached[key] is None]
         if missing:
-            bounds = [sentence_bounds(h.passage.text) for h in missing]
-            texts = [h.passage.text[a:b] for h, bs in zip(missing, bounds, strict=True) for a, b in bs]
+            bounds = [sentence_bounds(h.passage.text) for _, h in missing]
+            texts = [h.passage.text[a:b] for (_, h), bs in zip(missing, bounds, strict=True) for a, b in bs]
             vecs = self.encoder.embed_passages(texts, batch_size=64)
             k = 0
             with self._lock:
-                for h, bs in zip(missing, bounds, strict=True):
+                for (key, _), bs in zip(missing, bounds, strict=True):
                     entry = (bs, vecs[k : k + len(bs)])
                     k += len(bs)
-                    cached[h.passage.doc_id] = entry
-                    self._cache[h.passage.doc_id] = entry
-                    self._cache.move_to_end(h.passage.doc_id)
+                    cached[key] = entry
+                    self._cache[key] = entry
+                    self._cache.move_to_end(key)
                 while len(self._cache) > self.capacity:
                     self._cache.popitem(last=False)
-        return [cached[h.passage.doc_id] for h in hits]  # type: ignore[misc]
+        return [cached[key] for key in keys]  # type: ignore[misc]
 
 
 def grow_span(scores: np.ndarray, words: Sequence[int], *, margin: float, max_words: int) -> tuple[int, int]:

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 from qdrant_client import QdrantClient, models
 
-from service.retrieval.passage import Hit, Passage
+from service.retrieval.passage import Hit, Passage, point_id
 from service.retrieval.store import StoreError, StoreUnavailable
 
 _BATCH = 256
@@ -95,11 +95,29 @@ class ClientStore:
             if offset is None:
                 break
 
+    def delete(self, domain: str, doc_ids: Sequence[str]) -> None:
+        delete_client_passages(self, domain, doc_ids)
+
     def finish(self) -> None:
         """Qdrant builds its HNSW index by itself; nothing to flush client-side."""
 
     def close(self) -> None:
         """The client is shared by the backend; it is closed there."""
+
+
+def delete_client_passages(store: ClientStore, domain: str, doc_ids: Sequence[str]) -> None:
+    """Remove passages by doc_id from one domain's collection; a collection left empty is deleted."""
+    name = store._name(domain)
+    ids: list[models.ExtendedPointId] = [point_id(d) for d in doc_ids]
+    try:
+        for i in range(0, len(ids), _BATCH):
+            store.client.delete(name, points_selector=models.PointIdsList(points=ids[i : i + _BATCH]), wait=True)
+        if store.count(domain) == 0:
+            store.client.delete_collection(name)
+    except StoreUnavailable:
+        raise
+    except Exception as exc:
+        raise _unavailable(exc, f"delete passages of {domain}") from exc
 
 
 class ClientBackend:

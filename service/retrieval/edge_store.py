@@ -6,6 +6,7 @@ import json
 import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from uuid import UUID
 
 import numpy as np
 from qdrant_edge import (
@@ -30,7 +31,7 @@ from qdrant_edge import (
 )
 
 from service.artifacts import Registry
-from service.retrieval.passage import Hit, Passage
+from service.retrieval.passage import Hit, Passage, point_id
 from service.retrieval.store import StoreError, StoreUnavailable
 
 _BATCH = 256
@@ -154,6 +155,9 @@ class EdgeStore:
             if offset is None:
                 break
 
+    def delete(self, domain: str, doc_ids: Sequence[str]) -> None:
+        delete_edge_passages(self, domain, doc_ids)
+
     def finish(self) -> None:
         for shard in self._shards.values():
             shard.optimize()
@@ -166,6 +170,18 @@ class EdgeStore:
             except Exception:  # closing twice or after a failed load is harmless
                 pass
         self._shards.clear()
+
+
+def delete_edge_passages(store: EdgeStore, domain: str, doc_ids: Sequence[str]) -> None:
+    """Remove passages by doc_id from one domain's shard; a shard left empty is closed and its folder removed."""
+    shard = store._shard(domain)
+    ids: list[int | UUID | str] = [point_id(d) for d in doc_ids]
+    for i in range(0, len(ids), _BATCH):
+        shard.update(UpdateOperation.delete_points(ids[i : i + _BATCH]))
+    if shard.count(CountRequest(exact=True)) == 0:
+        shard.close()
+        del store._shards[domain]
+        shutil.rmtree(store.root / domain, ignore_errors=True)
 
 
 class EdgeBackend:

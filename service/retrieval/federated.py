@@ -46,16 +46,16 @@ def merge(per_domain: Mapping[str, Sequence[Hit]], probs: Mapping[str, float], t
     s+ = max(s, 0) (:func:`positive_similarity`). Ties are broken by the raw score, then by point id,
     so the order is deterministic. :func:`with_passages` reads the kept candidates' passages.
     """
-    ranked: dict[str, Candidate] = {}
+    ranked: dict[tuple[str, str], Candidate] = {}  # by (domain, point id): the same doc_id in two domains is two passages
     for domain, hits in per_domain.items():
         p = float(probs[domain])
         # U grows with s within a domain, so only a domain's top_k by s can be in the merged top_k.
         for h in heapq.nlargest(top_k, hits, key=lambda h: h.score):
             r = Candidate(domain, h.point_id, h.score, p, p * positive_similarity(h.score))
-            old = ranked.get(h.point_id)
+            old = ranked.get((domain, h.point_id))
             if old is None or r.unified_score > old.unified_score:
-                ranked[h.point_id] = r
-    order = sorted(ranked.values(), key=lambda r: (-r.unified_score, -r.score, r.point_id))
+                ranked[(domain, h.point_id)] = r
+    order = sorted(ranked.values(), key=lambda r: (-r.unified_score, -r.score, r.point_id, r.domain))
     return order[:top_k]
 
 

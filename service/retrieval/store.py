@@ -58,6 +58,10 @@ class Store(Protocol):
         """Every passage of one domain (for re-embedding and evaluation)."""
         ...
 
+    def delete(self, domain: str, doc_ids: Sequence[str]) -> None:
+        """Remove the passages ``doc_ids`` of one domain; a domain left with no passage is removed with them."""
+        ...
+
     def finish(self) -> None:
         """Flush writes and build the search index (end of a build)."""
         ...
