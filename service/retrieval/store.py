@@ -1,4 +1,4 @@
-"""The store interface: one collection per domain, for one index version.
+"""The store interface: one index version, searched one domain (product) at a time.
 
 Two backends implement it: :mod:`service.retrieval.edge_store` (embedded qdrant-edge, the
 default) and :mod:`service.retrieval.client_store` (a Qdrant server or cluster through
@@ -46,6 +46,10 @@ class Store(Protocol):
         """Insert or overwrite passages (point id derived from doc_id)."""
         ...
 
+    def delete(self, domain: str, point_ids: Sequence[str]) -> None:
+        """Remove the passages stored under ``point_ids`` from this version (earlier versions keep them)."""
+        ...
+
     def search(self, domain: str, vector: np.ndarray, limit: int) -> list[Hit]:
         """Top ``limit`` points of one domain by dot product with ``vector`` (ids and scores, no payload)."""
         ...
@@ -80,6 +84,10 @@ class StoreBackend(Protocol):
         """Copy every collection of version ``src`` into a new version ``dst``."""
         ...
 
+    def versions(self) -> list[str]:
+        """Every version the store holds, complete or not (a killed build's leftovers are listed: pruning)."""
+        ...
+
     def drop(self, version: str) -> None:
-        """Delete a version's collections."""
+        """Delete a version: what no other version sees of it."""
         ...
