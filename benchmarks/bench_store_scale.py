@@ -62,7 +62,9 @@ def base_vectors(home: Path, cache: Path) -> np.ndarray:
 def perturbed(base: np.ndarray, start: int, count: int, noise: float, seed: int) -> np.ndarray:
     """Vectors ``start .. start+count`` of the synthetic corpus: base vectors in turn plus seeded Gaussian noise."""
     rng = np.random.default_rng([seed, start])
-    v = base[np.arange(start, start + count) % len(base)] + rng.standard_normal((count, base.shape[1]), dtype=np.float32) * (noise / np.sqrt(base.shape[1]))
+    v = base[np.arange(start, start + count) % len(base)] + rng.standard_normal((count, base.shape[1]), dtype=np.float32) * (
+        noise / np.sqrt(base.shape[1])
+    )
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 

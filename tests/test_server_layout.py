@@ -48,7 +48,9 @@ class Observed(QdrantClient):
 
 
 def _passages(domains: int, per: int, tag: str = "") -> list[Passage]:
-    return [Passage(f"p{d}/page{i}#000", f"product-{d}", f"Page {i}", f"p{d}/page{i}.md", f"text {i}{tag}") for d in range(domains) for i in range(per)]
+    return [
+        Passage(f"p{d}/page{i}#000", f"product-{d}", f"Page {i}", f"p{d}/page{i}.md", f"text {i}{tag}") for d in range(domains) for i in range(per)
+    ]
 
 
 def _vectors(n: int, seed: int) -> np.ndarray:

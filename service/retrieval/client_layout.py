@@ -88,7 +88,7 @@ def cluster_topology(client: QdrantClient, replication_factor: int | None, shard
 def cluster_peers(client: QdrantClient) -> int:
     """Number of nodes of the Qdrant cluster (1 when clustering is off, or in the local mode)."""
     try:
-        status = client.http.cluster_api.cluster_status().result
+        status = client.http.distributed_api.cluster_status().result
     except Exception:  # the local mode has no HTTP API; a server without cluster answers "disabled"
         return 1
     peers = getattr(status, "peers", None)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import dataclass
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
