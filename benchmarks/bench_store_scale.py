@@ -116,7 +116,8 @@ def one(args: argparse.Namespace) -> dict:
             hits = store.search("product", v, args.depth)
             times.append((time.perf_counter() - t) * 1000)
             found.append([ids[h.point_id] for h in hits[:10]])
-        graph = any((Path(tmp) / "indexes" / "v1" / "shards" / "product").glob("segments/*/vector_index/graph*"))
+        stored = json.loads((Path(tmp) / "indexes" / "v1" / "shards" / "product" / "edge_config.json").read_text(encoding="utf-8"))
+        graph = int((stored.get("hnsw_config") or {}).get("m") or 0) > 0
         store.close()
     truth = exact_top(base, n, q, args)
     recall = float(np.mean([len(set(f) & set(t.tolist())) / 10 for f, t in zip(found, truth, strict=True)]))
