@@ -116,7 +116,8 @@ class Records:
         if not self.client.collection_exists(self.name):
             return None
         found = self.client.retrieve(self.name, ids=[record_id(version)], with_payload=True)
-        return VersionRecord(**found[0].payload) if found and found[0].payload else None  # type: ignore[arg-type]
+        payload = found[0].payload if found else None
+        return VersionRecord(**payload) if payload else None
 
     def put(self, record: VersionRecord) -> None:
         """Write (or overwrite) a record."""
@@ -136,6 +137,8 @@ class Records:
         offset = None
         while True:
             points, offset = self.client.scroll(self.name, limit=256, offset=offset, with_payload=True)
-            out.extend(VersionRecord(**p.payload) for p in points if p.payload)  # type: ignore[arg-type]
+            for point in points:
+                if point.payload:
+                    out.append(VersionRecord(**point.payload))
             if offset is None:
                 return sorted(out, key=lambda r: r.version)

@@ -103,7 +103,7 @@ class ClientStore:
     def _retire(self, domain: str, pids: list[str]) -> None:
         """Mark the points of ``pids`` this version sees from its base as dead in this version (their earlier
         versions still see them); points this version wrote itself are overwritten or deleted instead."""
-        marks: dict[tuple[str, ...], list[str]] = defaultdict(list)
+        marks: dict[tuple[str, ...], list[models.ExtendedPointId]] = defaultdict(list)
         for i in range(0, len(pids), _BATCH):
             chunk = pids[i : i + _BATCH]
             where = self._filter(domain, *_has((PID, chunk)))
@@ -133,8 +133,8 @@ class ClientStore:
         self._known(domain)
         pids = list(point_ids)
         self._retire(domain, pids)
-        mine = [physical_id(domain, pid, self.version) for pid in pids]
-        self.client.delete(self.record.collection, points_selector=models.PointIdsList(points=mine), wait=True)  # type: ignore[arg-type]
+        mine: list[models.ExtendedPointId] = [physical_id(domain, pid, self.version) for pid in pids]
+        self.client.delete(self.record.collection, points_selector=models.PointIdsList(points=mine), wait=True)
 
     def search(self, domain: str, vector: np.ndarray, limit: int) -> list[Hit]:
         self._known(domain)
