@@ -36,6 +36,24 @@ class Settings(BaseSettings):
     qdrant_prefer_grpc: bool = True
     qdrant_timeout_s: float = 5.0
     collection_prefix: str = "fedqa_"
+    qdrant_replication_factor: int | None = Field(
+        default=None,
+        ge=1,
+        description="Copies of each shard of the collections fedqa creates on a Qdrant server. Unset: 2 when the server "
+        "is a cluster of two nodes or more (a node restart leaves every product searchable), else 1.",
+    )
+    qdrant_shard_number: int | None = Field(
+        default=None, ge=1, description="Shards of each collection fedqa creates on a Qdrant server. Unset: the server's default."
+    )
+
+    hnsw_min_passages: int = Field(
+        default=100_000,
+        ge=1,
+        description="An embedded shard (one product) of at least this many passages gets an HNSW graph at the end of a "
+        "build; smaller ones are scanned whole (int8, re-scored exactly), which is faster there (docs/scale.md).",
+    )
+    hnsw_m: int = Field(default=16, ge=0, description="Degree of the embedded HNSW graphs (0: never build one).")
+    hnsw_ef: int = Field(default=128, ge=1, description="Candidates an HNSW search keeps (higher: better recall, slower).")
 
     # Models
     encoder_model: str | None = Field(default=None, description="Path of a sentence-transformers model; default: shipped MiniLM.")

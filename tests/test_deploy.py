@@ -83,9 +83,25 @@ def test_rendered_service_is_wired_as_the_issue_asks():
     assert {p["port"] for p in qdrant_service["spec"]["ports"]} >= {6333, 6334}
     sts = by[("StatefulSet", "qdrant")]
     assert sts["spec"]["volumeClaimTemplates"] and sts["spec"]["serviceName"] == "qdrant-headless"
+    assert config["FEDQA_QDRANT_REPLICATION_FACTOR"] == "1"  # the local overlay's single node
     hpa = by[("HorizontalPodAutoscaler", "fedqa")]
     assert hpa["spec"]["scaleTargetRef"]["name"] == "fedqa"
     assert all(d["metadata"].get("namespace") == "fedqa-local" for d in docs if d["kind"] != "Namespace")
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl (with its built-in kustomize) is not installed")
+def test_qdrant_cluster_survives_a_node_restart():
+    """Every shard on two nodes, at most one node down at a time, and pods started in parallel (OrderedReady with
+    a /readyz probe hangs a cluster restart: a node waiting for its peers is never ready)."""
+    by = {(d["kind"], d["metadata"]["name"]): d for d in _render(K8S / "base")}
+    sts = by[("StatefulSet", "qdrant")]
+    assert sts["spec"]["podManagementPolicy"] == "Parallel" and sts["spec"]["replicas"] >= 3
+    assert sts["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    pdb = by[("PodDisruptionBudget", "qdrant")]
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= sts["spec"]["template"]["metadata"]["labels"].items()
+    replication = int(by[("ConfigMap", "fedqa-config")]["data"]["FEDQA_QDRANT_REPLICATION_FACTOR"])
+    assert 2 <= replication <= sts["spec"]["replicas"]
 
 
 def test_no_real_secret_in_the_manifests():

@@ -255,3 +255,29 @@ def test_pipeline_reads_an_embedded_index_whole_at_load_and_a_servers_passages_a
         assert len(pipeline.passage_cache) == (len(passages) if embedded_store else 3)
     finally:
         pipeline.close()
+
+
+def test_an_embedded_shard_past_the_threshold_gets_an_hnsw_graph_and_a_smaller_one_does_not(tmp_path):
+    import json
+
+    from service.retrieval.edge_store import HnswPlan
+
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((600, 32)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    store = EdgeBackend(Registry(tmp_path), HnswPlan(min_passages=500, m=8, ef=64)).open("v1", create=True)
+    for domain, n in (("large", 600), ("small", 100)):
+        store.create_domain(domain, 32)
+        store.upsert(domain, [Passage(f"{domain}{i}", domain, "", "", "") for i in range(n)], vectors[:n])
+    store.finish()
+    shards = tmp_path / "indexes" / "v1" / "shards"
+    degree = {d: json.loads((shards / d / "edge_config.json").read_text())["hnsw_config"]["m"] for d in ("large", "small")}
+    assert degree == {"large": 8, "small": 0}
+    for i in range(0, 600, 37):  # every vector finds itself first through the graph, scores re-scored exactly
+        hit = store.search("large", vectors[i], 10)[0]
+        assert hit.point_id == Passage(f"large{i}", "large", "", "", "").point_id and hit.score == pytest.approx(1.0, abs=2e-3)
+    store.close()
+    store = EdgeBackend(Registry(tmp_path)).open("v1")  # reopened with its stored settings: the graph is kept
+    assert json.loads((shards / "large" / "edge_config.json").read_text())["hnsw_config"]["m"] == 8
+    assert store.search("large", vectors[5], 1)[0].point_id == Passage("large5", "large", "", "", "").point_id
+    store.close()

@@ -21,8 +21,11 @@ def open_backend(settings: Settings) -> StoreBackend:
             prefer_grpc=settings.qdrant_prefer_grpc,
             timeout_s=settings.qdrant_timeout_s,
             prefix=settings.collection_prefix,
+            replication_factor=settings.qdrant_replication_factor,
+            shard_number=settings.qdrant_shard_number,
         )
     from service.artifacts import Registry
-    from service.retrieval.edge_store import EdgeBackend
+    from service.retrieval.edge_store import EdgeBackend, HnswPlan
 
-    return EdgeBackend(Registry(settings.home_dir))
+    plan = HnswPlan(min_passages=settings.hnsw_min_passages, m=settings.hnsw_m, ef=settings.hnsw_ef)
+    return EdgeBackend(Registry(settings.home_dir), plan)

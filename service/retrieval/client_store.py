@@ -1,102 +1,184 @@
-"""Store on a Qdrant server or cluster through qdrant-client (``:memory:`` runs its local mode)."""
+"""Store on a Qdrant server or cluster through qdrant-client (``:memory:`` runs its local mode).
+
+The layout (service.retrieval.client_layout): one collection per vector space, products partitioned by the
+tenant-indexed ``domain`` payload key, index versions as lineages of payload marks, so an ingest writes only the
+passages that changed and the number of collections depends on neither the products nor the versions kept.
+"""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 from qdrant_client import QdrantClient, models
 
+from service.retrieval.client_layout import (
+    BORN,
+    DEAD,
+    PID,
+    Records,
+    Topology,
+    VersionRecord,
+    cluster_topology,
+    in_domain,
+    physical_id,
+    unseen,
+)
 from service.retrieval.passage import Hit, Passage, point_id
 from service.retrieval.store import StoreError, StoreUnavailable
 
 _BATCH = 256
-_SEP = "__"
+# Keyword indexes of a space collection; `domain` is the tenant key: Qdrant keeps each product's points together
+# on disk and builds one HNSW graph per product (payload_m) instead of a global one (m=0), as its multitenancy
+# guide advises; every search is filtered by one product.
+_KEYWORDS = (PID, BORN, DEAD, "doc_id", "source")
+_HNSW = models.HnswConfigDiff(m=0, payload_m=16)
 
 
 def _unavailable(exc: Exception, what: str) -> StoreUnavailable:
     return StoreUnavailable(f"Qdrant did not answer ({what}): {type(exc).__name__}")
 
 
+def _has(*conditions: tuple[str, list[str]]) -> list[models.Condition]:
+    return [models.FieldCondition(key=key, match=models.MatchAny(any=values)) for key, values in conditions]
+
+
 class ClientStore:
-    """One index version as collections ``<prefix><version>__<domain>``."""
+    """One index version: the points of its space collection that its lineage sees."""
 
     backend = "qdrant-client"
 
-    def __init__(self, client: QdrantClient, prefix: str, version: str) -> None:
+    def __init__(self, client: QdrantClient, records: Records, record: VersionRecord, topology: Topology) -> None:
         self.client = client
-        self.prefix = prefix
-        self.version = version
+        self.records = records
+        self.record = record
+        self.topology = topology
+        self.version = record.version
 
-    def _name(self, domain: str) -> str:
-        return f"{self.prefix}{self.version}{_SEP}{domain}"
+    def _filter(self, domain: str, *extra: models.Condition) -> models.Filter:
+        return in_domain(self.record.lineage, domain, *extra)
+
+    def _known(self, domain: str) -> None:
+        if domain not in self.record.domains:
+            raise StoreError(f"unknown domain {domain!r} in index {self.version}")
 
     def domains(self) -> list[str]:
-        head = f"{self.prefix}{self.version}{_SEP}"
-        try:
-            names = [c.name for c in self.client.get_collections().collections]
-        except Exception as exc:
-            raise _unavailable(exc, "list collections") from exc
-        return sorted(n[len(head) :] for n in names if n.startswith(head))
+        return sorted(self.record.domains)
 
     def count(self, domain: str) -> int:
+        self._known(domain)
         try:
-            return int(self.client.count(self._name(domain), exact=True).count)
+            return int(self.client.count(self.record.collection, count_filter=self._filter(domain), exact=True).count)
         except Exception as exc:
             raise _unavailable(exc, f"count {domain}") from exc
 
     def create_domain(self, domain: str, dim: int) -> None:
-        name = self._name(domain)
-        if self.client.collection_exists(name):
+        if self.record.dim is not None and self.record.dim != dim:
+            raise StoreError(f"index {self.version} holds {self.record.dim}-d vectors, not {dim}-d")
+        if not self.client.collection_exists(self.record.collection):
+            self._create_space(dim)
+        if domain in self.record.domains and self.record.dim == dim:
             return
-        # float16 vectors, as in the embedded store (service/retrieval/edge_store.py): half the memory per search.
+        self.record.dim = dim
+        self.record.domains = sorted({*self.record.domains, domain})
+        self.records.put(self.record)
+
+    def _create_space(self, dim: int) -> None:
+        """The space collection: float16 vectors (as the embedded store), replicated as the topology says."""
+        name = self.record.collection
         vectors = models.VectorParams(size=dim, distance=models.Distance.DOT, datatype=models.Datatype.FLOAT16)
-        self.client.create_collection(name, vectors_config=vectors)
-        for field in ("doc_id", "source"):
-            self.client.create_payload_index(name, field_name=field, field_schema=models.PayloadSchemaType.KEYWORD)
+        self.client.create_collection(
+            name,
+            vectors_config=vectors,
+            hnsw_config=_HNSW,
+            replication_factor=self.topology.replication_factor,
+            shard_number=self.topology.shard_number,
+        )
+        tenant = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
+        self.client.create_payload_index(name, field_name="domain", field_schema=tenant)
+        for key in _KEYWORDS:
+            self.client.create_payload_index(name, field_name=key, field_schema=models.PayloadSchemaType.KEYWORD)
+
+    def _retire(self, domain: str, pids: list[str]) -> None:
+        """Mark the points of ``pids`` this version sees from its base as dead in this version (their earlier
+        versions still see them); points this version wrote itself are overwritten or deleted instead."""
+        marks: dict[tuple[str, ...], list[models.ExtendedPointId]] = defaultdict(list)
+        for i in range(0, len(pids), _BATCH):
+            chunk = pids[i : i + _BATCH]
+            where = self._filter(domain, *_has((PID, chunk)))
+            where.must_not = [models.FieldCondition(key=BORN, match=models.MatchValue(value=self.version))]
+            records, _ = self.client.scroll(self.record.collection, scroll_filter=where, limit=len(chunk) * 2, with_payload=[DEAD])
+            for r in records:
+                marks[tuple((r.payload or {}).get(DEAD) or [])].append(str(r.id))
+        for dead, ids in marks.items():
+            self.client.set_payload(self.record.collection, payload={DEAD: [*dead, self.version]}, points=ids, wait=True)
 
     def upsert(self, domain: str, passages: Sequence[Passage], vectors: np.ndarray) -> None:
-        name = self._name(domain)
+        self._known(domain)
+        self._retire(domain, [p.point_id for p in passages])
         for i in range(0, len(passages), _BATCH):
             points = [
-                models.PointStruct(id=p.point_id, vector=v.tolist(), payload=p.payload())
+                models.PointStruct(
+                    id=physical_id(domain, p.point_id, self.version),
+                    vector=v.tolist(),
+                    payload={**p.payload(), PID: p.point_id, BORN: self.version, DEAD: []},
+                )
                 for p, v in zip(passages[i : i + _BATCH], vectors[i : i + _BATCH], strict=True)
             ]
-            self.client.upsert(name, points=points, wait=True)
-
-    def search(self, domain: str, vector: np.ndarray, limit: int) -> list[Hit]:
-        try:
-            res = self.client.query_points(self._name(domain), query=np.asarray(vector, dtype=np.float32).tolist(), limit=limit, with_payload=False)
-        except ValueError as exc:  # local mode: unknown collection
-            raise StoreError(str(exc)) from exc
-        except Exception as exc:
-            raise _unavailable(exc, f"search {domain}") from exc
-        return [Hit(str(p.id), float(p.score)) for p in res.points]
-
-    def passages(self, domain: str, point_ids: Sequence[str]) -> dict[str, Passage]:
-        try:
-            records = self.client.retrieve(self._name(domain), ids=list(point_ids), with_payload=True, with_vectors=False)
-        except ValueError as exc:  # local mode: unknown collection
-            raise StoreError(str(exc)) from exc
-        except Exception as exc:
-            raise _unavailable(exc, f"read passages of {domain}") from exc
-        return {str(r.id): Passage.from_payload(r.payload or {}) for r in records}
-
-    def iter_passages(self, domain: str) -> Iterator[Passage]:
-        for record, _ in self._scroll(domain, with_vectors=False):
-            yield record
-
-    def _scroll(self, domain: str, *, with_vectors: bool) -> Iterator[tuple[Passage, list[float] | None]]:
-        offset = None
-        while True:
-            records, offset = self.client.scroll(self._name(domain), limit=_BATCH, offset=offset, with_payload=True, with_vectors=with_vectors)
-            for r in records:
-                yield Passage.from_payload(r.payload or {}), (r.vector if with_vectors else None)  # type: ignore[misc]
-            if offset is None:
-                break
+            self.client.upsert(self.record.collection, points=points, wait=True)
 
     def delete(self, domain: str, doc_ids: Sequence[str]) -> None:
-        delete_client_passages(self, domain, doc_ids)
+        """Remove passages (by doc_id) from this version (the versions before it keep them)."""
+        self._known(domain)
+        pids = [point_id(d) for d in doc_ids]
+        self._retire(domain, pids)
+        mine: list[models.ExtendedPointId] = [physical_id(domain, pid, self.version) for pid in pids]
+        self.client.delete(self.record.collection, points_selector=models.PointIdsList(points=mine), wait=True)
+
+    def search(self, domain: str, vector: np.ndarray, limit: int) -> list[Hit]:
+        self._known(domain)
+        try:
+            res = self.client.query_points(
+                self.record.collection,
+                query=np.asarray(vector, dtype=np.float32).tolist(),
+                query_filter=self._filter(domain),
+                limit=limit,
+                with_payload=[PID],
+            )
+        except Exception as exc:
+            raise _unavailable(exc, f"search {domain}") from exc
+        return [Hit(str((p.payload or {})[PID]), float(p.score)) for p in res.points]
+
+    def passages(self, domain: str, point_ids: Sequence[str]) -> dict[str, Passage]:
+        self._known(domain)
+        out: dict[str, Passage] = {}
+        ids = list(point_ids)
+        try:
+            for i in range(0, len(ids), _BATCH):
+                chunk = ids[i : i + _BATCH]
+                records, _ = self.client.scroll(self.record.collection, scroll_filter=self._filter(domain, *_has((PID, chunk))), limit=len(chunk))
+                out.update((str((r.payload or {})[PID]), Passage.from_payload(r.payload or {})) for r in records)
+        except Exception as exc:
+            raise _unavailable(exc, f"read passages of {domain}") from exc
+        return out
+
+    def iter_passages(self, domain: str) -> Iterator[Passage]:
+        for payload, _ in self.scroll(domain, with_vectors=False):
+            yield Passage.from_payload(payload)
+
+    def scroll(self, domain: str, *, with_vectors: bool) -> Iterator[tuple[dict, list[float] | None]]:
+        """Every point of one domain as this version sees it: payload and (``with_vectors``) vector."""
+        self._known(domain)
+        offset = None
+        while True:
+            records, offset = self.client.scroll(
+                self.record.collection, scroll_filter=self._filter(domain), limit=_BATCH, offset=offset, with_payload=True, with_vectors=with_vectors
+            )
+            for r in records:
+                yield (r.payload or {}), (r.vector if with_vectors else None)  # type: ignore[misc]
+            if offset is None:
+                break
 
     def finish(self) -> None:
         """Qdrant builds its HNSW index by itself; nothing to flush client-side."""
@@ -105,64 +187,78 @@ class ClientStore:
         """The client is shared by the backend; it is closed there."""
 
 
-def delete_client_passages(store: ClientStore, domain: str, doc_ids: Sequence[str]) -> None:
-    """Remove passages by doc_id from one domain's collection; a collection left empty is deleted."""
-    name = store._name(domain)
-    ids: list[models.ExtendedPointId] = [point_id(d) for d in doc_ids]
-    try:
-        for i in range(0, len(ids), _BATCH):
-            store.client.delete(name, points_selector=models.PointIdsList(points=ids[i : i + _BATCH]), wait=True)
-        if store.count(domain) == 0:
-            store.client.delete_collection(name)
-    except StoreUnavailable:
-        raise
-    except Exception as exc:
-        raise _unavailable(exc, f"delete passages of {domain}") from exc
-
-
 class ClientBackend:
-    """Index versions as collection-name prefixes on one Qdrant deployment."""
+    """Index versions as version records over shared space collections on one Qdrant deployment."""
 
     name = "qdrant-client"
 
-    def __init__(self, client: QdrantClient, prefix: str = "fedqa_") -> None:
+    def __init__(self, client: QdrantClient, prefix: str = "fedqa_", topology: Topology | None = None) -> None:
         self.client = client
         self.prefix = prefix
+        self.topology = topology or Topology()
+        self.records = Records(client, prefix, self.topology)
 
     @classmethod
     def from_url(
-        cls, url: str, *, api_key: str | None = None, prefer_grpc: bool = True, timeout_s: float = 5.0, prefix: str = "fedqa_"
+        cls,
+        url: str,
+        *,
+        api_key: str | None = None,
+        prefer_grpc: bool = True,
+        timeout_s: float = 5.0,
+        prefix: str = "fedqa_",
+        replication_factor: int | None = None,
+        shard_number: int | None = None,
     ) -> ClientBackend:
-        """Connect to ``url`` (``:memory:`` for qdrant-client's local mode)."""
+        """Connect to ``url`` (``:memory:`` for qdrant-client's local mode). An unset ``replication_factor`` is 2
+        on a cluster of two nodes or more, else 1 (service.retrieval.client_layout.cluster_topology)."""
         if url == ":memory:":
-            return cls(QdrantClient(location=":memory:"), prefix)
-        return cls(QdrantClient(url=url, api_key=api_key, prefer_grpc=prefer_grpc, timeout=int(max(1, timeout_s))), prefix)
+            client = QdrantClient(location=":memory:")
+        else:
+            client = QdrantClient(url=url, api_key=api_key, prefer_grpc=prefer_grpc, timeout=int(max(1, timeout_s)))
+        return cls(client, prefix, cluster_topology(client, replication_factor, shard_number))
+
+    def _record(self, version: str) -> VersionRecord | None:
+        try:
+            return self.records.get(version)
+        except Exception as exc:
+            raise _unavailable(exc, f"read index {version}") from exc
 
     def open(self, version: str, *, create: bool = False) -> ClientStore:
-        store = ClientStore(self.client, self.prefix, version)
-        if not create and not store.domains():
-            raise StoreUnavailable(f"index {version} has no collections on the Qdrant deployment")
-        return store
+        record = self._record(version)
+        if record is None:
+            if not create:
+                raise StoreUnavailable(f"index {version} is not on the Qdrant deployment")
+            # A version built from nothing starts a vector space (a collection created with its first domain).
+            record = VersionRecord(version=version, collection=f"{self.prefix}space_{version}", lineage=[version])
+            self.records.put(record)
+        return ClientStore(self.client, self.records, record, self.topology)
 
     def clone(self, src: str, dst: str) -> None:
-        source = ClientStore(self.client, self.prefix, src)
-        target = ClientStore(self.client, self.prefix, dst)
-        for domain in source.domains():
-            info = self.client.get_collection(source._name(domain))
-            dim = info.config.params.vectors.size  # type: ignore[union-attr]
-            target.create_domain(domain, dim)
-            batch_p: list[Passage] = []
-            batch_v: list[list[float]] = []
-            for passage, vec in source._scroll(domain, with_vectors=True):
-                batch_p.append(passage)
-                batch_v.append(vec or [])
-                if len(batch_p) >= _BATCH:
-                    target.upsert(domain, batch_p, np.asarray(batch_v, dtype=np.float32))
-                    batch_p, batch_v = [], []
-            if batch_p:
-                target.upsert(domain, batch_p, np.asarray(batch_v, dtype=np.float32))
+        """A new version ``dst`` seeing what ``src`` sees: one record written, no point copied."""
+        source = self._record(src)
+        if source is None:
+            raise StoreError(f"index {src} is not on the Qdrant deployment")
+        if self._record(dst) is not None:
+            raise StoreError(f"index {dst} already exists")
+        self.records.put(VersionRecord(dst, source.collection, [*source.lineage, dst], source.dim, list(source.domains)))
+
+    def versions(self) -> list[str]:
+        """Every version with a record (complete or not: a killed build's leftovers are listed too)."""
+        return [r.version for r in self.records.all()]
 
     def drop(self, version: str) -> None:
-        store = ClientStore(self.client, self.prefix, version)
-        for domain in store.domains():
-            self.client.delete_collection(store._name(domain))
+        """Remove a version: its record, then every point of its collection that no remaining version sees
+        (a collection no version uses any more is deleted)."""
+        record = self._record(version)
+        if record is None:
+            return
+        self.records.delete(version)
+        others = [r for r in self.records.all() if r.collection == record.collection]
+        if not self.client.collection_exists(record.collection):
+            return
+        if not others:
+            self.client.delete_collection(record.collection)
+            return
+        gone = unseen([r.lineage for r in others])
+        self.client.delete(record.collection, points_selector=models.FilterSelector(filter=gone), wait=True)

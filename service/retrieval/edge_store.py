@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from uuid import UUID
 
@@ -44,36 +45,60 @@ _SHARD_SEARCH_THREADS = 1
 # scan is memory-bound between requests), then re-scores the best 2 x limit with the stored float16 vectors, so
 # the scores are exact. faq6 dev, 221 questions: the same top-1 for all, 99.9 % of each domain's top-20, the six
 # searches 1.0 instead of 1.6 ms p50 (docs/speed.md). A shard's appendable segment (passages added since the last
-# optimize) is scanned exactly; `finish` quantizes it.
-_SEARCH = SearchParams(quantization=QuantizationSearchParams(rescore=True, oversampling=2.0))
+# optimize) is scanned exactly; `finish` quantizes it. A shard of `HnswPlan.min_passages` or more gets an HNSW graph
+# (over the int8 copy, re-scored the same way): its searches stop growing with its size (docs/scale.md).
+_RESCORE = QuantizationSearchParams(rescore=True, oversampling=2.0)
 
 
-def _config(size: int, datatype: VectorStorageDatatype | None, *, quantized: bool) -> EdgeConfig:
+@dataclass(frozen=True)
+class HnswPlan:
+    """When a shard gets an HNSW graph, and its parameters (FEDQA_HNSW_*; m=0 in a shard's settings: none)."""
+
+    min_passages: int = 100_000
+    m: int = 16
+    ef_construct: int = 100
+    ef: int = 128
+
+
+def _config(size: int, datatype: VectorStorageDatatype | None, *, quantized: bool, hnsw_m: int = 0, plan: HnswPlan = HnswPlan()) -> EdgeConfig:
     """A shard's settings: dot-product vectors, a one-thread search pool and, when ``quantized``, an int8 copy of
-    the vectors built by ``optimize`` (no HNSW graph: every search is a full scan, exact after re-scoring)."""
+    the vectors built by ``optimize``; with ``hnsw_m`` > 0 an HNSW graph of that degree searched whatever the shard's
+    size, else none (every search is a full scan, exact after re-scoring)."""
     vectors = EdgeVectorParams(size=size, distance=Distance.Dot, datatype=datatype)
     if not quantized:
         return EdgeConfig(vectors=vectors, max_search_threads=_SHARD_SEARCH_THREADS)
+    if hnsw_m > 0:
+        hnsw = HnswIndexConfig(m=hnsw_m, ef_construct=plan.ef_construct, full_scan_threshold=1)
+    else:
+        hnsw = HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=2**31 - 1)
     return EdgeConfig(
         vectors=vectors,
         max_search_threads=_SHARD_SEARCH_THREADS,
         quantization_config=ScalarQuantizationConfig(type=ScalarType.Int8, always_ram=True),
-        hnsw_config=HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=2**31 - 1),
+        hnsw_config=hnsw,
         optimizers=EdgeOptimizersConfig(indexing_threshold=1, default_segment_number=1),
     )
 
 
-def _load(path: Path) -> EdgeShard:
-    """Open a shard with its stored settings (read back from its edge_config.json) and a one-thread search pool;
-    a shard with other vector settings, or one whose settings cannot be written (a read-only home), opens as stored."""
+def _stored_config(path: Path) -> EdgeConfig | None:
+    """The settings a shard was created with, read back from its edge_config.json (None: not ours to rewrite)."""
     try:
         stored = json.loads((path / "edge_config.json").read_text(encoding="utf-8"))
         vectors = stored["vectors"][""]
         datatype = {None: None, "float32": VectorStorageDatatype.Float32, "float16": VectorStorageDatatype.Float16}[vectors.get("datatype")]
         quantized = (stored.get("quantization_config") or {}).get("scalar", {}).get("type") == "int8"
-        config = _config(int(vectors["size"]), datatype, quantized=quantized) if vectors.get("distance") == "Dot" else None
+        hnsw = stored.get("hnsw_config") or {}
+        plan = HnswPlan(ef_construct=int(hnsw.get("ef_construct") or 100))
+        m = int(hnsw.get("m") or 0)
+        return _config(int(vectors["size"]), datatype, quantized=quantized, hnsw_m=m, plan=plan) if vectors.get("distance") == "Dot" else None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        config = None
+        return None
+
+
+def _load(path: Path, config: EdgeConfig | None = None) -> EdgeShard:
+    """Open a shard with ``config`` or its stored settings and a one-thread search pool; a shard with other vector
+    settings, or one whose settings cannot be written (a read-only home), opens as stored."""
+    config = config or _stored_config(path)
     if config is None:
         return EdgeShard.load(str(path))
     try:  # the engine writes the given settings back to edge_config.json
@@ -89,9 +114,11 @@ class EdgeStore:
 
     backend = "qdrant-edge"
 
-    def __init__(self, root: Path, version: str) -> None:
+    def __init__(self, root: Path, version: str, plan: HnswPlan = HnswPlan()) -> None:
         self.root = root
         self.version = version
+        self.plan = plan
+        self._search = SearchParams(hnsw_ef=plan.ef, quantization=_RESCORE)
         self._shards: dict[str, EdgeShard] = {}
         for d in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
             try:
@@ -120,7 +147,7 @@ class EdgeStore:
         if domain in self._shards:
             return
         # float16 vectors: half the memory of float32. On faq6 (same vectors stored both ways) Acc@1,
-        # Recall@5/10 and MRR over the dev questions are identical. Searches scan the int8 copy (_SEARCH).
+        # Recall@5/10 and MRR over the dev questions are identical. Searches read the int8 copy (_RESCORE).
         shard = EdgeShard.create(str(self.root / domain), _config(dim, VectorStorageDatatype.Float16, quantized=True))
         for field in ("doc_id", "source"):
             shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Keyword))
@@ -137,7 +164,7 @@ class EdgeStore:
 
     def search(self, domain: str, vector: np.ndarray, limit: int) -> list[Hit]:
         found = self._shard(domain).query(
-            QueryRequest(limit=limit, query=Query.Nearest(np.asarray(vector, dtype=np.float32).tolist()), with_payload=False, params=_SEARCH)
+            QueryRequest(limit=limit, query=Query.Nearest(np.asarray(vector, dtype=np.float32).tolist()), with_payload=False, params=self._search)
         )
         return [Hit(str(p.id), float(p.score)) for p in found]
 
@@ -159,9 +186,25 @@ class EdgeStore:
         delete_edge_passages(self, domain, doc_ids)
 
     def finish(self) -> None:
-        for shard in self._shards.values():
-            shard.optimize()
-            shard.flush()
+        """Give shards of ``plan.min_passages`` or more an HNSW graph, quantize and flush every shard."""
+        for domain in list(self._shards):
+            self._shards[domain] = self._with_graph(domain)
+            self._shards[domain].optimize()
+            self._shards[domain].flush()
+
+    def _with_graph(self, domain: str) -> EdgeShard:
+        """The shard, reopened with HNSW settings when it has grown past the plan's threshold without a graph
+        (``optimize`` then builds the graph); a shard that has one keeps it."""
+        shard, path = self._shards[domain], self.root / domain
+        if self.plan.m <= 0 or self.count(domain) < self.plan.min_passages:
+            return shard
+        stored = json.loads((path / "edge_config.json").read_text(encoding="utf-8"))
+        if int((stored.get("hnsw_config") or {}).get("m") or 0) > 0:
+            return shard
+        size = int(stored["vectors"][""]["size"])
+        shard.flush()
+        shard.close()
+        return _load(path, _config(size, VectorStorageDatatype.Float16, quantized=True, hnsw_m=self.plan.m, plan=self.plan))
 
     def close(self) -> None:
         for shard in self._shards.values():
@@ -189,8 +232,9 @@ class EdgeBackend:
 
     name = "qdrant-edge"
 
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry, plan: HnswPlan = HnswPlan()) -> None:
         self.registry = registry
+        self.plan = plan
 
     def _root(self, version: str) -> Path:
         return self.registry.path("index", version) / "shards"
@@ -201,7 +245,7 @@ class EdgeBackend:
             root.mkdir(parents=True, exist_ok=True)
         elif not root.is_dir():
             raise StoreUnavailable(f"index {version} has no shards at {root}")
-        return EdgeStore(root, version)
+        return EdgeStore(root, version, self.plan)
 
     def clone(self, src: str, dst: str) -> None:
         src_root = self._root(src)
@@ -209,6 +253,10 @@ class EdgeBackend:
             raise StoreError(f"index {src} has no shards to copy")
         # Shard files are consistent after the build's flush; a serving process only reads them.
         shutil.copytree(src_root, self._root(dst), dirs_exist_ok=False)
+
+    def versions(self) -> list[str]:
+        """Every version with shards (complete or not: a killed build's leftovers are listed too)."""
+        return sorted(p.parent.name for p in self.registry.kind_dir("index").glob("*/shards"))
 
     def drop(self, version: str) -> None:
         shutil.rmtree(self._root(version), ignore_errors=True)

@@ -1,4 +1,4 @@
-"""The store interface: one collection per domain, for one index version.
+"""The store interface: one index version, searched one domain (product) at a time.
 
 Two backends implement it: :mod:`service.retrieval.edge_store` (embedded qdrant-edge, the
 default) and :mod:`service.retrieval.client_store` (a Qdrant server or cluster through
@@ -59,7 +59,8 @@ class Store(Protocol):
         ...
 
     def delete(self, domain: str, doc_ids: Sequence[str]) -> None:
-        """Remove the passages ``doc_ids`` of one domain; a domain left with no passage is removed with them."""
+        """Remove the passages ``doc_ids`` of one domain from this version (earlier versions keep them); a domain left
+        with no passage is removed with them."""
         ...
 
     def finish(self) -> None:
@@ -84,6 +85,10 @@ class StoreBackend(Protocol):
         """Copy every collection of version ``src`` into a new version ``dst``."""
         ...
 
+    def versions(self) -> list[str]:
+        """Every version the store holds, complete or not (a killed build's leftovers are listed: pruning)."""
+        ...
+
     def drop(self, version: str) -> None:
-        """Delete a version's collections."""
+        """Delete a version: what no other version sees of it."""
         ...
