@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from service.reranking.model import pair_features
-from service.retrieval.onnx_encoder import INPUTS, ONNX_FILE, OnnxExportError, optimize_smooth_quantize, quiet_logs
+from service.retrieval.onnx_encoder import INPUTS, ONNX_FILE, OneOutput, OnnxExportError, optimize_smooth_quantize, quiet_logs
 
 RECIPE = "torch.onnx(opset17,eager-attention)+ort-bert-optimizer+smoothed-inputs(per-op-grid,corpus-pairs)+dynamic-int8/1"
 META_FILE = "fedqa_onnx.json"
@@ -41,7 +41,7 @@ def export_reranker(model_dir: Path, onnx_dir: Path, calibration: Sequence[tuple
             sample = pair_features(tokenizer, "a short question", ["a somewhat longer passage of text"], max_length)
             names = [n for n in INPUTS if n in sample]
             torch.onnx.export(
-                _Logits(hf, names),
+                OneOutput(hf, names, "logits"),
                 tuple(torch.from_numpy(sample[n]) for n in names),
                 str(tmp / "fp32.onnx"),
                 input_names=names,
@@ -73,20 +73,3 @@ def _feeds(tokenizer, pairs: Sequence[tuple[str, str]], names: Sequence[str], ma
         questions, passages = [q for q, _ in chunk], [p for _, p in chunk]
         enc = tokenizer(questions, passages, padding=True, truncation="longest_first", max_length=max_length, return_tensors="np")
         yield {n: np.asarray(enc[n], dtype=np.int64) for n in names}
-
-
-class _Logits:
-    """Wraps a sequence-classification model so torch.onnx.export sees positional inputs and the logits alone."""
-
-    def __new__(cls, hf, names: Sequence[str]):  # noqa: ANN001, ANN204
-        import torch
-
-        class Wrapper(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.hf = hf
-
-            def forward(self, *tensors):  # noqa: ANN002, ANN202
-                return self.hf(**dict(zip(names, tensors, strict=False))).logits
-
-        return Wrapper().eval()

@@ -223,7 +223,7 @@ def _trace(model, hf, path: Path) -> list[str]:  # noqa: ANN001
     try:
         with torch.inference_mode():
             torch.onnx.export(
-                _LastHiddenState(hf, names),
+                OneOutput(hf, names),
                 tuple(features[n] for n in names),
                 str(path),
                 input_names=names,
@@ -252,10 +252,11 @@ def _transformer(model):  # noqa: ANN001, ANN202
     return hf
 
 
-class _LastHiddenState:
-    """Wraps a Hugging Face encoder so torch.onnx.export sees positional inputs and one output."""
+class OneOutput:
+    """Wraps a Hugging Face model so torch.onnx.export sees positional inputs and one named output
+    (``last_hidden_state`` of an encoder, ``logits`` of a cross-encoder)."""
 
-    def __new__(cls, hf, names: Sequence[str]):  # noqa: ANN001, ANN204
+    def __new__(cls, hf, names: Sequence[str], output: str = "last_hidden_state"):  # noqa: ANN001, ANN204
         import torch
 
         class Wrapper(torch.nn.Module):
@@ -264,7 +265,7 @@ class _LastHiddenState:
                 self.hf = hf
 
             def forward(self, *tensors):  # noqa: ANN002, ANN202
-                return self.hf(**dict(zip(names, tensors, strict=False))).last_hidden_state
+                return getattr(self.hf(**dict(zip(names, tensors, strict=False))), output)
 
         return Wrapper().eval()
 
