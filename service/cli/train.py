@@ -176,13 +176,17 @@ def _fit_abstention_after_router(s: Settings, val: list[LabelledQuery]) -> dict 
     ones (``fedqa data build --out-of-scope``) and the general ones shipped with the package, so that a home
     without an out-of-scope file still refuses off-topic questions; its held-out figures, or None without
     in-scope validation questions."""
+    from service.retrieval.store import StoreUnavailable
     from training.abstention import fit_abstention
     from training.data.general import general_negatives
 
     in_scope, own = [q for q in val if q.domains], [q for q in val if not q.domains]
     if len(in_scope) < 2:
         return None
-    report = fit_abstention(s, in_scope, own + general_negatives(), sources={"validation": len(own), "shipped_general": len(general_negatives())})
+    try:
+        report = fit_abstention(s, in_scope, own + general_negatives(), sources={"validation": len(own), "shipped_general": len(general_negatives())})
+    except (ValueError, StoreUnavailable) as exc:  # too few questions for its k-fold figures, or the index held by a
+        return {"skipped": str(exc)}  # running service (as the fused fit): the previous decision stays
     return {"path": str(report.path), "threshold": report.model.threshold, "heldout": {k: v for k, v in report.heldout.items() if k != "per_fold"}}
 
 
