@@ -126,7 +126,10 @@ class Registry:
     # versions --------------------------------------------------------------
     @staticmethod
     def _version_name(kind: Kind) -> str:
-        return f"{kind}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
+        """``<kind>-<UTC date>-<time to the millisecond>-<random>``: sorted by name, versions are in creation order
+        (``fedqa index prune`` keeps the newest by it), also several in one second."""
+        now = time.time()
+        return f"{kind}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime(now))}{int(now * 1000) % 1000:03d}-{secrets.token_hex(2)}"
 
     def new_version(self, kind: Kind) -> str:
         """A fresh, sortable version name; its folder is created empty."""
