@@ -111,7 +111,7 @@ def refit_rerank(pipeline, fit_qs: list[LabelledQuery]) -> dict:  # noqa: ANN001
         return {}
     reranker = pipeline.reranker
     single = [q for q in fit_qs if not q.is_cross]
-    cands = with_candidates(pipeline, single, ["labelled"] * len(single), depth=30, passages=None)
+    cands = with_candidates(pipeline, single, ["labelled"] * len(single), depth=30, passages=None, titles=reranker.params.titles)
     ces = []
     for c in cands:
         missing = [t for t in c.texts if (c.query, t) not in _LOGITS]

@@ -44,3 +44,26 @@ def test_the_service_log_keeps_absl_chatter_out():
         root.setLevel(saved[1])
     lines = [json.loads(line) for line in stream.getvalue().splitlines() if line.strip()]
     assert [x["logger"] for x in lines] == ["fedqa.test"]
+
+
+def test_an_ingest_shows_its_progress_and_its_seconds_through_a_real_process(tmp_path):
+    """Issue 29 item 8: a step over a few seconds shows progress (the passages' bar on stderr, unless ``--quiet``),
+    and the reported seconds cover the whole command, model loading included."""
+    import time
+
+    from tests.test_cli_errors import fedqa
+
+    page = tmp_path / "docs" / "acme" / "guide.md"
+    page.parent.mkdir(parents=True)
+    page.write_text("# Guide\n\n## Keys\n\nRotate an API key in Settings.\n\n## Invoices\n\nInvoices are kept for seven years.\n")
+    t0 = time.perf_counter()
+    shown = fedqa("ingest", str(tmp_path / "docs"), home=tmp_path / "home")
+    wall = time.perf_counter() - t0
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "embedding passages" in shown.stderr and "2/2" in shown.stderr
+    report = json.loads(shown.stdout[shown.stdout.index("{") :])
+    assert report["added"] == 2 and 0 < report["seconds"] <= wall
+    page.write_text(page.read_text() + "\n## Refunds\n\nRefund from the invoice page.\n")
+    quiet = fedqa("ingest", str(tmp_path / "docs"), "--quiet", home=tmp_path / "home")
+    assert quiet.returncode == 0, quiet.stderr[-2000:]
+    assert "embedding passages" not in quiet.stderr

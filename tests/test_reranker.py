@@ -169,6 +169,35 @@ def test_weight_zero_reproduces_the_unreranked_ranking(reranker_home):
 
 
 @pytest.mark.slow
+def test_a_reranker_with_titles_reads_each_passages_title_in_training_and_serving(reranker_home):
+    """``titles``: the candidates it is trained and fitted on, and the passages it scores when serving, are read as
+    ``title: text``; without, as the text alone."""
+    from dataclasses import replace
+
+    from service.queries import LabelledQuery
+    from training.reranker_data import with_candidates
+
+    settings, _, _ = reranker_home
+    pipeline = load_pipeline(settings, with_llm=False)
+    try:
+        q = "How do I rotate an API key?"
+        hits = pipeline.retrieve(q, top_k=5, gate_mode="deterministic", rerank=False).hits
+        base = pipeline.reranker
+        for titles in (False, True):
+            reranker = base.with_params(replace(base.params, titles=titles, depth=5))
+            read = [f"{h.passage.title}: {h.passage.text}" if titles else h.passage.text for h in hits]
+            expected = {h.passage.doc_id: reranker.params.calibrated(float(ce)) for h, ce in zip(hits, reranker.logits(q, read), strict=True)}
+            served = reranker.rerank(q, hits, 5)
+            assert {h.passage.doc_id: h.rerank_score for h in served} == pytest.approx(expected, abs=1e-5)
+            (cands,) = with_candidates(pipeline, [LabelledQuery("r1", q, ["beacon"])], ["labelled"], depth=5, passages=None, titles=titles)
+            assert cands.texts == read
+        assert RerankParams.from_json(replace(base.params, titles=True).to_json()).titles is True
+        assert RerankParams.from_json({"weight": 0.1, "depth": 5}).titles is False  # versions saved before the option
+    finally:
+        pipeline.close()
+
+
+@pytest.mark.slow
 def test_a_reranker_trained_for_another_retriever_is_not_used(reranker_home, tmp_path):
     settings, version, _ = reranker_home
     home = tmp_path / "other"

@@ -46,6 +46,7 @@ class RerankerConfig:
     seed: int = 0
     checkpoint_every: int = 50
     freeze_embeddings: bool = True
+    titles: bool = False
 
 
 def cross_encoder(source: str | Path | None, max_length: int):  # noqa: ANN201 - a sentence_transformers CrossEncoder

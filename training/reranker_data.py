@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from service.queries import LabelledQuery
+from service.reranking.params import passage_text
 from service.retrieval.passage import RankedHit
 from training.data.dataset import TrainingData
 from training.data.general import general_negatives
@@ -47,21 +48,32 @@ def ranked_candidates(pipeline, queries: Sequence[str], *, depth: int) -> list[l
     return out
 
 
-def with_candidates(pipeline, questions: Sequence[LabelledQuery], origins: Sequence[str], *, depth: int, passages: dict | None) -> list[Candidates]:  # noqa: ANN001
+def with_candidates(
+    pipeline,  # noqa: ANN001 - a Pipeline
+    questions: Sequence[LabelledQuery],
+    origins: Sequence[str],
+    *,
+    depth: int,
+    passages: dict | None,
+    titles: bool = False,
+) -> list[Candidates]:
     """Each question with its served ranking. With ``passages`` (doc_id -> Passage: training) an in-scope question's
     gold passage is appended when the ranking missed it, so every in-scope question has a positive to learn from
-    (and one whose gold passage is unknown is left out); without (validation) rankings are kept as served."""
+    (and one whose gold passage is unknown is left out); without (validation) rankings are kept as served.
+    ``texts`` are what the reranker reads (:func:`~service.reranking.params.passage_text`: with ``titles``, each
+    passage's title before its text)."""
     rankings = ranked_candidates(pipeline, [q.query for q in questions], depth=depth)
     out = []
     for q, origin, hits in zip(questions, origins, rankings, strict=True):
         gold = set(q.gold_doc_ids)
-        c = Candidates(q.query, [h.passage.text for h in hits], [h.unified_score for h in hits], [h.passage.doc_id in gold for h in hits], origin)
+        texts = [passage_text(h.passage.title, h.passage.text, titles=titles) for h in hits]
+        c = Candidates(q.query, texts, [h.unified_score for h in hits], [h.passage.doc_id in gold for h in hits], origin)
         c.doc_ids = [h.passage.doc_id for h in hits]
         if passages is not None and gold and not any(c.gold):
             first = next((d for d in q.gold_doc_ids if d in passages), None)
             if first is None:
                 continue
-            c.texts.append(passages[first].text)
+            c.texts.append(passage_text(passages[first].title, passages[first].text, titles=titles))
             c.unified.append(0.0)
             c.gold.append(True)
             c.doc_ids.append(first)

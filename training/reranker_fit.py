@@ -87,6 +87,6 @@ def fit_calibration(cands: Sequence[Candidates], ces: Sequence[np.ndarray]) -> t
     return float(clf.coef_[0][0]), float(clf.intercept_[0])
 
 
-def fitted_params(fit: CombinationFit, calibration: tuple[float, float], max_length: int) -> RerankParams:
+def fitted_params(fit: CombinationFit, calibration: tuple[float, float], max_length: int, *, titles: bool = False) -> RerankParams:
     """The parameters a reranker version stores."""
-    return RerankParams(weight=fit.weight, depth=fit.depth, scale=calibration[0], shift=calibration[1], max_length=max_length)
+    return RerankParams(weight=fit.weight, depth=fit.depth, scale=calibration[0], shift=calibration[1], max_length=max_length, titles=titles)

@@ -43,10 +43,10 @@ def _candidates(settings: Settings, data: TrainingData, cfg: RerankerConfig) -> 
     try:
         train_q, origins = training_questions(data, labelled_repeat=cfg.labelled_repeat, limit=cfg.max_questions, seed=cfg.seed)
         oos_q = out_of_scope_questions(data)
-        in_scope = with_candidates(pipeline, train_q, origins, depth=cfg.depth, passages=data.passages)
-        oos = with_candidates(pipeline, oos_q, ["out-of-scope"] * len(oos_q), depth=cfg.negatives + 1, passages=None)
+        in_scope = with_candidates(pipeline, train_q, origins, depth=cfg.depth, passages=data.passages, titles=cfg.titles)
+        oos = with_candidates(pipeline, oos_q, ["out-of-scope"] * len(oos_q), depth=cfg.negatives + 1, passages=None, titles=cfg.titles)
         val_q = [q for q in data.val if q.gold_doc_ids and not q.is_cross]
-        val = with_candidates(pipeline, val_q, ["labelled"] * len(val_q), depth=max(cfg.depth, 30), passages=None)
+        val = with_candidates(pipeline, val_q, ["labelled"] * len(val_q), depth=max(cfg.depth, 30), passages=None, titles=cfg.titles)
         versions = dict(pipeline.versions, domains=list(pipeline.domains))
     finally:
         pipeline.close()
@@ -84,10 +84,10 @@ def train_and_save(
     def write(path: Path) -> None:
         model.save(str(path / MODEL_DIR))
         _export(path, val + in_scope, cfg)
-        reranker = Reranker(path, path.name, RerankParams(weight=0.0, depth=cfg.depth, max_length=cfg.max_length))
+        reranker = Reranker(path, path.name, RerankParams(weight=0.0, depth=cfg.depth, max_length=cfg.max_length, titles=cfg.titles))
         ces = [reranker.logits(c.query, c.texts) for c in val]
         fit = fit_combination(val, ces, max_depth=max(cfg.depth, 30), seed=cfg.seed)
-        params = fitted_params(fit, fit_calibration(val, ces), cfg.max_length)
+        params = fitted_params(fit, fit_calibration(val, ces), cfg.max_length, titles=cfg.titles)
         (path / PARAMS_FILE).write_text(json.dumps(params.to_json(), indent=2), encoding="utf-8")
         metrics.update(fit=asdict(fit), params=params.to_json(), runtime=reranker.backend.value, total_seconds=round(time.perf_counter() - t0, 1))
         log.info("reranker fit on %d validation questions: %s", len(val), metrics["fit"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,12 @@ def register(tsub: Subparsers) -> None:
     t.add_argument("--depth", type=int, default=20, help="ranking depth the negatives are drawn from")
     t.add_argument("--max-length", type=int, default=128, help="tokens of a question and passage together")
     t.add_argument("--lr", type=float, default=5e-5)
+    t.add_argument(
+        "--titles",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the model reads each passage's title (page > section) before its text (default: RerankerConfig's)",
+    )
     t.add_argument("--labelled-repeat", type=int, default=3, help="times each expert question is used before synthetic ones")
     t.add_argument("--max-questions", type=int, default=1600, help="training questions (expert ones first, then synthetic)")
     t.add_argument("--seed", type=int, default=0)
@@ -57,6 +64,8 @@ def cmd_train_reranker(args: argparse.Namespace) -> int:
         seed=args.seed,
         checkpoint_every=args.checkpoint_every,
     )
+    if args.titles is not None:
+        config = replace(config, titles=args.titles)
     data = TrainingData.load(args.data)
     with StopFlag().catch_sigint() as stop:
         resume = Path(args.resume) if args.resume else None

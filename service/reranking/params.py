@@ -3,7 +3,8 @@
 The combined score of a passage of the merged top-``depth`` is ``U + weight * ce``: U the unified score the
 strategy ranked by (w_j * s+), ce the cross-encoder's logit. ``weight`` 0 keeps the strategy's order. The
 calibrated score ``sigmoid(a * ce + b)`` (Platt scaling, fitted on the validation candidates: the gold passage
-against the others) is what a source shows and what the "not covered" decision reads.
+against the others) is what a source shows and what the "not covered" decision reads. ``titles``: the model reads
+each passage as ``title: text`` (the way it was trained), so the page and section a passage comes from are read too.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ class RerankParams:
     scale: float = 1.0
     shift: float = 0.0
     max_length: int = 128
+    titles: bool = False
+
+    def passage_text(self, title: str, text: str) -> str:
+        """What the cross-encoder reads of a passage (:func:`passage_text` in this version's format)."""
+        return passage_text(title, text, titles=self.titles)
 
     def order(self, unified: Sequence[float], ce: Sequence[float]) -> list[int]:
         """Positions of the candidates in reranked order (:func:`reranked_order` with this weight)."""
@@ -48,7 +54,13 @@ class RerankParams:
             scale=float(data.get("scale", 1.0)),
             shift=float(data.get("shift", 0.0)),
             max_length=int(data.get("max_length", 128)),
+            titles=bool(data.get("titles", False)),
         )
+
+
+def passage_text(title: str, text: str, *, titles: bool) -> str:
+    """A passage as a reranker reads it: ``title: text`` with ``titles`` (and a title), else the text alone."""
+    return f"{title}: {text}" if titles and title else text
 
 
 def reranked_order(unified: Sequence[float], ce: Sequence[float], weight: float) -> list[int]:
