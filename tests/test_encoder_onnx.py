@@ -230,6 +230,38 @@ def test_index_records_its_backend_and_queries_follow_it(tmp_path: Path, onnx_di
     assert Registry(settings.home_dir).manifest("index", added.version)["encoder_backend"] == "onnx"
 
 
+def test_a_new_home_loads_the_per_user_export_and_exports_nothing(tmp_path: Path, onnx_encoder, onnx_dir: Path, monkeypatch):
+    """Issue 29, item 9: the base encoder's ONNX export lives in the per-user cache (FEDQA_CACHE, else
+    $XDG_CACHE_HOME/fedqa), keyed by model and recipe, so a second home loads the first one's export as it is
+    (31738b8 kept it in each home's cache/ and exported again, 40-70 s, for every new home)."""
+    from service.config import Settings
+    from service.retrieval import onnx_encoder as onnx_module
+    from service.retrieval.encoder import base_onnx_dir, load_encoder, packaged_minilm_path
+
+    model = packaged_minilm_path()
+    cache = tmp_path / "user-cache"
+    first, second = (make_settings(tmp_path / name, encoder_backend="onnx", cache=cache) for name in ("first", "second"))
+    shared = base_onnx_dir(first, model)
+    assert shared == base_onnx_dir(second, model) and shared.is_relative_to(cache)
+    shared.parent.mkdir(parents=True)
+    shutil.copytree(onnx_dir, shared)  # what the first home's ingest exported
+    files = {p.name: p.stat().st_mtime_ns for p in shared.iterdir()}
+
+    loaded = load_encoder(second, Registry(second.home_dir), None)
+    assert loaded.backend is EncoderBackend.ONNX
+    question = ["How do I export contacts?"]
+    np.testing.assert_allclose(loaded.embed_queries(question), onnx_encoder.embed_queries(question), atol=1e-6)
+    assert {p.name: p.stat().st_mtime_ns for p in shared.iterdir()} == files  # loaded as it was, not exported again
+    assert [p.name for p in (cache / "onnx").iterdir()] == [shared.name]  # nothing exported beside it
+    assert not [p for p in tmp_path.glob("second/**/*.onnx")]  # and nothing in the home
+
+    # Another export recipe gets a folder of its own; the cache's default place is the user's, not a home's.
+    monkeypatch.setattr(onnx_module, "RECIPE", RECIPE + "-changed")
+    assert base_onnx_dir(second, model) != shared and base_onnx_dir(second, model).parent == shared.parent
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert Settings(home=tmp_path / "third").cache_dir == tmp_path / "xdg" / "fedqa"
+
+
 def test_json_log_of_the_server_gets_no_progress_bars(onnx_encoder, onnx_dir: Path):
     """What `fedqa serve` does at start (JSON logging, then models loaded) writes only JSON lines."""
     import subprocess

@@ -231,6 +231,47 @@ def test_evaluation_jobs_stay_within_the_key_products(server):
         assert {job["id"], other} <= {j["id"] for j in legacy.get("/evaluate").json()["jobs"]}
 
 
+def test_every_route_of_the_app_keeps_the_key_within_its_products(server):
+    """Every route the app serves, read from the app itself (a route added later is swept too), called with the
+    orbit key about other products: no response names a hidden product, none is a 500; without a key every route
+    that serves data answers 401 (a wrong key: 401, or 403 on /metrics, which never says whether a key exists)."""
+    import re
+
+    from fastapi.routing import APIRoute
+
+    relay = _questions()[2]["query"]
+    bodies: dict[str, Any] = {
+        "/ask": {"query": relay, "generate": False, "strategy": "uis"},
+        "/v1/chat/completions": {"messages": [{"role": "user", "content": relay}], "strategy": "uis"},
+        "/evaluate": {"dataset": "demo", "strategies": ["uis", "lfs"], "dry_run": True},
+    }
+    open_routes = {"/healthz", "/readyz", "/", "/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect"}
+
+    def api_routes(routes: list[Any]) -> list[APIRoute]:  # FastAPI 0.165 wraps each included router in one entry
+        inner = [api_routes(r.original_router.routes) if hasattr(r, "original_router") else [r] for r in routes]
+        return [r for rs in inner for r in rs if isinstance(r, APIRoute)]
+
+    routes = sorted({(m, r.path) for r in api_routes(server.app.routes) for m in r.methods if m != "HEAD"})
+    assert {("POST", "/ask"), ("POST", "/v1/chat/completions"), ("GET", "/domains"), ("GET", "/metrics")} <= set(routes)
+    swept = []
+    with _client(server.url, KEYS["orbit"]) as orbit, _client(server.url) as anon, _client(server.url, "not-a-key") as wrong:
+        for method, path in routes:
+            url = path.replace("{job_id}", "no-such-job")
+            r = orbit.request(method, url, json=bodies.get(path))
+            assert r.status_code < 500, (method, path, r.status_code, r.text[:500])
+            if path in (*bodies, "/domains", "/v1/models") or (method, path) == ("GET", "/evaluate"):
+                assert r.status_code == 200, (method, path, r.status_code, r.text[:500])  # the key is served, within orbit
+            if "json" in r.headers.get("content-type", ""):
+                assert not leaks(r.json()), (method, path, leaks(r.json()))
+            else:  # HTML, text: no hidden product as a doc path, a quoted name or an element's text
+                assert not [p for p in HIDDEN if re.search(rf'{p}/|"{p}"|>{p}<', r.text)], (method, path)
+            if path not in open_routes:  # /metrics: 403 for a key that does not see every product, a wrong one too
+                assert anon.request(method, url, json=bodies.get(path)).status_code == 401, (method, path)
+                assert wrong.request(method, url, json=bodies.get(path)).status_code in (401, 403), (method, path)
+            swept.append(f"{method} {path}")
+    assert len(swept) == len(routes) >= 12, swept
+
+
 def test_per_key_rate_limit(server):
     with _client(server.url, KEYS["slow"]) as slow, _client(server.url, KEYS["all"]) as other:
         body = {"query": "How do I refund an invoice?", "generate": False}

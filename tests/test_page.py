@@ -182,6 +182,22 @@ def test_page_streams_an_answer_with_cited_sources_and_routing(server, page):
     assert "Retrieval only" in page.text_content("#answer-mode") and page.text_content("#answer") == ""
 
 
+def test_strategies_that_skip_the_gate_draw_no_gate_threshold(server, keyed_page):
+    """Issue 29, item 7: uis and rfs report the gate's threshold in ``routing`` but do not use it; the page draws no
+    tau mark and no gate chance for them, while mkpqa (which gates with the same threshold) draws tau on every bar."""
+    page = keyed_page
+    drawn = {}
+    for strategy in ("mkpqa", "uis", "rfs"):
+        page.goto(f"{server.url}/?{urlencode({'q': QUESTION, 'strategy': strategy, 'seed': SEED, 'generate': '0'})}")
+        _wait_answer(page)
+        routing = _ask(server, query=QUESTION, strategy=strategy, seed=SEED, generate=False)["routing"]
+        assert routing["strategy"] == strategy and 0 < routing["threshold"] <= 1, routing  # reported by the API
+        assert page.locator("#routing-bars .bar").count() == len(routing["probabilities"])
+        drawn[strategy] = (page.locator("#routing-bars .tau").count(), "gate chance" in page.text_content("#routing-bars"))
+    assert drawn["mkpqa"][0] == len(routing["probabilities"]), drawn  # the gated strategy draws tau on every bar
+    assert drawn["uis"] == (0, False) and drawn["rfs"] == (0, False), drawn
+
+
 def test_compare_view_and_keyboard_use(server, keyed_page):
     page = keyed_page
     default, strategies = _strategies(server)

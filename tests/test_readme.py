@@ -103,3 +103,26 @@ def test_own_documentation_block_runs_as_written(tmp_path):
     assert "has      answer policy" in output and "has      not-covered decision" in output
     answer = json.loads(output[output.index('{\n  "query"') :].split("\n}\n", 1)[0] + "\n}")  # fedqa ask's JSON
     assert answer["sources"] and answer["answer_mode"] == "retrieval"
+
+
+def test_the_readme_says_what_every_training_step_needs_and_what_the_service_does_without_it():
+    """Issue 29, item 4: the step table under "Using your own documentation" has a row, with both cells filled, for
+    ``fedqa ingest`` and for every ``fedqa train`` command the CLI registers (a new one fails here until the README
+    says what it needs)."""
+    import argparse
+
+    from service.cli import build_parser
+
+    def commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+        return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+    section = (ROOT / "README.md").read_text(encoding="utf-8").split("## Using your own documentation", 1)[1].split("\n## ", 1)[0]
+    head = "| step | needs | without it |"
+    assert head in section, "no step table in the README's own-documentation section"
+    rows = [line for line in section.split(head, 1)[1].splitlines()[2:] if line.startswith("|")]
+    cells = {row.split("|")[1].strip(): [c.strip() for c in row.split("|")[2:-1]] for row in rows}
+    steps = ["fedqa ingest", *(f"fedqa train {name}" for name in commands(commands(build_parser())["train"]))]
+    for step in steps:
+        row = next((c for s, c in cells.items() if s.strip("`").startswith(step)), None)
+        assert row is not None, f"the README's step table has no row for {step}"
+        assert len(row) == 2 and all(len(c) > 10 for c in row), (step, row)
