@@ -80,7 +80,7 @@ def response(
     return AskResponse(
         query=ret.query,
         answer=answer.text,
-        answer_mode=answer.mode.value,
+        answer_mode=answer.mode,
         citations=answer.citations,
         confidence=AnswerConfidence(**asdict(answer.confidence)) if answer.confidence else None,
         sources=sources(ret.hits, ret.routing.probabilities) if cited is None else cited,

@@ -7,11 +7,11 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from service.generation.modes import AnswerMode
 from service.retrieval.strategies import DEFAULT_STRATEGY, StrategyName
 from service.routing.gate import GateMode
 
 Strategy = StrategyName
-AnswerMode = Literal["generative", "extractive", "not_covered", "retrieval", "none"]  # service.generation.answer.AnswerMode
 
 
 class AskRequest(BaseModel):

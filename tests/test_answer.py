@@ -19,8 +19,7 @@ from service.pipeline import Pipeline
 from service.queries import load_queries
 from service.retrieval.passage import Passage, RankedHit
 from service.retrieval.results import Question
-from service.schemas import AnswerMode as AnswerModeLiteral
-from service.schemas import AskRequest
+from service.schemas import AskRequest, AskResponse
 from service.text import sentence_bounds
 from tests.conftest import make_settings
 from training.abstention import CHEAP_FEATURES, choose_features, collect_evidence, fit, measure
@@ -30,8 +29,22 @@ def _hit(i: int, text: str) -> RankedHit:
     return RankedHit(Passage(f"d/p#{i:03d}", "d", "Guide > Section", "d/p.md", text), 0.5, 0.9, 0.45)
 
 
-def test_answer_modes_are_the_api_modes():
-    assert {m.value for m in AnswerMode} == set(typing.get_args(AnswerModeLiteral))
+def test_the_api_reports_the_answer_mode_as_its_value():
+    fields = {"query": "q", "answer": None, "citations": [], "sources": [], "timings_ms": {}, "versions": {}}
+    routing = {
+        "probabilities": {},
+        "threshold": 0.0,
+        "active_domains": [],
+        "activation": {},
+        "fallback": False,
+        "mode": "deterministic",
+        "router": "uniform",
+    }
+    for mode in AnswerMode:
+        resp = AskResponse(**fields, answer_mode=mode, routing=routing, strategy="fused")
+        assert resp.answer_mode == mode.value and resp.model_dump()["answer_mode"] == mode.value == str(mode)
+    with pytest.raises(ValueError):
+        AskResponse(**fields, answer_mode="guessed", routing=routing, strategy="fused")
 
 
 def test_sentence_bounds_are_offsets_into_the_passage():

@@ -19,7 +19,6 @@ import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 from service.config import Settings
@@ -27,6 +26,7 @@ from service.generation.abstention import AbstentionModel, Confidence, Evidence,
 from service.generation.answer_policy import AnswerPolicy
 from service.generation.extractive import Extract, ExtractConfig, ExtractiveMethod, Extractor, SentenceVectors
 from service.generation.llm import LLM, LLMError
+from service.generation.modes import AnswerMode
 from service.generation.prompt import STOP, attribute, build_prompt, citations, drop_bad_citations, grounding
 from service.retrieval.encoder import Encoder
 from service.retrieval.passage import RankedHit
@@ -35,16 +35,6 @@ from service.retrieval.results import Question
 log = logging.getLogger("fedqa.answer")
 
 NOT_COVERED_TEXT = "The documentation does not cover this question; the nearest sources are listed below."
-
-
-class AnswerMode(str, Enum):
-    """What produced an answer (``answer_mode`` in responses)."""
-
-    GENERATIVE = "generative"
-    EXTRACTIVE = "extractive"
-    NOT_COVERED = "not_covered"
-    RETRIEVAL = "retrieval"
-    NONE = "none"
 
 
 @dataclass
