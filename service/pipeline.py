@@ -22,7 +22,6 @@ from service.generation.answer import Answer, Answerer
 from service.generation.answer_policy import AnswerPolicy
 from service.generation.extractive import shared_vectors
 from service.generation.llm import LLM
-from service.generation.warmup import warm_sentences
 from service.reranking.model import Reranker
 from service.retrieval.encoder import Encoder
 from service.retrieval.federated import merge, search_domains, search_threads, with_passages
@@ -93,7 +92,7 @@ class Pipeline:
             settings, encoder, llm=llm, llm_error=llm_error, abstention=abstention, vectors=shared_vectors(encoder, store.version), policy=policy
         )
         self._closed = threading.Event()
-        self._warm_thread = warm_sentences(self.answerer.extractor, store, self.domains, settings.sentence_vectors_precompute, self._closed)
+        self._warm_thread = self.answerer.warm_up(store, self.domains, settings.sentence_vectors_precompute, self._closed)
         self.passage_cache = PassageCache(settings.passage_cache_size)
         if store.backend == "qdrant-edge":  # local reads, ~1 s for faq6; a server's collections fill the cache by reads
             self.passage_cache.warm(store, self.domains)

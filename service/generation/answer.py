@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,9 +29,11 @@ from service.generation.extractive import Extract, ExtractConfig, ExtractiveMeth
 from service.generation.llm import LLM, LLMError
 from service.generation.modes import AnswerMode
 from service.generation.prompt import STOP, attribute, build_prompt, citations, drop_bad_citations, grounding
+from service.generation.warmup import warm_sentences
 from service.retrieval.encoder import Encoder
 from service.retrieval.passage import RankedHit
 from service.retrieval.results import Question
+from service.retrieval.store import Store
 
 log = logging.getLogger("fedqa.answer")
 
@@ -115,6 +118,11 @@ class Answerer:
         clone.llm = llm
         clone.settings = settings or self.settings
         return clone
+
+    def warm_up(self, store: Store, domains: Sequence[str], limit: int, stop: threading.Event) -> threading.Thread | None:
+        """Embed the sentences of an index of at most ``limit`` passages in the background, so that answers embed
+        none at request time (:func:`~service.generation.warmup.warm_sentences`); the thread, or None."""
+        return warm_sentences(self.extractor, store, domains, limit, stop)
 
     # ------------------------------------------------------------------ decisions
     def evidence(
