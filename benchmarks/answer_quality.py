@@ -35,7 +35,7 @@ def _texts(pipeline, q, ret, p) -> dict[str, str | None]:  # noqa: ANN001
     s = pipeline.settings
     unfitted = ExtractConfig(max_sources=s.extractive_sources, max_words=s.extractive_max_words, margin=s.extractive_margin)
     return {
-        "default": extractor.extract(q.query, ret.hits, query_vector=p.vector).text,
+        "default": extractor.extract(ret.parts, ret.hits).text,
         "meaning_unfitted": by_meaning(p.vector, ret.hits, extractor.vectors, unfitted).text,
         "terms": by_terms(q.query, ret.hits).text,
         "passage": top_passage(ret.hits).text,
@@ -92,10 +92,10 @@ def main(argv: list[str] | None = None) -> int:
                 if vectors is not None:
                     vectors.clear()
                 t0 = time.perf_counter()
-                answer = pipeline.answer_retrieval(ret, query_vector=p.vector)  # the served path, cold
+                answer = pipeline.answer_retrieval(ret)  # the served path, cold
                 ms.append((time.perf_counter() - t0) * 1000)
                 refused[group].append(float(answer.mode.value == "not_covered"))
-                e, _ = pipeline.answerer.evidence(q.query, ret.hits, ret.routing.probabilities, query_vector=p.vector, score_sentences=True)
+                e, _ = pipeline.answerer.evidence(ret.parts, ret.hits, ret.routing.probabilities, score_sentences=True)
                 ev[group].append(e.vector(FEATURES))
                 if group == "out":
                     continue

@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import time
+from typing import Any
 
 import numpy as np
 
@@ -51,16 +52,16 @@ def main(argv: list[str] | None = None) -> int:
         modes: dict[str, int] = {}
         vectors = pipeline.answerer.extractor.vectors
         for label in ("cold", "fill", "warm"):
-            for ret, p in zip(rets, prepared, strict=True):
+            for ret in rets:
                 if label == "cold" and vectors is not None:
                     vectors.clear()
                 t0, c0 = time.perf_counter(), time.process_time()
-                ans = pipeline.answer_retrieval(ret, query_vector=p.vector)
+                ans = pipeline.answer_retrieval(ret)
                 timings.setdefault(label, []).append((time.perf_counter() - t0) * 1000)
                 timings.setdefault(f"{label}_cpu", []).append((time.process_time() - c0) * 1000)
                 if label == "cold":
                     modes[ans.mode.value] = modes.get(ans.mode.value, 0) + 1
-        out = {
+        out: dict[str, Any] = {
             "questions": len(queries),
             "home": str(pipeline.settings.home_dir),
             "llm": pipeline.versions.get("llm"),

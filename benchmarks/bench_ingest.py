@@ -66,8 +66,8 @@ def main() -> None:
     t_ingest = cpu_ingest = t_floor = cpu_floor = 0.0
     recorded: list = []
     runtimes: list = []
-    with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp_name:
+        tmp = Path(tmp_name)
         warm, data = tmp / "warm.jsonl", tmp / "sample.jsonl"
         warm.write_text(json.dumps({"doc_id": "warm/0", "domain": "warmup", "text": "A first passage."}) + "\n")
         data.write_text("".join(json.dumps(d) + "\n" for d in sample))

@@ -49,7 +49,12 @@ def main() -> None:
     for q, texts in list(zip(queries, rankings, strict=True))[:5]:  # warm-up
         reranker.logits(q, texts)
         bare.encode([q])
-    out = {"figure": "reranking cost per depth", "backend": reranker.backend.value, "n": len(queries), "reranker": reranker.version}
+    out: dict[str, object] = {
+        "figure": "reranking cost per depth",
+        "backend": reranker.backend.value,
+        "n": len(queries),
+        "reranker": reranker.version,
+    }
     floor: list[float] = []
     for depth in args.depths:
         ms: list[float] = []

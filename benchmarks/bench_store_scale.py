@@ -31,6 +31,14 @@ sys.path.insert(0, str(REPO))
 CHUNK = 10_000
 
 
+def _dense(vector: object) -> list[float]:
+    """A point's dense vector, as a scroll returns it (a list, or a dict of named vectors holding one)."""
+    if isinstance(vector, dict):
+        vector = next(iter(vector.values()))
+    assert isinstance(vector, list)
+    return vector
+
+
 def base_vectors(home: Path, cache: Path) -> np.ndarray:
     """The active index's passage vectors (cached as .npy): read from a copy, so a running service keeps its lock."""
     if cache.exists():
@@ -50,7 +58,7 @@ def base_vectors(home: Path, cache: Path) -> np.ndarray:
             shard, offset = EdgeShard.load(str(shard_dir)), None
             while True:
                 records, offset = shard.scroll(ScrollRequest(offset=offset, limit=1024, with_vector=True))
-                out.extend(list(r.vector.values())[0] if isinstance(r.vector, dict) else r.vector for r in records)
+                out.extend(_dense(r.vector) for r in records)
                 if offset is None:
                     break
             shard.close()

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 from urllib.parse import urlparse
 
 import httpx
@@ -90,7 +91,7 @@ def serve(
 ) -> Iterator[subprocess.Popen]:
     """Run ``fedqa serve`` on 127.0.0.1:port with FEDQA_HOME=home (and ``args``, e.g. ``--demo``) until the block ends."""
     full_env = {**os.environ, "FEDQA_HOME": str(home), "HF_HUB_OFFLINE": "1", **(env or {})}
-    out = open(log_path, "w") if log_path else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    out: IO[str] | int = open(log_path, "w") if log_path else subprocess.DEVNULL  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(port), *args],
         cwd=REPO,
@@ -109,5 +110,5 @@ def serve(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        if out is not subprocess.DEVNULL:
+        if not isinstance(out, int):
             out.close()

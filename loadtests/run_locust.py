@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 import time
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -130,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     csv_dir.mkdir(parents=True, exist_ok=True)
     prefix = csv_dir / (args.name or f"{'-'.join(args.user_classes)}-u{args.users}-t{args.duration}s-{time.strftime('%Y%m%d-%H%M%S')}")
 
+    ctx: AbstractContextManager[object]
     if args.serve_home:
         host = f"http://127.0.0.1:{args.port}"
         ctx = serve(args.serve_home, args.port, log_path=f"{prefix}_service.log")

@@ -37,7 +37,7 @@ def slope_mb_per_min(samples: list[tuple[float, int]]) -> float:
     ys = [r / MB for _, r in samples]
     mt, my = sum(ts) / len(ts), sum(ys) / len(ys)
     den = sum((t - mt) ** 2 for t in ts)
-    return 0.0 if den == 0 else 60.0 * sum((t - mt) * (y - my) for t, y in zip(ts, ys)) / den
+    return 0.0 if den == 0 else 60.0 * sum((t - mt) * (y - my) for t, y in zip(ts, ys, strict=True)) / den
 
 
 def worker(base: str, queries: list[str], stop: threading.Event, counts: dict, lock: threading.Lock, seed: int) -> None:

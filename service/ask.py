@@ -1,9 +1,9 @@
 """One question through the pipeline to an :class:`~service.schemas.AskResponse`: the path ``/ask``, the chat and
-``fedqa ask`` share (:meth:`Pipeline.answer <service.pipeline.Pipeline.answer>` and ``answer_stream`` call it).
+``fedqa ask`` share (:func:`answer` and :func:`answer_stream`). It calls :mod:`service.pipeline`, which never calls it.
 
 Validate the request, route and retrieve (:meth:`Pipeline.retrieve <service.pipeline.Pipeline.retrieve>`),
-answer (:class:`~service.generation.answer.Answerer`), and assemble the response once: the stream sends it
-as JSON, the non-streamed answer returns it as it is.
+answer (:class:`~service.generation.answer.Answerer`), and assemble the response once: one stream of typed events
+(:mod:`service.events`), of which the non-streamed answer keeps the last.
 """
 
 from __future__ import annotations
@@ -11,67 +11,54 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
 
+from service.events import DoneEvent, Event, ResetEvent, RetrievalEvent, TokenEvent
 from service.generation.answer import Answer
+from service.pipeline import Pipeline
 from service.retrieval.passage import RankedHit
+from service.retrieval.results import Retrieval
 from service.retrieval.strategies import StrategyName
 from service.schemas import AnswerConfidence, AskRequest, AskResponse, Routing, Source
 
-if TYPE_CHECKING:
-    from service.pipeline import Pipeline, Retrieval
-
 
 def answer(pipeline: Pipeline, req: AskRequest, *, retrieval_query: str | None = None, allowed: frozenset[str] | None = None) -> AskResponse:
-    """Answer one request (non-streaming); see :meth:`service.pipeline.Pipeline.answer`."""
-    done = [data for name, data in _events(pipeline, req, retrieval_query, incremental=False, allowed=allowed) if name == "done"]
-    assert isinstance(done[-1], AskResponse)
-    return done[-1]
+    """Answer one request (non-streaming). ``retrieval_query``: route and search with this text instead of the
+    question (a chat follow-up with its earlier turns); the answer is still to ``req.query``."""
+    done = [e for e in answer_stream(pipeline, req, retrieval_query=retrieval_query, incremental=False, allowed=allowed) if isinstance(e, DoneEvent)]
+    return done[-1].response
 
 
 def answer_stream(
     pipeline: Pipeline, req: AskRequest, *, retrieval_query: str | None = None, incremental: bool = True, allowed: frozenset[str] | None = None
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Answer as events (``retrieval``, ``token``, ``reset``, ``done``); see :meth:`service.pipeline.Pipeline.answer_stream`."""
-    for name, data in _events(pipeline, req, retrieval_query, incremental=incremental, allowed=allowed):
-        if isinstance(data, AskResponse):
-            yield name, data.model_dump(mode="json")
-        elif name == "retrieval":
-            yield name, {"routing": data.routing.model_dump(), "sources": [s.model_dump() for s in sources(data.hits, data.routing.probabilities)]}
-        else:
-            yield name, data
-
-
-def _events(
-    pipeline: Pipeline, req: AskRequest, retrieval_query: str | None, *, incremental: bool, allowed: frozenset[str] | None = None
-) -> Iterator[tuple[str, Any]]:
-    """The answer's events: ``retrieval`` as the :class:`Retrieval`, ``done`` as the response object (each built
-    once; :func:`answer_stream` turns them into JSON data, :func:`answer` keeps only the response)."""
+) -> Iterator[Event]:
+    """Answer as events (:mod:`service.events`): retrieval, token pieces (reset: drop the pieces so far, a rejected
+    generation), then done with the full response; ``retrieval_query`` as in :func:`answer`. ``incremental``: stream
+    the LLM's completion (False: one completion call)."""
     t_all = time.perf_counter()
     ret = _retrieve(pipeline, req, retrieval_query, allowed)
-    yield "retrieval", ret
+    cited = sources(ret.hits, ret.routing.probabilities)
+    yield RetrievalEvent(ret.routing, cited)
     final: Answer | None = None
-    for item in pipeline.answerer.stream(
-        req.query, ret.hits, ret.routing.probabilities, generate=req.generate, query_vector=ret.vector, incremental=incremental
-    ):
+    for item in pipeline.answerer.stream(req.query, ret.parts, ret.hits, ret.routing.probabilities, generate=req.generate, incremental=incremental):
         if isinstance(item, Answer):
             final = item
         elif item.reset:
-            yield "reset", {}
+            yield ResetEvent()
         elif item.text:
-            yield "token", {"text": item.text}
+            yield TokenEvent(item.text)
     assert final is not None
     if req.generate:
         ret.timings_ms["generate"] = final.timings_ms["answer"]
     ret.timings_ms["total"] = round((time.perf_counter() - t_all) * 1000.0, 3)
-    resp = response(ret, final, req.strategy, pipeline.versions)
+    resp = response(ret, final, req.strategy, pipeline.versions, cited)
     resp.query = req.query
-    yield "done", resp
+    yield DoneEvent(resp)
 
 
 def _retrieve(pipeline: Pipeline, req: AskRequest, query: str | None = None, allowed: frozenset[str] | None = None) -> Retrieval:
     """Validate the request, then route and retrieve with ``query`` (default: the question). A ``query`` of the
-    caller's making (a chat turn joined to the one before) is not split into questions: its parts lean on each other."""
+    caller's making (a chat turn joined to the one before) is searched whole; the answer's questions are still those
+    of ``req.query``."""
     top_k = pipeline.validate(req)
     return pipeline.retrieve(
         query or req.query,
@@ -80,21 +67,23 @@ def _retrieve(pipeline: Pipeline, req: AskRequest, query: str | None = None, all
         gate_mode=req.gate,
         strategy=req.strategy,
         domains=req.domains,
-        split=query is None,
+        question=None if query is None else req.query,
         rerank=req.rerank,
         allowed=allowed,
     )
 
 
-def response(ret: Retrieval, answer: Answer, strategy: StrategyName | str, versions: dict[str, str | None]) -> AskResponse:
-    """The response of a retrieval and its answer."""
+def response(
+    ret: Retrieval, answer: Answer, strategy: StrategyName | str, versions: dict[str, str | None], cited: list[Source] | None = None
+) -> AskResponse:
+    """The response of a retrieval and its answer (``cited``: the retrieval's :func:`sources`, when made already)."""
     return AskResponse(
         query=ret.query,
         answer=answer.text,
-        answer_mode=answer.mode.value,
+        answer_mode=answer.mode,
         citations=answer.citations,
         confidence=AnswerConfidence(**asdict(answer.confidence)) if answer.confidence else None,
-        sources=sources(ret.hits, ret.routing.probabilities),
+        sources=sources(ret.hits, ret.routing.probabilities) if cited is None else cited,
         routing=ret.routing,
         strategy=strategy,  # type: ignore[arg-type]
         timings_ms=ret.timings_ms,

@@ -10,6 +10,8 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from service.routing.gate import GateMode
+
 # Nothing in fedqa may reach a model hub at run time.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -89,7 +91,7 @@ class Settings(BaseSettings):
 
     # Routing and retrieval
     tau0: float = Field(default=0.5, gt=0.0, le=1.0)
-    gate_mode: Literal["stochastic", "deterministic"] = "stochastic"
+    gate_mode: GateMode = "stochastic"
     default_top_k: int = Field(default=5, ge=1)
     max_top_k: int = Field(default=50, ge=1)
     max_query_chars: int = Field(default=2000, ge=1)

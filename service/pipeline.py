@@ -2,42 +2,41 @@
 
 Plain objects and functions, used alike by the HTTP API, the CLI, evaluation and tests. A pipeline is
 loaded from a data home's active versions by :func:`service.loading.load_pipeline`; one request's
-path to its response is :mod:`service.ask`.
+path to its response is :mod:`service.ask`, which calls this module (never the other way).
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
-from service import ask
 from service.config import Settings
 from service.generation.abstention import AbstentionModel
 from service.generation.answer import Answer, Answerer
 from service.generation.answer_policy import AnswerPolicy
 from service.generation.extractive import shared_vectors
 from service.generation.llm import LLM
-from service.generation.warmup import warm_sentences
 from service.reranking.model import Reranker
 from service.retrieval.encoder import Encoder
 from service.retrieval.federated import merge, search_domains, search_threads, with_passages
 from service.retrieval.passage import RankedHit
 from service.retrieval.passage_cache import PassageCache
-from service.retrieval.questions import joint_retrieval, split_questions
+from service.retrieval.questions import joint_retrieval, questions
 from service.retrieval.results import Prepared, Retrieval
 from service.retrieval.store import Store, StoreUnavailable
 from service.retrieval.strategies import DEFAULT_STRATEGY, LLMDomainSelector, Selection, StrategyName, describe_domains, select
 from service.retrieval.strategies.base import Search
 from service.routing.gate import GateMode
 from service.routing.router import Router, UniformRouter
-from service.schemas import AskRequest, AskResponse, Routing
+from service.schemas import AskRequest, Routing
 from service.scope import within
+from service.text import split_questions
 
 log = logging.getLogger("fedqa.pipeline")
 
@@ -93,7 +92,7 @@ class Pipeline:
             settings, encoder, llm=llm, llm_error=llm_error, abstention=abstention, vectors=shared_vectors(encoder, store.version), policy=policy
         )
         self._closed = threading.Event()
-        self._warm_thread = warm_sentences(self.answerer.extractor, store, self.domains, settings.sentence_vectors_precompute, self._closed)
+        self._warm_thread = self.answerer.warm_up(store, self.domains, settings.sentence_vectors_precompute, self._closed)
         self.passage_cache = PassageCache(settings.passage_cache_size)
         if store.backend == "qdrant-edge":  # local reads, ~1 s for faq6; a server's collections fill the cache by reads
             self.passage_cache.warm(store, self.domains)
@@ -103,27 +102,27 @@ class Pipeline:
         self._search_pool = self._pool if threads > 1 else None  # None: one domain after another, in this thread
         self._descriptions: dict[str, str] | None = None
         self._descriptions_lock = threading.Lock()
+        self._owner = True  # False: a copy (with_llm), whose threads and store are this pipeline's
 
     # ------------------------------------------------------------------ info
     @property
     def settings(self) -> Settings:
-        """The settings (replacing them also updates the answering component's)."""
+        """The settings the pipeline was composed with."""
         return self._settings
-
-    @settings.setter
-    def settings(self, value: Settings) -> None:
-        self._settings = value
-        if hasattr(self, "answerer"):
-            self.answerer.settings = value
 
     @property
     def llm(self) -> LLM | None:
         """The LLM the answering component generates with (None: extractive answers)."""
         return self.answerer.llm
 
-    @llm.setter
-    def llm(self, value: LLM | None) -> None:
-        self.answerer.llm = value
+    def with_llm(self, llm: LLM | None, *, settings: Settings | None = None) -> Pipeline:
+        """A copy that answers with ``llm`` (and ``settings``, when given), sharing the router, encoder, store, caches
+        and search threads with this pipeline, which is left as it is; the copy's :meth:`close` releases nothing."""
+        clone = copy.copy(self)
+        clone._settings = settings or self._settings
+        clone.answerer = self.answerer.with_llm(llm, settings=clone._settings)
+        clone._owner = False
+        return clone
 
     @property
     def versions(self) -> dict[str, str | None]:
@@ -142,7 +141,10 @@ class Pipeline:
         """Release the search threads and (unless a newer pipeline shares it) the store.
 
         The background sentence embedding stops at its next batch and is waited for, so it neither reads a
-        closed store nor is cut off inside the model runtime when the process exits."""
+        closed store nor is cut off inside the model runtime when the process exits. A copy made by
+        :meth:`with_llm` releases nothing."""
+        if not self._owner:
+            return
         self._closed.set()
         if self._warm_thread is not None and self._warm_thread is not threading.current_thread():
             self._warm_thread.join(timeout=60)
@@ -213,7 +215,7 @@ class Pipeline:
         strategy: StrategyName | str = DEFAULT_STRATEGY,
         prepared: Prepared | None = None,
         domains: list[str] | None = None,
-        split: bool = True,
+        question: str | None = None,
         rerank: bool = True,
         allowed: frozenset[str] | None = None,
     ) -> Retrieval:
@@ -221,16 +223,37 @@ class Pipeline:
 
         ``domains``: the caller's product filter: only these domains are searched, merged by raw s,
         and the routing says they were given (``given``), not predicted. See
-        :mod:`service.retrieval.strategies` for the strategies. With the default strategy (and ``split``),
-        a message asking several questions is retrieved question by question (:mod:`service.retrieval.questions`).
+        :mod:`service.retrieval.strategies` for the strategies. The message is split into its questions here, once
+        (``Retrieval.parts``, with every strategy); with the default strategy (no ``domains``) each is retrieved on
+        its own (:mod:`service.retrieval.questions`). ``question``: the message the answer is to when ``query`` is
+        another text (a chat follow-up with its earlier turns), which is searched whole: its parts lean on each other.
         ``rerank``: with a reranker (and FEDQA_RERANK on) the merged top-N (its fitted depth) is reranked, then cut.
         """
-        t_all = time.perf_counter()
         strategy = StrategyName(strategy)
-        parts = split_questions(query) if split and strategy is DEFAULT_STRATEGY and not domains else [query]
-        if len(parts) > 1:
-            kw = {"seed": seed, "gate_mode": gate_mode, "strategy": strategy, "rerank": rerank, "allowed": allowed}
-            return self._retrieve_questions(query, parts, top_k=top_k, **kw)
+        kw: dict[str, Any] = {"seed": seed, "gate_mode": gate_mode, "strategy": strategy, "domains": domains, "rerank": rerank, "allowed": allowed}
+        message = query if question is None else question
+        texts = split_questions(message)
+        if len(texts) > 1 and question is None and strategy is DEFAULT_STRATEGY and not domains:
+            return self._retrieve_questions(query, texts, top_k=top_k, **kw)
+        ret = self._retrieve_one(query, top_k=top_k, prepared=prepared, **kw)
+        ret.parts = questions(message, texts, ret.vector)
+        return ret
+
+    def _retrieve_one(
+        self,
+        query: str,
+        *,
+        top_k: int,
+        seed: int | None,
+        gate_mode: GateMode | None,
+        strategy: StrategyName,
+        prepared: Prepared | None,
+        domains: list[str] | None,
+        rerank: bool,
+        allowed: frozenset[str] | None,
+    ) -> Retrieval:
+        """:meth:`retrieve` of ``query`` searched as one text (its ``parts`` left to the caller)."""
+        t_all = time.perf_counter()
         reranker = self.reranker if rerank and self.settings.rerank == "on" else None
         final_k, top_k = top_k, max(top_k, reranker.params.depth) if reranker else top_k
         prepared = prepared or self.prepare(query)
@@ -262,7 +285,7 @@ class Pipeline:
 
         routing = self._routing(selection, probs, mode, strategy, given=bool(domains))
         routing.scope = sorted(probs) if allowed is not None else None
-        return Retrieval(query=query, routing=routing, hits=hits, timings_ms=timings, vector=prepared.vector)
+        return Retrieval(query=query, routing=routing, hits=hits, parts=[], timings_ms=timings, vector=prepared.vector)
 
     @staticmethod
     def _rerank(reranker: Reranker | None, query: str, hits: list[RankedHit], top_k: int, timings: dict[str, float]) -> list[RankedHit]:
@@ -295,7 +318,7 @@ class Pipeline:
     def _retrieve_questions(self, query: str, parts: list[str], *, top_k: int, **kwargs: Any) -> Retrieval:
         """A message asking several questions: each retrieved on its own, the rankings interleaved."""
         preps = self.prepare_many(parts)
-        rets = [self.retrieve(q, top_k=top_k, prepared=pp, split=False, **kwargs) for q, pp in zip(parts, preps, strict=True)]
+        rets = [self._retrieve_one(q, top_k=top_k, prepared=pp, **kwargs) for q, pp in zip(parts, preps, strict=True)]
         return joint_retrieval(query, parts, rets, top_k)
 
     def _routing(self, selection: Selection, probs: dict[str, float], mode: GateMode, strategy: StrategyName, *, given: bool) -> Routing:
@@ -322,27 +345,6 @@ class Pipeline:
         return Selection("given", chosen, {d: 1.0 for d in chosen}, 0.0, {d: 1.0 if d in chosen else 0.0 for d in probs}, detail={"given": chosen})
 
     # ---------------------------------------------------------------- answer
-    def answer_retrieval(
-        self,
-        ret: Retrieval,
-        *,
-        generate: bool = True,
-        query_vector: np.ndarray | None = None,
-        context_passages: int | None = None,
-    ) -> Answer:
-        """The :class:`Answer` for a retrieval (the path /ask, chat and evaluation share)."""
-        return self.answerer.answer(
-            ret.query, ret.hits, ret.routing.probabilities, generate=generate, query_vector=query_vector, context_passages=context_passages
-        )
-
-    def answer(self, req: AskRequest, *, retrieval_query: str | None = None, allowed: frozenset[str] | None = None) -> AskResponse:
-        """Answer one request (non-streaming). ``retrieval_query``: route and search with this text instead of
-        the question (a chat follow-up with its earlier turns); the answer is still to ``req.query``."""
-        return ask.answer(self, req, retrieval_query=retrieval_query, allowed=allowed)
-
-    def answer_stream(
-        self, req: AskRequest, *, retrieval_query: str | None = None, incremental: bool = True, allowed: frozenset[str] | None = None
-    ) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Answer as events: ``retrieval`` (routing and sources), ``token`` pieces (``reset``: drop the pieces so
-        far, a rejected generation), then ``done`` (the full response). See :mod:`service.ask`."""
-        return ask.answer_stream(self, req, retrieval_query=retrieval_query, incremental=incremental, allowed=allowed)
+    def answer_retrieval(self, ret: Retrieval, *, generate: bool = True, context_passages: int | None = None) -> Answer:
+        """The :class:`Answer` for a retrieval, to its ``query`` and ``parts`` (the path evaluation and the benchmarks take)."""
+        return self.answerer.answer(ret.query, ret.parts, ret.hits, ret.routing.probabilities, generate=generate, context_passages=context_passages)

@@ -7,10 +7,11 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from service.retrieval.strategies import DEFAULT_STRATEGY, StrategyName  # noqa: E402
+from service.generation.modes import AnswerMode
+from service.retrieval.strategies import DEFAULT_STRATEGY, StrategyName
+from service.routing.gate import GateMode
 
 Strategy = StrategyName
-AnswerMode = Literal["generative", "extractive", "not_covered", "retrieval", "none"]  # service.generation.answer.AnswerMode
 
 
 class AskRequest(BaseModel):
@@ -40,9 +41,7 @@ class AskRequest(BaseModel):
     rerank: bool = Field(
         default=True, description="false: keep the strategy's ranking (no reranking by the trained reranker; FEDQA_RERANK=off for every request)."
     )
-    gate: Literal["stochastic", "deterministic"] | None = Field(
-        default=None, description="Gate mode; default FEDQA_GATE_MODE. deterministic is for evaluation."
-    )
+    gate: GateMode | None = Field(default=None, description="Gate mode; default FEDQA_GATE_MODE. deterministic is for evaluation.")
 
 
 class Source(BaseModel):
@@ -187,9 +186,7 @@ class EvalSpec(BaseModel):
         "path; no judge); answer (relevancy, faithfulness), wixqa, rageval, ragxplain need a judge.",
     )
     top_k: int = Field(default=5, ge=1, le=50, description="Passages in the ranking and in the answer's context.")
-    gate: Literal["deterministic", "stochastic"] = Field(
-        default="deterministic", description="Gate mode of mkpqa; evaluation is deterministic unless asked otherwise."
-    )
+    gate: GateMode = Field(default="deterministic", description="Gate mode of mkpqa; evaluation is deterministic unless asked otherwise.")
     seed: int | None = Field(default=None, ge=0, description="Stochastic gate: question i uses seed + i (as /ask's, >= 0).")
 
 

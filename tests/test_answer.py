@@ -8,17 +8,19 @@ import typing
 import numpy as np
 import pytest
 
+from service.ask import answer, answer_stream
 from service.config import Settings
 from service.demo import OUT_OF_SCOPE, QUERIES
 from service.generation.abstention import FEATURES, AbstentionModel, Evidence, load_abstention, save_abstention
 from service.generation.answer import NOT_COVERED_TEXT, Answer, Answerer, AnswerMode, Token
 from service.generation.backends import LLMBackend, open_llm
-from service.generation.extractive import ExtractConfig, Extractor, by_terms, grow_span, sentence_bounds
+from service.generation.extractive import ExtractConfig, Extractor, by_terms, grow_span
 from service.pipeline import Pipeline
 from service.queries import load_queries
 from service.retrieval.passage import Passage, RankedHit
-from service.schemas import AnswerMode as AnswerModeLiteral
-from service.schemas import AskRequest
+from service.retrieval.results import Question
+from service.schemas import AskRequest, AskResponse
+from service.text import sentence_bounds
 from tests.conftest import make_settings
 from training.abstention import CHEAP_FEATURES, choose_features, collect_evidence, fit, measure
 
@@ -27,8 +29,22 @@ def _hit(i: int, text: str) -> RankedHit:
     return RankedHit(Passage(f"d/p#{i:03d}", "d", "Guide > Section", "d/p.md", text), 0.5, 0.9, 0.45)
 
 
-def test_answer_modes_are_the_api_modes():
-    assert {m.value for m in AnswerMode} == set(typing.get_args(AnswerModeLiteral))
+def test_the_api_reports_the_answer_mode_as_its_value():
+    fields = {"query": "q", "answer": None, "citations": [], "sources": [], "timings_ms": {}, "versions": {}}
+    routing = {
+        "probabilities": {},
+        "threshold": 0.0,
+        "active_domains": [],
+        "activation": {},
+        "fallback": False,
+        "mode": "deterministic",
+        "router": "uniform",
+    }
+    for mode in AnswerMode:
+        resp = AskResponse(**fields, answer_mode=mode, routing=routing, strategy="fused")
+        assert resp.answer_mode == mode.value and resp.model_dump()["answer_mode"] == mode.value == str(mode)
+    with pytest.raises(ValueError):
+        AskResponse(**fields, answer_mode="guessed", routing=routing, strategy="fused")
 
 
 def test_sentence_bounds_are_offsets_into_the_passage():
@@ -49,7 +65,7 @@ def test_meaning_finds_the_answer_that_shares_no_word_with_the_question(encoder)
         _hit(1, "Refunds reach the original card within five business days. Partial refunds are possible."),
     ]
     question = "How long until my money comes back?"
-    extract = Extractor(encoder, ExtractConfig(margin=0.0)).extract(question, hits)
+    extract = Extractor(encoder, ExtractConfig(margin=0.0)).extract([Question(question)], hits)
     assert extract.text == "Refunds reach the original card within five business days. [2]"
     # Shared words alone cannot tell: the earlier method quotes the first source.
     assert by_terms(question, hits, max_sentences=1).spans[0].source == 1
@@ -57,32 +73,33 @@ def test_meaning_finds_the_answer_that_shares_no_word_with_the_question(encoder)
 
 def test_extractive_answer_quotes_the_demo_passage_and_streams_the_same_answer(demo_pipeline):
     req = AskRequest(query="How do I import contacts from a spreadsheet?")
-    resp = demo_pipeline.answer(req)
+    resp = answer(demo_pipeline, req)
     assert resp.answer_mode == "extractive" and resp.error is None
     assert resp.citations and "Import" in resp.answer
     cited = resp.sources[resp.citations[0] - 1]
     quoted = resp.answer.rsplit(" [", 1)[0]
     assert quoted in cited.text and cited.doc_id.startswith("orbit/import-export")
     assert resp.confidence is not None and resp.confidence.evidence["span_score"] > 0.5
-    events = list(demo_pipeline.answer_stream(req))
-    assert [e for e, _ in events] == ["retrieval", "token", "done"]
-    assert events[1][1]["text"] == events[-1][1]["answer"] == resp.answer
+    events = list(answer_stream(demo_pipeline, req))
+    assert [e.name for e in events] == ["retrieval", "token", "done"]
+    assert events[1].data()["text"] == events[-1].data()["answer"] == resp.answer
+    assert [s.doc_id for s in events[0].sources] == [s.doc_id for s in resp.sources]
 
 
 def test_stream_ends_with_the_answer_it_returns(demo_pipeline):
     ret = demo_pipeline.retrieve("How is the CSAT score calculated?", top_k=5, gate_mode="deterministic")
-    items = list(demo_pipeline.answerer.stream(ret.query, ret.hits, ret.routing.probabilities))
+    items = list(demo_pipeline.answerer.stream(ret.query, ret.parts, ret.hits, ret.routing.probabilities))
     assert isinstance(items[-1], Answer) and all(isinstance(i, Token) for i in items[:-1])
-    answer = demo_pipeline.answerer.answer(ret.query, ret.hits, ret.routing.probabilities)
-    assert answer.text == items[-1].text == "".join(i.text for i in items[:-1])
-    assert answer.mode is AnswerMode.EXTRACTIVE and "answer" in answer.timings_ms
+    last = demo_pipeline.answerer.answer(ret.query, ret.parts, ret.hits, ret.routing.probabilities)
+    assert last.text == items[-1].text == "".join(i.text for i in items[:-1])
+    assert last.mode is AnswerMode.EXTRACTIVE and "answer" in last.timings_ms
 
 
 def test_no_hits_and_ranking_only(demo_pipeline):
     answerer = demo_pipeline.answerer
-    none = answerer.answer("anything", [], {"orbit": 0.9})
+    none = answerer.answer("anything", [Question("anything")], [], {"orbit": 0.9})
     assert none.mode is AnswerMode.NONE and none.text is None and none.error
-    ranking = answerer.answer("anything", [_hit(0, "Text.")], {"orbit": 0.9}, generate=False)
+    ranking = answerer.answer("anything", [Question("anything")], [_hit(0, "Text.")], {"orbit": 0.9}, generate=False)
     assert ranking.mode is AnswerMode.RETRIEVAL and ranking.text is None
 
 
@@ -137,12 +154,12 @@ def test_not_covered_answer_lists_sources_and_the_confidence(demo_pipeline, demo
         store=demo_pipeline.store,
         abstention=loaded,
     )
-    off = pipeline.answer(AskRequest(query="What is the meaning of life?"))
+    off = answer(pipeline, AskRequest(query="What is the meaning of life?"))
     assert off.answer_mode == "not_covered" and off.answer == NOT_COVERED_TEXT and off.citations == []
     assert len(off.sources) == 5
     assert not off.confidence.covered and off.confidence.value < off.confidence.threshold
     assert set(off.confidence.evidence) == {"max_prob", "p_sum", "best_similarity", "span_score", "rerank_best"}
-    on = pipeline.answer(AskRequest(query="How do I import contacts from a spreadsheet?"))
+    on = answer(pipeline, AskRequest(query="How do I import contacts from a spreadsheet?"))
     assert on.answer_mode == "extractive" and on.confidence.covered and on.confidence.value >= on.confidence.threshold
 
 
@@ -166,7 +183,7 @@ def test_answerer_without_an_llm_and_with_a_broken_one(demo_pipeline):
         demo_pipeline.encoder,
         llm_error="LLM backend could not start: no model",
     )
-    out = broken.answer(ret.query, ret.hits, ret.routing.probabilities)
+    out = broken.answer(ret.query, ret.parts, ret.hits, ret.routing.probabilities)
     assert out.mode is AnswerMode.NONE and out.text is None and "could not start" in out.error
 
 
@@ -178,3 +195,11 @@ def test_a_pipeline_copy_with_other_settings_answers_with_them_and_leaves_the_sh
     assert clone.answerer is not demo_pipeline.answerer
     assert clone.answerer.settings.answer_fallback == "none" and clone.answerer._fallback_mode() == AnswerMode.NONE
     assert demo_pipeline.answerer.settings is before and demo_pipeline.answerer._fallback_mode() == AnswerMode.EXTRACTIVE
+    assert demo_pipeline.settings is before and clone.settings.answer_fallback == "none"
+    from service.generation.openai_llm import OpenAILLM
+
+    llm = OpenAILLM("http://127.0.0.1:9", "nothing-listens")
+    with_llm = demo_pipeline.with_llm(llm)
+    assert with_llm.llm is llm and with_llm.versions["llm"] == llm.name and demo_pipeline.llm is None
+    with_llm.close()  # a copy releases nothing: the shared pipeline still searches
+    assert demo_pipeline.retrieve("How do refunds work?", top_k=1).hits

@@ -4,8 +4,9 @@ and that the fit follows the reference answers (whole passages vs single sentenc
 from __future__ import annotations
 
 from service.generation.answer_policy import WHOLE, AnswerPolicy, load_policy, next_doc_id, save_policy
-from service.generation.extractive import SentenceVectors, by_policy, terms
+from service.generation.extractive import SentenceVectors, by_policy
 from service.retrieval.passage import Passage, RankedHit
+from service.text import terms
 from training.answer_policy import Case, fit_policy, mean_f1
 
 REFUNDS = (
@@ -91,7 +92,7 @@ def test_demo_home_answers_with_its_fitted_policy(demo_pipeline):
     policy = demo_pipeline.answerer.extractor.policy
     assert policy is not None and policy.fit["on_fit_questions"]["questions"] > 100
     ret = demo_pipeline.retrieve("How do I import contacts from a spreadsheet?", top_k=5, gate_mode="deterministic")
-    answer = demo_pipeline.answerer.answer(ret.query, ret.hits, ret.routing.probabilities)
+    answer = demo_pipeline.answerer.answer(ret.query, ret.parts, ret.hits, ret.routing.probabilities)
     first = ret.hits[answer.citations[0] - 1].passage
     assert first.doc_id.startswith("orbit/import-export") and answer.text.split(" [")[0] in first.text
 
@@ -111,7 +112,7 @@ def test_whole_passage_policy_embeds_no_sentence_unless_the_abstention_reads_the
     for features, embeds in ((["max_prob", "p_sum", "best_similarity"], False), (["best_similarity", "span_score"], True)):
         vectors = SentenceVectors(demo_pipeline.encoder)
         answerer = Answerer(settings, demo_pipeline.encoder, abstention=model(features), vectors=vectors, policy=_policy())
-        answer = answerer.answer(ret.query, ret.hits, ret.routing.probabilities)
+        answer = answerer.answer(ret.query, ret.parts, ret.hits, ret.routing.probabilities)
         assert answer.mode is AnswerMode.EXTRACTIVE and answer.text.startswith(ret.hits[answer.citations[0] - 1].passage.text.strip())
         assert (len(vectors) > 0) is embeds
         assert (answer.confidence.evidence["span_score"] > 0) is embeds

@@ -54,7 +54,7 @@ def test_onnx_vectors_are_close_to_pytorch_and_retrieve_as_well(onnx_encoder, en
     # Top-1 accuracy on the demo questions within 3 points of PyTorch fp32 (faq6 figure: docs/speed.md).
     def top1(q: np.ndarray, d: np.ndarray) -> float:
         best = (q @ d.T).argmax(1)
-        return float(np.mean([docs[b]["doc_id"] in set(qq["gold_doc_ids"]) for b, qq in zip(best, queries)]))
+        return float(np.mean([docs[b]["doc_id"] in set(qq["gold_doc_ids"]) for b, qq in zip(best, queries, strict=True)]))
 
     assert top1(q_fast, d_fast) >= top1(q_ref, d_ref) - 0.03, (top1(q_fast, d_fast), top1(q_ref, d_ref))
     # Vectors come back in input order (batches are formed by length inside; int8 activation

@@ -10,7 +10,6 @@ from service.retrieval.passage import Hit, point_id
 from service.routing.fusion import Evidence, FusionParams, domain_evidence, domain_weights, fuse
 from training.fusion import PRIOR_GRID, FitQuestion, as_uis, fit_fusion, prior_params, ranking_scores
 
-
 _DOCS: dict[str, str] = {}  # point id -> doc_id of the hits made below
 
 
@@ -21,7 +20,7 @@ def _hit(doc: str, domain: str, s: float) -> Hit:
 
 def test_a_higher_p_never_lowers_u_even_for_negative_similarity():
     per = {"a": [_hit("a1", "a", -0.30), _hit("a2", "a", 0.20)], "b": [_hit("b1", "b", -0.10), _hit("b2", "b", 0.05)]}
-    for doc, s in (("a1", -0.30), ("a2", 0.20), ("b1", -0.10)):
+    for doc in ("a1", "a2", "b1"):
         u = [next(r.unified_score for r in merge(per, {"a": p, "b": p}, 10) if _DOCS[r.point_id] == doc) for p in (0.1, 0.5, 0.9)]
         assert u == sorted(u), (doc, u)  # non-decreasing in p
         assert min(u) >= 0.0
@@ -40,10 +39,10 @@ def test_sharpness_zero_is_uis_and_sharpness_one_is_the_paper_weight():
     per = {"a": [_hit("a1", "a", 0.5)], "b": [_hit("b1", "b", 0.8)], "c": [_hit("c1", "c", 0.6)]}
     ds = ["a", "b", "c"]
     uis = merge(per, {d: 1.0 for d in ds}, 3)
-    lam0 = merge(per, dict(zip(ds, domain_weights(q, 0.0))), 3)
+    lam0 = merge(per, dict(zip(ds, domain_weights(q, 0.0), strict=True)), 3)
     assert [_DOCS[h.point_id] for h in lam0] == [_DOCS[h.point_id] for h in uis] == ["b1", "c1", "a1"]
-    paper = merge(per, dict(zip(ds, q)), 3)
-    lam1 = merge(per, dict(zip(ds, domain_weights(q, 1.0))), 3)
+    paper = merge(per, dict(zip(ds, q, strict=True)), 3)
+    lam1 = merge(per, dict(zip(ds, domain_weights(q, 1.0), strict=True)), 3)
     assert [_DOCS[h.point_id] for h in lam1] == [_DOCS[h.point_id] for h in paper] == ["a1", "c1", "b1"]
 
 
@@ -112,7 +111,7 @@ def test_fitted_fusion_is_at_least_uis_on_its_fitting_questions(demo_pipeline):
             q.domains,
             set(q.gold_doc_ids),
         )
-        for q, pr in zip(qs, preps)
+        for q, pr in zip(qs, preps, strict=True)
     ]
     params, report = fit_fusion(fit, demo_pipeline.domains, top_k=5, evidence_k=20)
     assert report["questions"] == len(qs)

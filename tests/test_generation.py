@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from service.ask import answer, answer_stream
 from service.generation.extractive import extractive_answer
 from service.generation.local_llm import TransformersLLM
 from service.generation.prompt import attribute, build_prompt, citations, drop_bad_citations, grounding
@@ -62,16 +63,16 @@ def test_embedded_llm_answers_from_the_demo_with_citations(demo_pipeline, llm):
         store=demo_pipeline.store,
         llm=llm,
     )
-    resp = pipeline.answer(AskRequest(query="How do I import contacts from a spreadsheet?", top_k=3))
+    resp = answer(pipeline, AskRequest(query="How do I import contacts from a spreadsheet?", top_k=3))
     assert resp.answer_mode == "generative", resp.error
     assert resp.answer and len(resp.answer.split()) >= 3
     assert all(1 <= c <= 3 for c in resp.citations)
     assert resp.versions["llm"].startswith("transformers:")
 
-    events = list(pipeline.answer_stream(AskRequest(query="How do I import contacts from a spreadsheet?", top_k=3)))
-    done = events[-1][1]
-    streamed = "".join(d["text"] for e, d in events if e == "token")
-    assert events[0][0] == "retrieval" and events[-1][0] == "done"
+    events = list(answer_stream(pipeline, AskRequest(query="How do I import contacts from a spreadsheet?", top_k=3)))
+    done = events[-1].data()
+    streamed = "".join(e.data()["text"] for e in events if e.name == "token")
+    assert events[0].name == "retrieval" and events[-1].name == "done"
     assert done["answer_mode"] == "generative"
     assert streamed.strip()
     # The final answer is the streamed completion plus citation clean-up: same opening words.
@@ -86,9 +87,9 @@ def test_ungrounded_generation_is_replaced_by_quotes(demo_pipeline, llm):
         store=demo_pipeline.store,
         llm=llm,
     )
-    resp = pipeline.answer(AskRequest(query="What happens to API tokens when SSO is enforced?", top_k=3))
+    resp = answer(pipeline, AskRequest(query="What happens to API tokens when SSO is enforced?", top_k=3))
     assert resp.answer_mode == "extractive"
     assert "not supported by the sources" in resp.error
-    events = [e for e, _ in pipeline.answer_stream(AskRequest(query="What happens to API tokens when SSO is enforced?", top_k=3))]
+    events = [e.name for e in answer_stream(pipeline, AskRequest(query="What happens to API tokens when SSO is enforced?", top_k=3))]
     assert "reset" in events and events.index("reset") < len(events) - 2  # the rejected tokens, reset, the quote
     assert resp.answer and resp.citations

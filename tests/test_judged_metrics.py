@@ -15,6 +15,7 @@ from service.evaluation.jobs import JobStore
 from service.evaluation.judges import Judge
 from service.evaluation.runner import create_job, run_job
 from service.evaluation.wixqa import reference_sentences
+from service.pipeline import Pipeline
 from tests.scripted_llm import ScriptedServer
 
 SPEC = {
@@ -75,17 +76,15 @@ class _Counting:
 def judged(demo_pipeline):
     """The demo pipeline answering through the scripted model (its words are not grounded: grounding check off)."""
     servers: list[_Counting] = []
-    llm_before, settings_before = demo_pipeline.llm, demo_pipeline.settings
-    demo_pipeline.settings = settings_before.model_copy(update={"min_grounding": 0.0})
+    settings = demo_pipeline.settings.model_copy(update={"min_grounding": 0.0})
 
-    def make() -> tuple[Judge, _Counting]:
+    def make() -> tuple[Judge, _Counting, Pipeline]:
         s = _Counting()
         servers.append(s)
-        demo_pipeline.llm = s.server.llm("gen")
-        return Judge(s.server.llm("judge-model"), retries=0, concurrency=1), s
+        pipeline = demo_pipeline.with_llm(s.server.llm("gen"), settings=settings)
+        return Judge(s.server.llm("judge-model"), retries=0, concurrency=1), s, pipeline
 
     yield make
-    demo_pipeline.llm, demo_pipeline.settings = llm_before, settings_before
     for s in servers:
         s.server.close()
 
@@ -93,10 +92,10 @@ def judged(demo_pipeline):
 def test_every_judged_group_end_to_end_against_a_scripted_judge(demo_pipeline, judged, tmp_path):
     qs = _questions()
     with_ref = [q for q in qs if q.get("answer")]
-    judge, server = judged()
+    judge, server, pipeline = judged()
     store = JobStore(tmp_path / "jobs.sqlite")
     job = create_job(store, SPEC, qs, "hand")
-    summary = run_job(demo_pipeline, judge, store, job)
+    summary = run_job(pipeline, judge, store, job)
     for s in SPEC["strategies"]:
         got = summary["results"][s]["all"]
         assert got["relevancy"] == 8.0 and got["faithfulness"] == 0.5
@@ -107,6 +106,7 @@ def test_every_judged_group_end_to_end_against_a_scripted_judge(demo_pipeline, j
         for metric, score in zip(
             ("rx_context_relevancy", "rx_context_adherence", "rx_answer_relevancy", "rx_context_recall", "rx_factuality", "rx_grading_note"),
             RX.values(),
+            strict=True,
         ):
             assert got[metric] == pytest.approx(score / 10), metric
         assert 0 <= got["token_f1"] <= 1 and 0 <= got["rouge1"] <= 1 and got["bleu"] >= 0
@@ -135,21 +135,21 @@ def test_the_judge_cache_carries_over_a_stop_and_resume(demo_pipeline, judged, t
     qs = _questions()
     with_ref = [q for q in qs if q.get("answer")]
     store = JobStore(tmp_path / "jobs.sqlite")
-    judge, whole_server = judged()
-    whole = run_job(demo_pipeline, judge, store, create_job(store, SPEC, qs, "hand"))
+    judge, whole_server, pipeline = judged()
+    whole = run_job(pipeline, judge, store, create_job(store, SPEC, qs, "hand"))
 
     job = create_job(store, SPEC, qs, "hand")
-    judge, first = judged()
+    judge, first, pipeline = judged()
     # Stop after question 0 (both strategies) and question 1's first strategy: its key points are then cached.
-    assert run_job(demo_pipeline, judge, store, job, should_stop=lambda: len(store.done_keys(job)) >= 3) is None
+    assert run_job(pipeline, judge, store, job, should_stop=lambda: len(store.done_keys(job)) >= 3) is None
     extracted_before = first.count("Extract the key points")
     assert extracted_before == 2
-    judge, second = judged()
-    resumed = run_job(demo_pipeline, judge, store, job)
+    judge, second, pipeline = judged()
+    resumed = run_job(pipeline, judge, store, job)
     assert second.count("Extract the key points") == len(with_ref) - extracted_before  # none extracted twice
     assert first.count("Extract the key points") + second.count("Extract the key points") == len(with_ref)
     assert resumed["results"] == whole["results"] and resumed["failures"] == whole["failures"]
     # A finished job's insights come from the cache: a second summary asks the judge nothing new.
-    judge, third = judged()
-    assert run_job(demo_pipeline, judge, store, job) is not None
+    judge, third, pipeline = judged()
+    assert run_job(pipeline, judge, store, job) is not None
     assert third.server.prompts == []

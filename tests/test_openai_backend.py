@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from service.ask import answer
 from service.generation.llm import LLMError
 from service.generation.openai_llm import OpenAILLM
 from service.generation.prompt import STOP, build_prompt
@@ -95,7 +96,7 @@ def test_generated_answer_through_the_pipeline(server_url, model_path, demo_pipe
         store=demo_pipeline.store,
         llm=OpenAILLM(server_url, model_path),
     )
-    resp = pipeline.answer(AskRequest(query="How do I import contacts from a spreadsheet?", top_k=3))
+    resp = answer(pipeline, AskRequest(query="How do I import contacts from a spreadsheet?", top_k=3))
     assert resp.answer_mode == "generative", resp.error
     assert resp.answer and resp.versions["llm"] == f"openai:{model_path}"
 

@@ -4,7 +4,8 @@ routed and searched on its own by the default strategy, rankings interleaved."""
 from __future__ import annotations
 
 from service.retrieval.passage import Passage, RankedHit
-from service.retrieval.questions import MAX_QUESTIONS, interleave, split_questions
+from service.retrieval.questions import interleave
+from service.text import MAX_QUESTIONS, split_questions
 
 
 def test_joined_questions_are_split_and_one_question_is_not():
@@ -49,20 +50,53 @@ def test_default_strategy_retrieves_each_question_of_a_message(demo_pipeline):
     assert set(joint.routing.active_domains) == {d for r in alone for d in r.routing.active_domains}
     for d, p in joint.routing.probabilities.items():
         assert p == max(r.routing.probabilities[d] for r in alone)
-    # The paper's strategies search the message as one query; the default does too when asked not to split.
-    for kwargs in ({"strategy": "uis"}, {"split": False}):
+    # The paper's strategies search the message as one query; the default does too for a chat's joined turns.
+    for kwargs in ({"strategy": "uis"}, {"question": message}):
         whole = demo_pipeline.retrieve(message, top_k=5, **kwargs)
         assert not (whole.routing.selector or {}).get("questions")
 
 
 def test_extractive_answer_quotes_an_answer_for_each_question(demo_pipeline):
+    from service.ask import answer
+    from service.retrieval.results import Question
     from service.schemas import AskRequest
 
     first, second = "How do I import contacts from a spreadsheet?", "How do I rotate API keys?"
-    alone = [demo_pipeline.answerer.extractor.extract(q, demo_pipeline.retrieve(q, top_k=5).hits).spans[0].text for q in (first, second)]
-    joint = demo_pipeline.answer(AskRequest(query=f"{first} And, {second}"))
+    alone = [demo_pipeline.answerer.extractor.extract([Question(q)], demo_pipeline.retrieve(q, top_k=5).hits).spans[0].text for q in (first, second)]
+    joint = answer(demo_pipeline, AskRequest(query=f"{first} And, {second}"))
     assert joint.answer_mode == "extractive"
     assert all(text in joint.answer for text in alone)  # each question's own quote
     assert len(set(joint.citations)) >= 2
-    single = demo_pipeline.answer(AskRequest(query=first))
+    single = answer(demo_pipeline, AskRequest(query=first))
     assert alone[1] not in (single.answer or "")
+
+
+def test_the_answer_quotes_for_the_questions_retrieval_split_with_every_strategy(demo_pipeline):
+    """Retrieval splits the message once, with every strategy (``uis`` and the others search it whole); the answer
+    quotes per question from ``Retrieval.parts``: one quote per question, the first for the first."""
+    from service.retrieval.results import Question
+    from service.retrieval.strategies import StrategyName
+
+    first, second = "How do I import contacts from a spreadsheet?", "How do I rotate API keys?"
+    message = f"{first} And, {second}"
+    extractor = demo_pipeline.answerer.extractor
+    for strategy in StrategyName:
+        ret = demo_pipeline.retrieve(message, top_k=5, strategy=strategy, gate_mode="deterministic", seed=0)
+        assert [p.text for p in ret.parts] == split_questions(message) == [first, second], strategy
+        answer = demo_pipeline.answer_retrieval(ret)
+        assert answer.text == extractor.extract(ret.parts, ret.hits).text, strategy
+        whole = extractor.extract([Question(message)], ret.hits).text  # the message quoted as one question
+        own = [extractor.extract([p], ret.hits).spans[0] for p in ret.parts]
+        assert own[0].text in (answer.text or ""), strategy
+        if own[0].source != own[1].source:  # a passage is quoted once, for the first question that quotes it
+            assert own[1].text in (answer.text or "") and answer.text != whole, strategy
+
+
+def test_a_chat_turn_searched_with_its_earlier_turns_is_answered_for_its_own_questions(demo_pipeline):
+    first, second = "How do I import contacts from a spreadsheet?", "How do I rotate API keys?"
+    turn = f"{first} And, {second}"
+    ret = demo_pipeline.retrieve(f"I use Orbit. {turn}", top_k=5, question=turn)
+    assert ret.query == f"I use Orbit. {turn}" and not (ret.routing.selector or {}).get("questions")  # searched whole
+    assert [p.text for p in ret.parts] == [first, second]
+    one = demo_pipeline.retrieve(f"I use Orbit. {first}", top_k=5, question=first)
+    assert [p.text for p in one.parts] == [first] and one.parts[0].vector is one.vector

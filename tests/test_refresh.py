@@ -21,8 +21,10 @@ ADMIN = {"Authorization": "Bearer admin-secret"}
 
 def _site(root):
     pages = {
-        "orbit": "# Contacts\n\n## Import\n\nImport contacts from a CSV file under Contacts > Import.\n\n## Merge\n\nMerge duplicate contacts from the contact page.\n",
-        "ledger": "# Refunds\n\n## Refund a payment\n\nOpen the invoice and click Refund to return money to the card.\n\n## Invoices\n\nInvoices are kept for seven years.\n",
+        "orbit": "# Contacts\n\n## Import\n\nImport contacts from a CSV file under Contacts > Import.\n\n"
+        "## Merge\n\nMerge duplicate contacts from the contact page.\n",
+        "ledger": "# Refunds\n\n## Refund a payment\n\nOpen the invoice and click Refund to return money to the card.\n\n"
+        "## Invoices\n\nInvoices are kept for seven years.\n",
     }
     for domain, text in pages.items():
         (root / domain).mkdir(parents=True)

@@ -23,6 +23,7 @@ from service.api.state import ServiceState
 from service.artifacts import Registry
 from service.pipeline import Pipeline
 from service.retrieval.edge_store import EdgeBackend
+from service.retrieval.store import StoreError
 from tests.utils import make_settings, served_app
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
@@ -147,7 +148,7 @@ def test_a_lease_keeps_the_old_pipeline_open_until_it_is_given_back(demo_home, d
         hits = held.retrieve("refund a payment", top_k=3, strategy="uis").hits  # the pool and the store still work
         assert len(hits) == 3 and held.store.search("ledger", vector, 1)
     assert first._pool._shutdown and state.in_use(first) == 0
-    with pytest.raises(Exception):
+    with pytest.raises(StoreError):
         first.store.search("ledger", vector, 1)  # closed once the lease was given back
     second = state.pipeline
     state.close()

@@ -12,13 +12,13 @@ from service.artifacts import Registry
 from service.demo import DOCS, QUERIES
 from service.queries import load_queries
 from service.retrieval.encoder import packaged_minilm_path
+from tests.conftest import make_settings
 from training.checkpoint import StopFlag, TrainingInterrupted, load_checkpoint_state
 from training.data.build import DataConfig, build_training_data
 from training.data.corpus import load_corpus
 from training.data.dataset import TrainingData
 from training.data.synthetic import HeuristicQueryGenerator
 from training.retriever import RetrieverConfig, select_examples, train_and_save, train_retriever
-from tests.conftest import make_settings
 
 TINY = RetrieverConfig(epochs=1, batch_size=4, max_seq_length=48, max_examples=12, labelled_repeat=1, checkpoint_every=0)
 

@@ -11,10 +11,10 @@ import torch
 from service.artifacts import Registry
 from service.queries import LabelledQuery
 from service.routing.router import HeadRouter
+from tests.conftest import make_settings
 from training.checkpoint import StopFlag, TrainingInterrupted
 from training.metrics import expected_calibration_error, retrieval_metrics, router_metrics
 from training.router import RouterConfig, train_and_activate, train_head
-from tests.conftest import make_settings
 
 DOMAINS = ["ledger", "orbit", "pulse"]
 
@@ -46,7 +46,7 @@ def test_router_predicts_independent_per_domain_probabilities(demo_pipeline):
     assert p.shape == (len(uni), len(router.domains))
     assert np.isfinite(p).all() and ((p >= 0) & (p <= 1)).all()
     top = [router.domains[i] for i in p.argmax(axis=1)]
-    assert np.mean([t in q.domains for t, q in zip(top, uni)]) >= 0.9  # questions it was trained on
+    assert np.mean([t in q.domains for t, q in zip(top, uni, strict=True)]) >= 0.9  # questions it was trained on
     pc = predict([q.query for q in cross])
     gold_mask = np.array([[d in q.domains for d in router.domains] for q in cross])
     # A cross question: each of its domains on its own tends to be likely (not competing for one unit of mass).

@@ -121,8 +121,7 @@ def test_domains_are_searched_in_the_request_thread_on_the_embedded_store(backen
     """Embedded searches take about a millisecond: a thread hand-off costs more (docs/speed.md); a server's do not."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from service.retrieval.federated import search_threads
-    from service.retrieval.federated import search_domains
+    from service.retrieval.federated import search_domains, search_threads
     from tests.conftest import make_settings
 
     passages, vectors = embedded

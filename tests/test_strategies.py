@@ -13,6 +13,21 @@ from tests.utils import pipeline_with
 DOMAINS = ["a", "b", "c", "d"]
 
 
+def test_every_strategy_name_has_its_registry_entry_and_the_schemas_accept_it():
+    from service.retrieval.strategies import REGISTRY, StrategyName
+    from service.schemas import AskRequest, EvalSpec
+
+    assert list(REGISTRY) == list(StrategyName) and all(callable(f) for f in REGISTRY.values())
+    for name in StrategyName:
+        assert AskRequest(query="q", strategy=name.value).strategy == name and str(name) == name.value
+    assert set(EvalSpec(strategies=["uis", "lfs"]).strategies) == {
+        StrategyName.UIS,
+        StrategyName.LFS,
+    }
+    with pytest.raises(ValueError, match="unknown strategy"):
+        select("nope", {"a": 1.0}, ["a"], tau0=0.5)
+
+
 def test_mkpqa_uses_the_deterministic_gate():
     # p sums to 1.3; normalised q = p / 1.3; tau = 0.5 * (1 - H(q) / log 4) = 0.1955: a, b active (p/tau >= 0.5)
     probs = {"a": 0.9, "b": 0.3, "c": 0.05, "d": 0.05}

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from indexes.segment import split_section
-from service.generation.extractive import sentences, terms
 from service.generation.prompt import grounding
 from service.retrieval.passage import Passage, RankedHit
-from service.text import words
+from service.text import sentences, terms, words
 
 ZH = "要重置密码，请打开设置页面。然后点击「重置密码」按钮！系统会发送一封邮件吗？会的，邮件在五分钟内到达。"
 AR = "لإعادة تعيين كلمة المرور افتح صفحة الإعدادات. ثم اضغط على زر إعادة التعيين وستصلك رسالة خلال خمس دقائق."

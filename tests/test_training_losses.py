@@ -86,5 +86,5 @@ def test_router_bce_is_summed_over_domains_and_averaged_over_queries():
         p = 1 / (1 + math.exp(-z))
         return -(t * math.log(p) + (1 - t) * math.log(1 - p))
 
-    rows = [sum(bce(float(z), float(t)) for z, t in zip(lz, ly)) for lz, ly in zip(logits, y)]
+    rows = [sum(bce(float(z), float(t)) for z, t in zip(lz, ly, strict=True)) for lz, ly in zip(logits, y, strict=True)]
     assert float(bce_loss(logits, y)) == pytest.approx(sum(rows) / 2, rel=1e-6)

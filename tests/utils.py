@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import uvicorn
 
@@ -31,23 +30,22 @@ def free_port() -> int:
 
 
 def pipeline_with(pipeline: Any, **attrs: Any) -> Any:
-    """A copy of a (session-wide) pipeline with some attributes replaced, e.g. ``llm=`` or ``settings=``.
+    """A copy of a (session-wide) pipeline with another ``llm=`` or ``settings=`` (:meth:`Pipeline.with_llm
+    <service.pipeline.Pipeline.with_llm>`), and other attributes replaced (``encoder=``).
 
     The shared pipeline (and its answering component) is left as it is, so no test changes what the next
     one sees. The copy shares the router, encoder, store and search threads, so its ``close()`` does nothing.
     """
-    clone = copy.copy(pipeline)
-    clone.answerer = copy.copy(pipeline.answerer)  # ``llm``/``settings`` write into it: the shared one stays as it is
+    clone = pipeline.with_llm(attrs.pop("llm", pipeline.llm), settings=attrs.pop("settings", None))
     for name, value in attrs.items():
         if not hasattr(pipeline, name):
             raise AttributeError(f"the pipeline has no attribute {name!r}")
         setattr(clone, name, value)
-    clone.close = lambda **_: None
     return clone
 
 
 @contextmanager
-def served_app(app: Any, *, lifespan: str = "off") -> Iterator[str]:
+def served_app(app: Any, *, lifespan: Literal["auto", "on", "off"] = "off") -> Iterator[str]:
     """Run an ASGI app under a real uvicorn server on a free loopback port (in a thread); yields its base URL."""
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), lifespan=lifespan, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)

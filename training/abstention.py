@@ -47,7 +47,7 @@ def collect_evidence(pipeline, queries: Sequence[str], *, top_k: int = 5, strate
         window = list(queries[start : start + BATCH])
         for q, prep in zip(window, pipeline.prepare_many(window), strict=True):
             ret = pipeline.retrieve(q, top_k=top_k, gate_mode="deterministic", strategy=strategy, prepared=prep)
-            ev, _ = pipeline.answerer.evidence(q, ret.hits, ret.routing.probabilities, query_vector=prep.vector, score_sentences=True)
+            ev, _ = pipeline.answerer.evidence(ret.parts, ret.hits, ret.routing.probabilities, score_sentences=True)
             rows.append(ev.vector(FEATURES))
     return np.asarray(rows, dtype=np.float64).reshape(-1, len(FEATURES))
 

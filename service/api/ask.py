@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -13,10 +12,13 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
+from service import ask as answering
 from service.api.deps import acquire_pipeline, get_state
 from service.api.metrics import record_answer
 from service.api.security import caller_scope, require_api_key
+from service.api.sse import sse
 from service.api.state import Lease, ServiceState
+from service.events import DoneEvent, Event
 from service.retrieval.store import StoreUnavailable
 from service.schemas import AskRequest, AskResponse, ErrorBody
 
@@ -35,23 +37,20 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _event(name: str, data: dict) -> str:
-    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
-
-
-def _sse(events: Iterator[tuple[str, dict]], request: Request, lease: Lease) -> Iterator[str]:
+def _sse(events: Iterator[Event], request: Request, lease: Lease) -> Iterator[str]:
     """Events as SSE; a failure after the stream started (status already sent) ends it with an ``error`` event.
     The pipeline's lease is given back when the stream ends (or, should it never run, after the response)."""
     try:
-        for name, data in events:
-            if name == "done":
+        for event in events:
+            data = event.data()
+            if isinstance(event, DoneEvent):
                 record_answer(request, data)
-            yield _event(name, data)
+            yield sse(data, event=event.name)
     except Exception as exc:  # noqa: BLE001 - the 200 is already sent: report in-band, log with the request id
         log.exception("stream failed after it started")
         status = 503 if isinstance(exc, StoreUnavailable) else 500
         detail = f"search store unavailable: {exc}" if status == 503 else "internal error; see the service log"
-        yield _event("error", {"status": status, "detail": detail})
+        yield sse({"status": status, "detail": detail}, event="error")
     finally:
         lease.release()
 
@@ -73,7 +72,7 @@ async def ask(  # noqa: ANN201 - JSON or a stream
 
 
 def _answer(req: AskRequest, request: Request, lease: Lease, allowed: frozenset[str] | None) -> Response:
-    answer = lease.pipeline.answer(req, allowed=allowed)
+    answer = answering.answer(lease.pipeline, req, allowed=allowed)
     record_answer(request, answer)
     # Serialised here: FastAPI would validate the returned model again, in a second thread-pool hand-off.
     return Response(answer.model_dump_json(), media_type="application/json")
@@ -84,7 +83,7 @@ def _ask(req: AskRequest, request: Request, state: ServiceState, allowed: frozen
     streaming = False
     try:
         if req.stream:
-            events = lease.pipeline.answer_stream(req, allowed=allowed)
+            events = answering.answer_stream(lease.pipeline, req, allowed=allowed)
             first = next(events)  # validation, routing and search run now, so their errors get a real status (422/503)
             streaming = True
             return StreamingResponse(

@@ -16,7 +16,6 @@ Same API keys as /ask.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
@@ -28,11 +27,14 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.background import BackgroundTask
 
+from service import ask as answering
 from service.api.conversation import follow, url_citations
 from service.api.deps import acquire_pipeline, get_state
 from service.api.metrics import record_answer
 from service.api.security import caller_scope, require_api_key
+from service.api.sse import sse
 from service.api.state import Lease, ServiceState
+from service.events import DoneEvent, Event, ResetEvent, TokenEvent
 from service.pipeline import Pipeline, RequestError
 from service.retrieval.strategies import DEFAULT_STRATEGY
 from service.schemas import AskRequest, Strategy
@@ -85,12 +87,12 @@ def _extra(done: dict[str, Any]) -> dict[str, Any]:
     return {"retrieval_query": done.get("query"), **{k: done.get(k) for k in keys}}
 
 
-def _events(pipeline: Pipeline, req: ChatRequest, allowed: frozenset[str] | None) -> tuple[str, Iterator[tuple[str, dict[str, Any]]]]:
+def _events(pipeline: Pipeline, req: ChatRequest, allowed: frozenset[str] | None) -> tuple[str, Iterator[Event]]:
     visible = [d for d in pipeline.domains if allowed is None or d in allowed]  # a key never names a product it cannot see
     limit = pipeline.settings.max_query_chars
     turn = follow(_user_turns(req, limit), visible, max_chars=limit)  # service.api.conversation: product switches, "and in X?"
     ask = AskRequest(query=turn.question, top_k=req.top_k, strategy=req.strategy, domains=turn.domains)
-    return turn.retrieval_query, pipeline.answer_stream(ask, retrieval_query=turn.retrieval_query, allowed=allowed)
+    return turn.retrieval_query, answering.answer_stream(pipeline, ask, retrieval_query=turn.retrieval_query, allowed=allowed)
 
 
 def _chunk(cid: str, created: int, model: str, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
@@ -102,10 +104,10 @@ def _chunk(cid: str, created: int, model: str, delta: dict[str, Any], finish: st
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
         **extra,
     }
-    return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+    return sse(body)
 
 
-def _stream(events: Iterator[tuple[str, dict[str, Any]]], model: str, retrieval_query: str, request: Request, lease: Lease) -> Iterator[str]:
+def _stream(events: Iterator[Event], model: str, retrieval_query: str, request: Request, lease: Lease) -> Iterator[str]:
     """OpenAI chunks; the pipeline's lease is given back when the stream ends."""
     try:
         yield from _chunks(events, model, retrieval_query, request)
@@ -113,27 +115,28 @@ def _stream(events: Iterator[tuple[str, dict[str, Any]]], model: str, retrieval_
         lease.release()
 
 
-def _chunks(events: Iterator[tuple[str, dict[str, Any]]], model: str, retrieval_query: str, request: Request) -> Iterator[str]:
+def _chunks(events: Iterator[Event], model: str, retrieval_query: str, request: Request) -> Iterator[str]:
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     yield _chunk(cid, created, model, {"role": "assistant", "content": ""})
     sent, separate, content = False, False, ""
     try:
-        for name, data in events:
-            if name == "token" and data.get("text"):
-                piece = ("\n\n" if separate else "") + data["text"]
+        for event in events:
+            if isinstance(event, TokenEvent) and event.text:
+                piece = ("\n\n" if separate else "") + event.text
                 content += piece
                 yield _chunk(cid, created, model, {"content": piece})
                 sent, separate = True, False
-            elif name == "reset":
+            elif isinstance(event, ResetEvent):
                 separate = sent
-            elif name == "done":
+            elif isinstance(event, DoneEvent):
+                data = event.data()
                 record_answer(request, data)
                 delta = {"annotations": url_citations(content, data.get("sources") or [])}
                 yield _chunk(cid, created, model, delta, "stop", fedqa={**_extra(data), "retrieval_query": retrieval_query})
     except Exception:  # noqa: BLE001 - the 200 is already sent: end the stream with an error chunk
         log.exception("chat stream failed after it started")
-        yield f"data: {json.dumps({'error': {'message': 'internal error; see the service log', 'type': 'server_error'}})}\n\n"
-    yield "data: [DONE]\n\n"
+        yield sse({"error": {"message": "internal error; see the service log", "type": "server_error"}})
+    yield sse("[DONE]")
 
 
 @router.post("/v1/chat/completions", summary="OpenAI-compatible chat: answer the last user message with citations")
@@ -147,7 +150,7 @@ def chat_completions(  # noqa: ANN201
         if req.stream:
             stream = _stream(_chain(first, events), req.model, retrieval_query, request, lease)
             return StreamingResponse(stream, media_type="text/event-stream", background=BackgroundTask(lease.release))
-        done = [data for name, data in _chain(first, events) if name == "done"][-1]
+        done = [e.data() for e in _chain(first, events) if isinstance(e, DoneEvent)][-1]
     except BaseException:
         lease.release()
         raise
@@ -175,7 +178,7 @@ def chat_completions(  # noqa: ANN201
     }
 
 
-def _chain(first: tuple[str, dict[str, Any]], rest: Iterator[tuple[str, dict[str, Any]]]) -> Iterator[tuple[str, dict[str, Any]]]:
+def _chain(first: Event, rest: Iterator[Event]) -> Iterator[Event]:
     yield first
     yield from rest
 

@@ -49,12 +49,13 @@ def cmd_ask(args: argparse.Namespace) -> int:
     s = settings()
     if not Registry(s.home_dir).active()["index"]:  # said at once, before the models are loaded
         raise RuntimeError(f"no index in {s.home_dir}: run 'fedqa ingest PATH' (or 'fedqa demo') first, or ask a running service with --url")
+    from service.ask import answer
     from service.loading import load_pipeline
     from service.schemas import AskRequest
 
     pipeline = load_pipeline(s, with_llm=not args.no_generate)
     try:
-        resp = pipeline.answer(AskRequest(**body))
+        resp = answer(pipeline, AskRequest(**body))
     finally:
         pipeline.close()
     print_json(resp.model_dump(), ensure_ascii=False)

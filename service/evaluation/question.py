@@ -17,7 +17,8 @@ from service.evaluation.summary import kind_of
 from service.schemas import MetricGroup, Strategy
 
 if TYPE_CHECKING:
-    from service.pipeline import Pipeline, Prepared, Retrieval
+    from service.pipeline import Pipeline
+    from service.retrieval.results import Prepared, Retrieval
 
 
 class EvaluationError(ValueError):
@@ -113,7 +114,7 @@ def evaluate_question(
         if g.score_ranking is not None:
             g.score_ranking(scoring)
     if needs_answers(spec):
-        _score_answer(pipeline, spec, record, scoring, ret, prepared, judge)
+        _score_answer(pipeline, spec, record, scoring, ret, judge)
     record["ms"] = round((time.perf_counter() - t0) * 1000, 1)
     return record
 
@@ -124,12 +125,11 @@ def _score_answer(
     record: dict[str, Any],
     scoring: Scoring,
     ret: Retrieval,
-    prepared: Prepared | None,
     judge: Judge | None,
 ) -> None:
     """Answer through the configured answering path and score it; a missing answer scores 0 in every judged
     metric (a failure of the system) without asking the judge."""
-    ans = pipeline.answer_retrieval(ret, query_vector=getattr(prepared, "vector", None), context_passages=spec["top_k"])
+    ans = pipeline.answer_retrieval(ret, context_passages=spec["top_k"])
     answer, mode = ans.text, ans.mode.value
     record.update(
         answer=answer,

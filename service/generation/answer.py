@@ -14,37 +14,30 @@ The mode is chosen once, then one producer per mode (one dispatch table) makes t
 
 from __future__ import annotations
 
+import copy
 import logging
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
-
-import numpy as np
 
 from service.config import Settings
 from service.generation.abstention import AbstentionModel, Confidence, Evidence, undecided
 from service.generation.answer_policy import AnswerPolicy
 from service.generation.extractive import Extract, ExtractConfig, ExtractiveMethod, Extractor, SentenceVectors
 from service.generation.llm import LLM, LLMError
+from service.generation.modes import AnswerMode
 from service.generation.prompt import STOP, attribute, build_prompt, citations, drop_bad_citations, grounding
+from service.generation.warmup import warm_sentences
 from service.retrieval.encoder import Encoder
 from service.retrieval.passage import RankedHit
+from service.retrieval.results import Question
+from service.retrieval.store import Store
 
 log = logging.getLogger("fedqa.answer")
 
 NOT_COVERED_TEXT = "The documentation does not cover this question; the nearest sources are listed below."
-
-
-class AnswerMode(str, Enum):
-    """What produced an answer (``answer_mode`` in responses)."""
-
-    GENERATIVE = "generative"
-    EXTRACTIVE = "extractive"
-    NOT_COVERED = "not_covered"
-    RETRIEVAL = "retrieval"
-    NONE = "none"
 
 
 @dataclass
@@ -73,6 +66,7 @@ class _Job:
     """What the producers share for one question."""
 
     query: str
+    parts: Sequence[Question]
     hits: Sequence[RankedHit]
     context_passages: int | None
     incremental: bool = True  # the LLM streams (False: one completion call, for answer())
@@ -118,19 +112,25 @@ class Answerer:
             score_sentences=abstention is not None and "span_score" in abstention.features,
         )
 
+    def with_llm(self, llm: LLM | None, *, settings: Settings | None = None) -> Answerer:
+        """A copy that generates with ``llm`` (and ``settings``, when given); extractor and abstention model shared."""
+        clone = copy.copy(self)
+        clone.llm = llm
+        clone.settings = settings or self.settings
+        return clone
+
+    def warm_up(self, store: Store, domains: Sequence[str], limit: int, stop: threading.Event) -> threading.Thread | None:
+        """Embed the sentences of an index of at most ``limit`` passages in the background, so that answers embed
+        none at request time (:func:`~service.generation.warmup.warm_sentences`); the thread, or None."""
+        return warm_sentences(self.extractor, store, domains, limit, stop)
+
     # ------------------------------------------------------------------ decisions
     def evidence(
-        self,
-        query: str,
-        hits: Sequence[RankedHit],
-        probabilities: Mapping[str, float],
-        *,
-        query_vector: np.ndarray | None = None,
-        score_sentences: bool = False,
+        self, parts: Sequence[Question], hits: Sequence[RankedHit], probabilities: Mapping[str, float], *, score_sentences: bool = False
     ) -> tuple[Evidence, Extract]:
-        """The abstention evidence of a ranking, and the meaning extract it was read from
+        """The abstention evidence of a ranking for the questions ``parts``, and the meaning extract it was read from
         (``score_sentences``: compute the span score even when the abstention model does not read it)."""
-        meaning = self.extractor.meaning(query, hits, query_vector=query_vector, score_sentences=score_sentences)
+        meaning = self.extractor.meaning(parts, hits, score_sentences=score_sentences)
         return Evidence.of(probabilities, hits, meaning.score), meaning
 
     def _decide(self, evidence: Evidence) -> Confidence:
@@ -158,22 +158,24 @@ class Answerer:
     def stream(
         self,
         query: str,
+        parts: Sequence[Question],
         hits: Sequence[RankedHit],
         probabilities: Mapping[str, float],
         *,
         generate: bool = True,
-        query_vector: np.ndarray | None = None,
         context_passages: int | None = None,
         incremental: bool = True,
     ) -> Iterator[Token | Answer]:
         """Answer text as it is produced (:class:`Token`), then the :class:`Answer` (always the last item).
 
-        ``context_passages``: passages in an LLM prompt (default FEDQA_LLM_CONTEXT_PASSAGES);
-        ``incremental``: stream the LLM's completion (False: one completion call)."""
+        ``parts``: the questions of ``query`` as retrieval split them (:attr:`Retrieval.parts
+        <service.retrieval.results.Retrieval.parts>`), quoted for one by one; ``context_passages``: passages in an
+        LLM prompt (default FEDQA_LLM_CONTEXT_PASSAGES); ``incremental``: stream the LLM's completion (False: one
+        completion call)."""
         t0 = time.perf_counter()
-        job = _Job(query, hits, context_passages, incremental)
+        job = _Job(query, parts, hits, context_passages, incremental)
         if generate and hits:
-            evidence, meaning = self.evidence(query, hits, probabilities, query_vector=query_vector)
+            evidence, meaning = self.evidence(parts, hits, probabilities)
             job.confidence = self._decide(evidence)
             job.extract = meaning if self.extractor.config.method == ExtractiveMethod.MEANING else None
         mode = self._mode(job, generate)
@@ -186,18 +188,16 @@ class Answerer:
     def answer(
         self,
         query: str,
+        parts: Sequence[Question],
         hits: Sequence[RankedHit],
         probabilities: Mapping[str, float],
         *,
         generate: bool = True,
-        query_vector: np.ndarray | None = None,
         context_passages: int | None = None,
     ) -> Answer:
         """The :class:`Answer` (what :meth:`stream` ends with)."""
         last: Answer | None = None
-        for item in self.stream(
-            query, hits, probabilities, generate=generate, query_vector=query_vector, context_passages=context_passages, incremental=False
-        ):
+        for item in self.stream(query, parts, hits, probabilities, generate=generate, context_passages=context_passages, incremental=False):
             if isinstance(item, Answer):
                 last = item
         assert last is not None
@@ -221,7 +221,7 @@ class Answerer:
 
     def _extract(self, job: _Job) -> Extract:
         if job.extract is None:
-            job.extract = self.extractor.extract(job.query, job.hits)
+            job.extract = self.extractor.extract(job.parts, job.hits)
         return job.extract
 
     def _extractive(self, job: _Job) -> Iterator[Token | Answer]:

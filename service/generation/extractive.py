@@ -21,23 +21,17 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from itertools import pairwise
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from service.retrieval.passage import RankedHit
-from service.retrieval.questions import split_questions
-from service.text import SENTENCE_BREAK
-from service.text import words as split_words
+from service.retrieval.results import Question
+from service.text import sentence_bounds, sentences, terms
 
 if TYPE_CHECKING:
     from service.generation.answer_policy import AnswerPolicy
     from service.retrieval.encoder import Encoder
-
-_STOPWORDS = frozenset(
-    "a an and are as at be by can do does for from how i in is it my of on or the this to what when where which who why with you your".split()
-)
 
 
 class ExtractiveMethod(str, Enum):
@@ -68,31 +62,6 @@ class Extract:
     def text(self) -> str | None:
         """The spans joined, each followed by its citation; None when nothing was found."""
         return " ".join(f"{s.text} [{s.source}]" for s in self.spans) or None
-
-
-def terms(text: str) -> set[str]:
-    """Case-folded content words of ``text`` (:func:`service.text.words`: a CJK character is a word)."""
-    return {w for w in split_words(text) if w not in _STOPWORDS}
-
-
-def sentence_bounds(text: str) -> list[tuple[int, int]]:
-    """(start, end) character offsets of the sentences of ``text`` (newlines also end a sentence)."""
-    out: list[tuple[int, int]] = []
-    pos = 0
-    for line in text.splitlines(keepends=True):
-        cuts = [0] + [m.end() for m in SENTENCE_BREAK.finditer(line)] + [len(line)]
-        for a, b in pairwise(cuts):
-            seg = line[a:b]
-            if seg.strip():
-                lead = len(seg) - len(seg.lstrip())
-                out.append((pos + a + lead, pos + a + len(seg.rstrip())))
-        pos += len(line)
-    return out
-
-
-def sentences(text: str) -> list[str]:
-    """Split a passage into sentences (newlines also end a sentence)."""
-    return [text[a:b] for a, b in sentence_bounds(text)]
 
 
 class SentenceVectors:
@@ -287,10 +256,10 @@ class Extractor:
         does not: then there is nothing to pre-compute either)."""
         return self.vectors is not None and not (self.policy is not None and self.policy.whole and not self.score_sentences)
 
-    def meaning(self, query: str, hits: Sequence[RankedHit], *, query_vector: np.ndarray | None = None, score_sentences: bool = False) -> Extract:
-        """The ``meaning`` extract (also the evidence for abstention, whatever the configured method);
-        ``score_sentences``: score the chosen passage's sentences even when the policy quotes it whole."""
-        return _per_question(lambda q, v: self._meaning(q, v, hits, score_sentences=score_sentences), query, query_vector)
+    def meaning(self, parts: Sequence[Question], hits: Sequence[RankedHit], *, score_sentences: bool = False) -> Extract:
+        """The ``meaning`` extract of the questions ``parts`` (also the evidence for abstention, whatever the configured
+        method); ``score_sentences``: score the chosen passage's sentences even when the policy quotes it whole."""
+        return _per_question(lambda q, v: self._meaning(q, v, hits, score_sentences=score_sentences), parts)
 
     def _meaning(self, query: str, vector: np.ndarray | None, hits: Sequence[RankedHit], *, score_sentences: bool = False) -> Extract:
         if self.vectors is None:
@@ -303,20 +272,20 @@ class Extractor:
             return by_policy(query, vector, hits, self.vectors, self.policy, max_words=self.config.max_words)
         return by_meaning(vector, hits, self.vectors, self.config)
 
-    def extract(self, query: str, hits: Sequence[RankedHit], *, query_vector: np.ndarray | None = None) -> Extract:
-        """The extractive answer of ``hits`` for ``query`` (``query_vector``: its embedding, when known)."""
+    def extract(self, parts: Sequence[Question], hits: Sequence[RankedHit]) -> Extract:
+        """The extractive answer of ``hits`` for the questions ``parts`` (:attr:`Retrieval.parts
+        <service.retrieval.results.Retrieval.parts>`; a vector of None is embedded here)."""
         method = self._methods[self.config.method]
-        return _per_question(lambda q, v: method(q, v, hits), query, query_vector)
+        return _per_question(lambda q, v: method(q, v, hits), parts)
 
 
-def _per_question(extract_one: Callable[[str, np.ndarray | None], Extract], query: str, vector: np.ndarray | None) -> Extract:
-    """``extract_one(query, vector)``; for a message asking several questions
-    (:func:`service.retrieval.questions.split_questions`) an extract per question joined in order, each passage quoted
-    once, scored by its best question (one quote cannot answer both halves of "How do I X? And, how do I Y?")."""
-    questions = split_questions(query)
-    if len(questions) == 1:
-        return extract_one(query, vector)
-    extracts = [extract_one(q, None) for q in questions]  # each question's vector: embedded (cached) by its retrieval
+def _per_question(extract_one: Callable[[str, np.ndarray | None], Extract], parts: Sequence[Question]) -> Extract:
+    """``extract_one(text, vector)`` of the one question; for a message asking several (as retrieval split it) an
+    extract per question joined in order, each passage quoted once, scored by its best question (one quote
+    cannot answer both halves of "How do I X? And, how do I Y?")."""
+    if len(parts) == 1:
+        return extract_one(parts[0].text, parts[0].vector)
+    extracts = [extract_one(q.text, q.vector) for q in parts]
     spans: list[Span] = []
     for span in (s for e in extracts for s in e.spans):
         if all(span.source != kept.source for kept in spans):

@@ -6,6 +6,7 @@ import re
 from collections.abc import Sequence
 
 from service.retrieval.passage import RankedHit
+from service.text import sentences, terms
 
 STOP = ["\nQuestion:", "\nSources:", "\nSource:", "\n\n"]
 
@@ -59,8 +60,6 @@ def attribute(answer: str, hits: Sequence[RankedHit], *, min_overlap: int = 2) -
     Used when a model answers without citing; a sentence sharing fewer than ``min_overlap``
     terms with every source is left uncited.
     """
-    from service.generation.extractive import sentences, terms
-
     out = []
     for sent in sentences(answer):
         if _CITATION.search(sent):
@@ -78,8 +77,6 @@ def attribute(answer: str, hits: Sequence[RankedHit], *, min_overlap: int = 2) -
 
 def grounding(answer: str, hits: Sequence[RankedHit]) -> float:
     """Share of the answer's content words that occur in the sources (1.0: every word is grounded)."""
-    from service.generation.extractive import terms
-
     words = terms(_CITATION.sub(" ", answer))
     if not words:
         return 0.0

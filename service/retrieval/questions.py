@@ -7,32 +7,28 @@ rankings are then interleaved: every question's first passage before any questio
 a rank by unified score, each passage once. The paper's strategies (uis, rfs, mkpqa, lfs) search the
 message as one query, as in the paper.
 
-A message is split only where a sentence ends and the next begins with a joining word (``And``, ``Also``,
-``Plus``, ``Additionally``): two sentences of one question ("I get warnings when I compile. Is this a
-problem?") stay one query.
+Retrieval splits a message once (:func:`service.text.split_questions`, the rule) and hands its questions on as
+:attr:`Retrieval.parts <service.retrieval.results.Retrieval.parts>`, with every strategy: the answer quotes per
+question from them and never splits again (:func:`questions`).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import replace
 
+import numpy as np
+
 from service.retrieval.passage import RankedHit
-from service.retrieval.results import Retrieval
+from service.retrieval.results import Question, Retrieval
 from service.schemas import Routing
 
-_JOIN = re.compile(r"(?<=[?.!])\s+(?:and|also|plus|additionally)\b[,:]?\s+", re.IGNORECASE)
-MAX_QUESTIONS = 4
 
-
-def split_questions(text: str) -> list[str]:
-    """The questions of a message (one item: it asks one thing); at most :data:`MAX_QUESTIONS`, the last
-    keeping the rest of the text."""
-    parts = [p.strip() for p in _JOIN.split(text) if p.strip()]
-    if len(parts) > MAX_QUESTIONS:
-        parts = parts[: MAX_QUESTIONS - 1] + [" ".join(parts[MAX_QUESTIONS - 1 :])]
-    return parts or [text]
+def questions(message: str, texts: Sequence[str], vector: np.ndarray | None) -> list[Question]:
+    """:attr:`Retrieval.parts <service.retrieval.results.Retrieval.parts>` of ``message`` searched as one text, from its
+    questions ``texts`` (:func:`service.text.split_questions`): the message itself with ``vector`` (the query vector
+    searched with) when it asks one thing, else each question without a vector (the answer embeds it)."""
+    return [Question(message, vector)] if len(texts) == 1 else [Question(q) for q in texts]
 
 
 def interleave(rankings: Sequence[Sequence[RankedHit]], top_k: int) -> list[RankedHit]:
@@ -74,7 +70,8 @@ def joint_routing(parts: Sequence[str], routings: Sequence[Routing]) -> Routing:
 
 
 def joint_retrieval(query: str, parts: Sequence[str], retrievals: Sequence[Retrieval], top_k: int) -> Retrieval:
-    """The message's retrieval from its questions' (timings: each stage summed over the questions)."""
+    """The message's retrieval from its questions' (timings: each stage summed over the questions; ``parts``: each
+    question with the vector it was searched with)."""
     timings: dict[str, float] = {}
     for r in retrievals:
         for k, v in r.timings_ms.items():
@@ -84,6 +81,7 @@ def joint_retrieval(query: str, parts: Sequence[str], retrievals: Sequence[Retri
         query=query,
         routing=joint_routing(parts, [r.routing for r in retrievals]),
         hits=interleave([r.hits for r in retrievals], top_k),
+        parts=[Question(q, r.vector) for q, r in zip(parts, retrievals, strict=True)],
         timings_ms=timings,
         vector=None,  # no one vector stands for the message
     )

@@ -22,12 +22,22 @@ class Prepared:
     timings_ms: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Question:
+    """One question of a message, as retrieval split it, and its query vector (None: the answer embeds it)."""
+
+    text: str
+    vector: np.ndarray | None = None
+
+
 @dataclass
 class Retrieval:
-    """The retrieval half of an answer."""
+    """The retrieval half of an answer: what was searched, the ranking, and the questions the answer is to
+    (``parts``: the message's questions in order, split once here; the answer quotes per question)."""
 
     query: str
     routing: Routing
     hits: list[RankedHit]
+    parts: list[Question]
     timings_ms: dict[str, float] = field(default_factory=dict)
     vector: np.ndarray | None = None  # the query vector searched with (None: a message retrieved question by question)

@@ -2,9 +2,8 @@
 
 Every strategy uses the same retriever (one query vector), the same per-domain top-k search and the
 same top-k cut, as in the MKP-QA paper; they differ in the domains searched and the merge weight.
-Each is one module with a ``select(StrategyInput) -> Selection`` function, registered once in
-:data:`REGISTRY`; :class:`StrategyName` (the names accepted by /ask, /evaluate and the CLI) is made
-from the registry, so adding a strategy is one module and one line here.
+Each is one module with a ``select(StrategyInput) -> Selection`` function, one member of :class:`StrategyName`
+(the names accepted by /ask, /evaluate and the CLI) and one line of :data:`REGISTRY` here.
 
 ``fused``  (default) router + retrieval evidence, fitted gate, sharpness and per-domain weights (strategies/fused.py)
 ``mkpqa``  the paper: gate on p, U = p_j * s (strategies/mkpqa.py)
@@ -26,19 +25,29 @@ from service.retrieval.strategies.base import Search, Selection, StrategyInput
 from service.retrieval.strategies.lfs import LFS_PROMPT, LLMDomainSelector, describe_domains, parse_yes_no
 from service.routing.gate import GateMode
 
-REGISTRY: dict[str, Callable[[StrategyInput], Selection]] = {
-    "fused": fused.select,
-    "mkpqa": mkpqa.select,
-    "uis": uis.select,
-    "rfs": rfs.select,
-    "lfs": lfs.select,
-}
 
-StrategyName = Enum("StrategyName", {name.upper(): name for name in REGISTRY}, type=str)  # type: ignore[misc]
-StrategyName.__doc__ = "A retrieval strategy's name (the keys of REGISTRY)."
-StrategyName.__str__ = lambda self: self.value  # type: ignore[method-assign,attr-defined]
-STRATEGIES: tuple[str, ...] = tuple(REGISTRY)
-DEFAULT_STRATEGY = StrategyName("fused")
+class StrategyName(str, Enum):
+    """A retrieval strategy's name (each one a key of :data:`REGISTRY`)."""
+
+    FUSED = "fused"
+    MKPQA = "mkpqa"
+    UIS = "uis"
+    RFS = "rfs"
+    LFS = "lfs"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+REGISTRY: dict[StrategyName, Callable[[StrategyInput], Selection]] = {
+    StrategyName.FUSED: fused.select,
+    StrategyName.MKPQA: mkpqa.select,
+    StrategyName.UIS: uis.select,
+    StrategyName.RFS: rfs.select,
+    StrategyName.LFS: lfs.select,
+}
+STRATEGIES: tuple[str, ...] = tuple(s.value for s in StrategyName)
+DEFAULT_STRATEGY = StrategyName.FUSED
 
 __all__ = [
     "DEFAULT_STRATEGY",
@@ -57,7 +66,7 @@ __all__ = [
 
 
 def select(
-    strategy: str,
+    strategy: StrategyName | str,
     probs: Mapping[str, float],
     domains: Sequence[str],
     *,
@@ -72,8 +81,8 @@ def select(
 ) -> Selection:
     """The domains ``strategy`` searches for a query with router probabilities ``probs``."""
     name = strategy.value if isinstance(strategy, Enum) else str(strategy)
-    if name not in REGISTRY:
-        raise ValueError(f"unknown strategy {name!r}; choose one of {', '.join(REGISTRY)}")
+    if name not in STRATEGIES:
+        raise ValueError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
     inp = StrategyInput(
         probs=probs,
         domains=list(domains),
@@ -86,4 +95,4 @@ def select(
         top_k=top_k,
         fitted=fitted or {},
     )
-    return REGISTRY[name](inp)
+    return REGISTRY[StrategyName(name)](inp)
