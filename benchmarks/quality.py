@@ -39,6 +39,7 @@ from service.evaluation.retrieval_metrics import acc_at_top1, mrr, recall_at_k, 
 from service.evaluation.stats import mean_ci  # noqa: E402
 from service.queries import LabelledQuery, load_queries  # noqa: E402
 from service.retrieval.federated import search_domains  # noqa: E402
+from service.routing.router import HeadRouter  # noqa: E402
 
 ORACLE = "oracle"
 RERANK = "+rerank"
@@ -170,7 +171,7 @@ def combine(paths: list[str], out: str | None) -> int:
     joined cross question whose parts fell in different folds) counts once, with each metric averaged over them."""
     by: dict[tuple[str, str], list[dict]] = defaultdict(list)
     strategies: list[str] = []
-    top_k = None
+    top_k: int | None = None
     for path in paths:
         result = json.loads(Path(path).read_text(encoding="utf-8"))
         if "records" not in result:
@@ -181,6 +182,8 @@ def combine(paths: list[str], out: str | None) -> int:
         for r in result["records"]:
             by[(r["strategy"], r["qid"])].append(r)
         strategies += [s for s in result["results"] if s not in strategies]
+    if top_k is None:
+        raise SystemExit("no files to combine")
     keys = ("strategy", "qid", "domains")
     records = []
     for (strategy, qid), rows in by.items():
@@ -221,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         strategies = [s for s in strategies if not s.endswith(RERANK)]
     try:
         preps = pipeline.prepare_many([q.query for q in qs])
+        head = pipeline.router if isinstance(pipeline.router, HeadRouter) else None
         folds = [list(range(len(qs)))]
         fitted: list[dict] = []
         if args.crossfit > 1:
@@ -229,7 +233,9 @@ def main(argv: list[str] | None = None) -> int:
             folds = [sorted(order[i :: args.crossfit]) for i in range(args.crossfit)]
             oos = [q for f in args.oos for q in load_queries(f)]
             oos_vecs = pipeline.encoder.embed_queries([q.query for q in oos]) if oos else np.zeros((0, pipeline.encoder.dim))
-            saved = (pipeline.router.temperature, list(pipeline.router.bias), dict(pipeline.router.fitted), pipeline.reranker)
+            if head is None:
+                raise SystemExit("--crossfit refits a trained router's calibration: this home has none ('fedqa train router')")
+            saved = (head.temperature, list(head.bias), dict(head.fitted), pipeline.reranker)
         records = []
         for fold in folds:
             if args.crossfit > 1:
@@ -241,8 +247,8 @@ def main(argv: list[str] | None = None) -> int:
             for i, prep in zip(fold, fold_preps, strict=True):
                 for s in strategies:
                     records.append((s, qs[i], score(pipeline, qs[i], prep, s, args.top_k)))
-        if args.crossfit > 1:
-            pipeline.router.temperature, pipeline.router.bias, pipeline.router.fitted, pipeline.reranker = saved
+        if args.crossfit > 1 and head is not None:
+            head.temperature, head.bias, head.fitted, pipeline.reranker = saved
         summary = summarize(records, strategies, args.top_k)
         result = {
             "queries": [str(f) for f in args.queries],
