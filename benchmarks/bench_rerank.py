@@ -41,9 +41,10 @@ def main() -> None:
         if pipeline.reranker is None:
             raise SystemExit(f"no reranker serves {get_settings().home_dir}: {pipeline.warnings}")
         reranker = Reranker.load(pipeline.reranker.path, pipeline.reranker.version, backend=RerankBackend(args.backend))
-        rankings = [
-            [h.passage.text for h in pipeline.retrieve(q, top_k=max(args.depths), gate_mode="deterministic", rerank=False).hits] for q in queries
-        ]
+        rankings = []
+        for q in queries:
+            hits = pipeline.retrieve(q, top_k=max(args.depths), gate_mode="deterministic", rerank=False).hits
+            rankings.append([reranker.params.passage_text(h.passage.title, h.passage.text) for h in hits])
     finally:
         pipeline.close()
     for q, texts in list(zip(queries, rankings, strict=True))[:5]:  # warm-up

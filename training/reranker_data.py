@@ -44,7 +44,7 @@ def ranked_candidates(pipeline, queries: Sequence[str], *, depth: int) -> list[l
     for start in range(0, len(queries), BATCH):
         window = list(queries[start : start + BATCH])
         for q, prep in zip(window, pipeline.prepare_many(window), strict=True):
-            out.append(pipeline.retrieve(q, top_k=depth, gate_mode="deterministic", prepared=prep, split=False, rerank=False).hits)
+            out.append(pipeline.retrieve(q, top_k=depth, gate_mode="deterministic", prepared=prep, question=q, rerank=False).hits)
     return out
 
 
