@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from service.choices import Choice
 from service.generation.modes import AnswerMode
 from service.retrieval.strategies import DEFAULT_STRATEGY, StrategyName
 from service.routing.gate import GateMode
@@ -145,7 +145,7 @@ class DomainsResponse(BaseModel):
 
 
 # --------------------------------------------------------------------------- evaluation
-class MetricGroup(str, Enum):
+class MetricGroup(Choice):
     """Metric groups of an evaluation; what each one computes: :data:`service.evaluation.groups.GROUPS`."""
 
     RETRIEVAL = "retrieval"
@@ -154,9 +154,6 @@ class MetricGroup(str, Enum):
     WIXQA = "wixqa"
     RAGEVAL = "rageval"
     RAGXPLAIN = "ragxplain"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 def _default_metrics() -> list[MetricGroup]:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from service.choices import Choice
 
 
-class AnswerMode(str, Enum):
+class AnswerMode(Choice):
     """What produced an answer (``answer_mode`` in responses)."""
 
     GENERATIVE = "generative"
@@ -13,6 +13,3 @@ class AnswerMode(str, Enum):
     NOT_COVERED = "not_covered"
     RETRIEVAL = "retrieval"
     NONE = "none"
-
-    def __str__(self) -> str:
-        return self.value

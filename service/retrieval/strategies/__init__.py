@@ -20,13 +20,14 @@ from typing import Any
 
 import numpy as np
 
+from service.choices import Choice
 from service.retrieval.strategies import fused, lfs, mkpqa, rfs, uis
 from service.retrieval.strategies.base import Search, Selection, StrategyInput
 from service.retrieval.strategies.lfs import LFS_PROMPT, LLMDomainSelector, describe_domains, parse_yes_no
 from service.routing.gate import GateMode
 
 
-class StrategyName(str, Enum):
+class StrategyName(Choice):
     """A retrieval strategy's name (each one a key of :data:`REGISTRY`)."""
 
     FUSED = "fused"
@@ -34,9 +35,6 @@ class StrategyName(str, Enum):
     UIS = "uis"
     RFS = "rfs"
     LFS = "lfs"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 REGISTRY: dict[StrategyName, Callable[[StrategyInput], Selection]] = {
