@@ -77,9 +77,9 @@ def _record(q: dict[str, Any], position: int, strategy: Strategy, ret: Retrieval
         "metrics": {},
         "outcomes": {},
     }
-    if ret.routing.selector:
-        record["selector"] = {k: v for k, v in ret.routing.selector.items() if k != "errors"}
-        record["selector"]["errors"] = list(ret.routing.selector.get("errors", {}).values())[:3]
+    detail = ret.routing.selector
+    if detail is not None and detail.model_fields_set:
+        record["selector"] = {**detail.model_dump(exclude={"errors"}), "errors": list((detail.errors or {}).values())[:3]}
     return record
 
 
