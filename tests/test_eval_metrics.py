@@ -12,6 +12,8 @@ from service.evaluation.retrieval_metrics import (
     acc_at_top1,
     effective_information_rate,
     mrr,
+    ranking_means,
+    ranking_scores,
     recall_at_k,
     routing_accuracy,
     routing_exact,
@@ -54,6 +56,22 @@ def test_effective_information_rate():
     passages = [("g1", "a b c d"), ("x", "e f"), ("g2", "g h i j")]
     assert effective_information_rate(passages, {"g1", "g2"}) == pytest.approx(8 / 10)
     assert effective_information_rate([("x", "a b")], {"g1"}) == 0.0
+
+
+def test_ranking_scores_name_the_retrieval_metrics_of_one_question():
+    m = ranking_scores(["x", "g1", "g2"], ["g1", "g2"], ["git", "perl"], ["git"], 2)
+    assert m == {"acc_at_top1": 0.0, "recall_at_2": 0.5, "mrr": 0.5, "routing_accuracy": 1.0, "routing_exact": 0.0, "domains_searched": 2.0}
+
+
+def test_ranking_means_against_hand_counts():
+    """The retriever's and the index's training reports: questions without gold are skipped, not scored 0."""
+    m = ranking_means([["a", "b", "c"], ["x", "y", "g"], ["n"], ["q"]], [["a"], ["g", "h"], ["z"], []], ks=(1, 2, 3))
+    assert m["queries"] == 3
+    assert m["acc@1"] == pytest.approx(1 / 3, abs=1e-4)
+    assert m["recall@3"] == pytest.approx((1 + 0.5 + 0) / 3, abs=1e-4)
+    assert m["recall@1"] == pytest.approx(1 / 3, abs=1e-4)
+    assert m["mrr"] == pytest.approx((1 + 1 / 3 + 0) / 3, abs=1e-4)
+    assert list(m) == ["queries", "acc@1", "recall@1", "recall@2", "recall@3", "mrr"]  # the order the reports store
 
 
 # ------------------------------------------------------------------ aggregates

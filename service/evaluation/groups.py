@@ -15,14 +15,7 @@ from typing import Any
 from service.evaluation import answers, rageval, ragxplain, wixqa
 from service.evaluation.judges import Judge, Outcome
 from service.evaluation.mkpqa import faithfulness, relevancy
-from service.evaluation.retrieval_metrics import (
-    acc_at_top1,
-    effective_information_rate,
-    mrr,
-    recall_at_k,
-    routing_accuracy,
-    routing_exact,
-)
+from service.evaluation.retrieval_metrics import effective_information_rate, ranking_scores, recall_at_k
 from service.retrieval.passage import RankedHit
 from service.schemas import MetricGroup
 
@@ -107,13 +100,7 @@ def retrieval_metric_names(top_k: int) -> list[str]:
 
 # --------------------------------------------------------------------------- scoring functions
 def _retrieval(s: Scoring) -> None:
-    m, domains = s.record["metrics"], s.query.get("domains") or []
-    m["acc_at_top1"] = acc_at_top1(s.ranked, s.gold)
-    m[f"recall_at_{s.top_k}"] = recall_at_k(s.ranked, s.gold, s.top_k)
-    m["mrr"] = mrr(s.ranked, s.gold)
-    m["routing_accuracy"] = routing_accuracy(s.active_domains, domains)
-    m["routing_exact"] = routing_exact(s.active_domains, domains)
-    m["domains_searched"] = float(len(s.active_domains))
+    s.record["metrics"].update(ranking_scores(s.ranked, s.gold, s.active_domains, s.query.get("domains") or [], s.top_k))
 
 
 def _rageval_ranking(s: Scoring) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from service.evaluation import answers, ragxplain
 from service.evaluation.groups import judged_metric_names, metric_names, needs_answers
 from service.evaluation.judges import Judge
-from service.evaluation.stats import mean_ci
+from service.evaluation.stats import group_means, mean_ci
 
 Record = dict[str, Any]
 
@@ -36,18 +36,10 @@ def _group_order(names: Iterable[str]) -> list[str]:
 
 def _means(by_group: dict[str, list[Record]], names: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """(means, 95% intervals, counts) of each metric in each group of one strategy's records."""
-    results: dict[str, Any] = {}
-    ci95: dict[str, Any] = {}
-    counts: dict[str, Any] = {}
-    for g in _group_order(by_group):
-        rs = by_group[g]
-        results[g], ci95[g] = {}, {}
-        counts[g] = {"questions": len(rs)}
-        for m in names:
-            agg = mean_ci([r["metrics"].get(m) for r in rs])
-            results[g][m] = None if agg["mean"] is None else round(agg["mean"], 6)
-            ci95[g][m] = [None if v is None else round(v, 6) for v in agg["ci95"]]
-            counts[g][m] = agg["n"]
+    aggs = group_means({g: [r["metrics"] for r in by_group[g]] for g in _group_order(by_group)}, names, digits=6)
+    results = {g: {m: a["mean"] for m, a in per.items()} for g, per in aggs.items()}
+    ci95 = {g: {m: a["ci95"] for m, a in per.items()} for g, per in aggs.items()}
+    counts = {g: {"questions": len(by_group[g]), **{m: a["n"] for m, a in per.items()}} for g, per in aggs.items()}
     return results, ci95, counts
 
 
