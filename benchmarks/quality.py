@@ -35,8 +35,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from service.config import get_settings  # noqa: E402
-from service.evaluation.retrieval_metrics import acc_at_top1, mrr, recall_at_k, routing_accuracy  # noqa: E402
-from service.evaluation.stats import mean_ci  # noqa: E402
+from service.evaluation.retrieval_metrics import ranking_scores  # noqa: E402
+from service.evaluation.stats import group_means  # noqa: E402
 from service.queries import LabelledQuery, load_queries  # noqa: E402
 from service.retrieval.federated import search_domains  # noqa: E402
 from service.routing.router import HeadRouter  # noqa: E402
@@ -53,14 +53,8 @@ def score(pipeline, q: LabelledQuery, prepared, strategy: str, top_k: int) -> di
         ret = pipeline.retrieve(q.query, top_k=top_k, prepared=prepared, domains=[d for d in q.domains if d in pipeline.domains], rerank=rerank)
     else:
         ret = pipeline.retrieve(q.query, top_k=top_k, gate_mode="deterministic", strategy=name, prepared=prepared, rerank=rerank)
-    ranked = [h.passage.doc_id for h in ret.hits]
-    return {
-        "acc_at_top1": acc_at_top1(ranked, q.gold_doc_ids),
-        f"recall_at_{top_k}": recall_at_k(ranked, q.gold_doc_ids, top_k),
-        "mrr": mrr(ranked, q.gold_doc_ids),
-        "routing_accuracy": routing_accuracy(ret.routing.active_domains, q.domains),
-        "domains_searched": float(len(ret.routing.active_domains)),
-    }
+    scores = ranking_scores([h.passage.doc_id for h in ret.hits], q.gold_doc_ids, ret.routing.active_domains, q.domains, top_k)
+    return {n: scores[n] for n in metric_names(top_k)}
 
 
 def refit(pipeline, fit_qs: list[LabelledQuery], fit_preps: list, oos_vecs: np.ndarray, top_k: int) -> dict:  # noqa: ANN001
@@ -123,6 +117,11 @@ def refit_rerank(pipeline, fit_qs: list[LabelledQuery]) -> dict:  # noqa: ANN001
     return {"rerank_weight": fit.weight, "rerank_depth": fit.depth}
 
 
+def metric_names(top_k: int) -> list[str]:
+    """The metrics this benchmark reports (evaluation's retrieval group but routing_exact), in table order."""
+    return ["acc_at_top1", f"recall_at_{top_k}", "mrr", "routing_accuracy", "domains_searched"]
+
+
 def groups(q: LabelledQuery) -> list[str]:
     return ["all", "cross" if q.is_cross else "single"] + [f"domain:{d}" for d in q.domains]
 
@@ -133,19 +132,12 @@ def summarize(records: list[tuple[str, LabelledQuery, dict]], strategies: list[s
     for s, q, m in records:
         for g in groups(q):
             by[s][g].append(m)
-    names = ["acc_at_top1", f"recall_at_{top_k}", "mrr", "routing_accuracy", "domains_searched"]
+    names = metric_names(top_k)
     out: dict = {}
     for s in strategies:
-        out[s] = {}
         order = [g for g in ("all", "single", "cross") if g in by[s]] + sorted(g for g in by[s] if g.startswith("domain:"))
-        for g in order:
-            out[s][g] = {"n": len(by[s][g])}
-            for n in names:
-                agg = mean_ci([m[n] for m in by[s][g]])
-                out[s][g][n] = {
-                    "mean": None if agg["mean"] is None else round(agg["mean"], 4),
-                    "ci95": [None if v is None else round(v, 4) for v in agg["ci95"]],
-                }
+        aggs = group_means({g: by[s][g] for g in order}, names, digits=4)
+        out[s] = {g: {"n": len(by[s][g]), **{n: {"mean": a["mean"], "ci95": a["ci95"]} for n, a in aggs[g].items()}} for g in order}
     return out
 
 

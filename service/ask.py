@@ -94,11 +94,10 @@ def response(
 
 def selection_error(routing: Routing) -> str | None:
     """Why the strategy could not select as it should: lfs with no LLM (or no vote answered), else None."""
-    selector = routing.selector or {}
-    votes = selector.get("votes")
-    if not votes or any(v is not None for v in votes.values()):
+    detail = routing.selector
+    if detail is None or not detail.votes or any(v is not None for v in detail.votes.values()):
         return None
-    reasons = sorted({str(e) for e in (selector.get("errors") or {}).values() if e})
+    reasons = sorted({str(e) for e in (detail.errors or {}).values() if e})
     return f"lfs could not ask an LLM ({'; '.join(reasons) or 'no vote'}): the router's top product was searched"
 
 

@@ -31,7 +31,7 @@ from service.retrieval.questions import joint_retrieval, questions
 from service.retrieval.results import Prepared, Retrieval
 from service.retrieval.store import Store, StoreUnavailable
 from service.retrieval.strategies import DEFAULT_STRATEGY, LLMDomainSelector, Selection, StrategyName, describe_domains, select
-from service.retrieval.strategies.base import Search
+from service.retrieval.strategies.base import Search, StrategyDetail
 from service.routing.gate import GateMode
 from service.routing.router import Router, UniformRouter
 from service.schemas import AskRequest, Routing
@@ -332,7 +332,7 @@ class Pipeline:
             mode=mode if strategy.value == "mkpqa" and not given else "deterministic",
             router=self.router.version or "uniform",
             strategy=strategy,
-            selector=selection.detail or None,
+            selector=selection.detail,
             given=given,
         )
 
@@ -342,7 +342,8 @@ class Pipeline:
         if unknown:
             raise RequestError("domains", f"unknown domain(s) {unknown}; this index has {list(probs)}")
         chosen = list(dict.fromkeys(domains))
-        return Selection("given", chosen, {d: 1.0 for d in chosen}, 0.0, {d: 1.0 if d in chosen else 0.0 for d in probs}, detail={"given": chosen})
+        activation = {d: 1.0 if d in chosen else 0.0 for d in probs}
+        return Selection("given", chosen, {d: 1.0 for d in chosen}, 0.0, activation, detail=StrategyDetail(given=chosen))
 
     # ---------------------------------------------------------------- answer
     def answer_retrieval(self, ret: Retrieval, *, generate: bool = True, context_passages: int | None = None) -> Answer:

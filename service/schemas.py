@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from service.choices import Choice
 from service.generation.modes import AnswerMode
 from service.retrieval.strategies import DEFAULT_STRATEGY, StrategyName
+from service.retrieval.strategies.base import StrategyDetail
 from service.routing.gate import GateMode
 
 Strategy = StrategyName
@@ -82,7 +83,7 @@ class Routing(BaseModel):
         description="The API key's products: only they were routed among (probabilities of them alone, the gate "
         "normalised over them) and searched. null: every product.",
     )
-    selector: dict | None = Field(
+    selector: StrategyDetail | None = Field(
         default=None,
         description="The strategy's details: lfs: the LLM's vote per domain, failed calls and their errors; fused: the fused q per "
         "domain and why every domain was searched; a message asking several questions: each question's own routing under 'questions'.",

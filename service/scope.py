@@ -7,7 +7,7 @@ rescaling: the gate (its entropy and threshold) and the strategies normalise ove
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Protocol, TypeVar
 
 
 class ScopeError(ValueError):
@@ -44,9 +44,18 @@ def visible(job_scope: list[str] | None, allowed: frozenset[str] | None) -> bool
     return allowed is None or (job_scope is not None and set(job_scope) <= allowed)
 
 
-def labelled_within(queries: list[dict[str, Any]], allowed: frozenset[str] | None) -> list[dict[str, Any]]:
+class Labelled(Protocol):
+    """A labelled question: the products it belongs to."""
+
+    domains: list[str]
+
+
+L = TypeVar("L", bound=Labelled)
+
+
+def labelled_within(queries: list[L], allowed: frozenset[str] | None) -> list[L]:
     """The labelled questions of a server-side dataset a caller may evaluate: those whose products (``domains``)
     are all ``allowed`` (questions of no product stay); the others' texts and labels would name other products."""
     if allowed is None:
         return queries
-    return [q for q in queries if set(q.get("domains") or []) <= allowed]
+    return [q for q in queries if set(q.domains) <= allowed]

@@ -14,26 +14,27 @@ from service.evaluation.runner import create_job, run_job
 from service.evaluation.wixqa import lexical
 from service.generation.openai_llm import OpenAILLM
 from service.pipeline import Pipeline
+from service.schemas import EvalQuery, EvalSpec
 from tests.conftest import make_settings
 from tests.scripted_llm import ScriptedServer
 
 IN_SCOPE = [
-    {
-        "qid": "q1",
-        "query": "How do I import contacts from a spreadsheet?",
-        "domains": ["orbit"],
-        "gold_doc_ids": ["orbit/import-export#002"],
-        "answer": "Go to Contacts > Import, choose Contacts, upload your CSV or XLSX file and map the columns.",
-    },
-    {
-        "qid": "q2",
-        "query": "How is the CSAT score calculated?",
-        "domains": ["relay"],
-        "gold_doc_ids": ["x"],
-        "answer": "The satisfaction score is the percentage of Good ratings out of all ratings in the period.",
-    },
+    EvalQuery(
+        qid="q1",
+        query="How do I import contacts from a spreadsheet?",
+        domains=["orbit"],
+        gold_doc_ids=["orbit/import-export#002"],
+        answer="Go to Contacts > Import, choose Contacts, upload your CSV or XLSX file and map the columns.",
+    ),
+    EvalQuery(
+        qid="q2",
+        query="How is the CSAT score calculated?",
+        domains=["relay"],
+        gold_doc_ids=["x"],
+        answer="The satisfaction score is the percentage of Good ratings out of all ratings in the period.",
+    ),
 ]
-OOS = [{"qid": "o1", "query": "What is the meaning of life?", "domains": [], "gold_doc_ids": [], "kind": "oos", "answer": "42."}]
+OOS = [EvalQuery(qid="o1", query="What is the meaning of life?", domains=[], gold_doc_ids=[], kind="oos", answer="42.")]
 
 
 def test_scores_count_missing_and_refused_answers_as_failures():
@@ -53,7 +54,7 @@ def test_scores_count_missing_and_refused_answers_as_failures():
 
 def test_answers_group_reports_per_strategy_and_answer_mode(demo_pipeline, tmp_path):
     store = JobStore(tmp_path / "jobs.sqlite")
-    spec = {"strategies": ["mkpqa", "uis"], "metrics": ["retrieval", "answers"], "top_k": 5, "gate": "deterministic", "seed": None}
+    spec = EvalSpec.model_validate({"strategies": ["mkpqa", "uis"], "metrics": ["retrieval", "answers"], "top_k": 5})
     job = create_job(store, spec, IN_SCOPE + OOS, "hand")
     summary = run_job(demo_pipeline, None, store, job)  # no judge needed
     for s in ("mkpqa", "uis"):
@@ -92,7 +93,7 @@ def test_a_missing_answer_scores_zero_and_is_not_a_judge_failure(demo_pipeline, 
     )
     try:
         store = JobStore(tmp_path / "jobs.sqlite")
-        spec = {"strategies": ["mkpqa"], "metrics": ["answer", "answers"], "top_k": 5, "gate": "deterministic", "seed": None}
+        spec = EvalSpec.model_validate({"strategies": ["mkpqa"], "metrics": ["answer", "answers"], "top_k": 5})
         job = create_job(store, spec, IN_SCOPE[:1], "hand")
         summary = run_job(pipeline, Judge(server.llm("judge"), retries=0, concurrency=1), store, job)
     finally:

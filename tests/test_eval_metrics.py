@@ -12,13 +12,18 @@ from service.evaluation.retrieval_metrics import (
     acc_at_top1,
     effective_information_rate,
     mrr,
+    ranking_means,
+    ranking_scores,
     recall_at_k,
     routing_accuracy,
     routing_exact,
 )
 from service.evaluation.runner import plan, summarize
+from service.evaluation.spec import JobQuestion
 from service.evaluation.stats import mean_ci
 from service.evaluation.wixqa import bleu, context_recall_score, lexical, reference_sentences, rouge, token_f1
+from service.retrieval.strategies import StrategyName
+from service.schemas import EvalSpec, MetricGroup
 
 
 # ------------------------------------------------------------------ retrieval
@@ -54,6 +59,22 @@ def test_effective_information_rate():
     passages = [("g1", "a b c d"), ("x", "e f"), ("g2", "g h i j")]
     assert effective_information_rate(passages, {"g1", "g2"}) == pytest.approx(8 / 10)
     assert effective_information_rate([("x", "a b")], {"g1"}) == 0.0
+
+
+def test_ranking_scores_name_the_retrieval_metrics_of_one_question():
+    m = ranking_scores(["x", "g1", "g2"], ["g1", "g2"], ["git", "perl"], ["git"], 2)
+    assert m == {"acc_at_top1": 0.0, "recall_at_2": 0.5, "mrr": 0.5, "routing_accuracy": 1.0, "routing_exact": 0.0, "domains_searched": 2.0}
+
+
+def test_ranking_means_against_hand_counts():
+    """The retriever's and the index's training reports: questions without gold are skipped, not scored 0."""
+    m = ranking_means([["a", "b", "c"], ["x", "y", "g"], ["n"], ["q"]], [["a"], ["g", "h"], ["z"], []], ks=(1, 2, 3))
+    assert m["queries"] == 3
+    assert m["acc@1"] == pytest.approx(1 / 3, abs=1e-4)
+    assert m["recall@3"] == pytest.approx((1 + 0.5 + 0) / 3, abs=1e-4)
+    assert m["recall@1"] == pytest.approx(1 / 3, abs=1e-4)
+    assert m["mrr"] == pytest.approx((1 + 1 / 3 + 0) / 3, abs=1e-4)
+    assert list(m) == ["queries", "acc@1", "recall@1", "recall@2", "recall@3", "mrr"]  # the order the reports store
 
 
 # ------------------------------------------------------------------ aggregates
@@ -170,9 +191,14 @@ def _rec(qid, strategy, domains, acc, rel=None, rel_kind=None):
     }
 
 
+def _questions(*labels: dict) -> list[JobQuestion]:
+    """Questions of a job from their labels (the text is the qid)."""
+    return [JobQuestion(query=q["qid"], **q) for q in labels]
+
+
 def test_summary_groups_means_and_failures():
-    spec = {"strategies": ["mkpqa"], "metrics": ["retrieval", "answer"], "top_k": 5, "gate": "deterministic", "seed": None}
-    queries = [{"qid": "a", "domains": ["git"]}, {"qid": "b", "domains": ["git"]}, {"qid": "c", "domains": ["git", "perl"]}]
+    spec = EvalSpec.model_validate({"strategies": ["mkpqa"], "metrics": ["retrieval", "answer"], "top_k": 5, "gate": "deterministic", "seed": None})
+    queries = _questions({"qid": "a", "domains": ["git"]}, {"qid": "b", "domains": ["git"]}, {"qid": "c", "domains": ["git", "perl"]})
     records = [
         _rec("a", "mkpqa", ["git"], 1.0, 8.0),
         _rec("b", "mkpqa", ["git"], 0.0, None, "parse"),  # a judge parse failure: counted, not scored 0
@@ -192,21 +218,21 @@ def test_summary_groups_means_and_failures():
 
 
 def test_dry_run_counts_llm_calls():
-    spec = {"strategies": ["mkpqa", "lfs"], "metrics": ["retrieval", "answer", "rageval"], "top_k": 5}
+    spec = EvalSpec.model_validate({"strategies": ["mkpqa", "lfs"], "metrics": ["retrieval", "answer", "rageval"], "top_k": 5})
     p = plan(spec, n_questions=3, n_domains=4, retries=2)
     # per question and strategy: 1 generation + 1 relevancy + 2 faithfulness + 1 rageval labels = 5, x 3 x 2 = 30;
     # lfs: 4 domains x 3 questions = 12; key points once per question = 3
     assert p["llm_calls"] == {"generation": 6, "relevancy": 6, "faithfulness": 12, "rageval_labels": 6, "lfs_selection": 12, "rageval_key_points": 3}
     assert p["total_llm_calls"] == 45 and p["judge_calls"] == 27
     assert p["max_llm_calls_with_retries"] == 18 + 27 * 3
-    assert plan({"strategies": ["uis"], "metrics": ["retrieval"]}, 10, 6, 2)["total_llm_calls"] == 0
+    assert plan(EvalSpec(strategies=[StrategyName.UIS], metrics=[MetricGroup.RETRIEVAL]), 10, 6, 2)["total_llm_calls"] == 0
 
 
 def test_report_is_self_contained_html_with_charts_and_failures():
     from service.evaluation.report import render
 
-    spec = {"strategies": ["mkpqa", "uis"], "metrics": ["retrieval", "answer"], "top_k": 5, "gate": "deterministic", "seed": None}
-    queries = [{"qid": "a", "domains": ["git"]}, {"qid": "c", "domains": ["git", "perl"]}]
+    spec = EvalSpec.model_validate({"strategies": ["mkpqa", "uis"], "metrics": ["retrieval", "answer"], "top_k": 5})
+    queries = _questions({"qid": "a", "domains": ["git"]}, {"qid": "c", "domains": ["git", "perl"]})
     records = [
         {**_rec("a", s, ["git"], acc, None, "parse"), "ranking": [{"doc_id": "x"}], "answer": "<b>raw</b> answer", "answer_mode": "generative"}
         for s, acc in (("mkpqa", 1.0), ("uis", 0.0))
@@ -224,8 +250,8 @@ def test_report_names_lfs_votes_only_where_there_are_votes():
     """A fused record's selector (questions, fallback) has no votes: its line must not end in "lfs votes None"."""
     from service.evaluation.report import render
 
-    spec = {"strategies": ["fused", "lfs"], "metrics": ["retrieval"], "top_k": 5, "gate": "deterministic", "seed": None}
-    queries = [{"qid": "a", "domains": ["git"]}]
+    spec = EvalSpec.model_validate({"strategies": ["fused", "lfs"], "metrics": ["retrieval"], "top_k": 5, "gate": "deterministic", "seed": None})
+    queries = _questions({"qid": "a", "domains": ["git"]})
     records = [
         {**_rec("a", "fused", ["git"], 0.0), "ranking": [{"doc_id": "x"}], "selector": {"questions": ["a"], "fallback": False}},
         {**_rec("a", "lfs", ["git"], 0.0), "ranking": [{"doc_id": "x"}], "selector": {"votes": {"git": True}, "failures": 0}},
@@ -239,8 +265,8 @@ def test_the_demo_datasets_report_says_its_figures_are_in_sample():
     """The demo's home was fitted on the demo's questions: its evaluation says so (another dataset's does not)."""
     from service.evaluation.report import render
 
-    spec = {"strategies": ["uis"], "metrics": ["retrieval"], "top_k": 5, "gate": "deterministic", "seed": None}
+    spec = EvalSpec.model_validate({"strategies": ["uis"], "metrics": ["retrieval"], "top_k": 5, "gate": "deterministic", "seed": None})
     records = [{**_rec("a", "uis", ["git"], 1.0), "ranking": [{"doc_id": "x"}]}]
-    demo = summarize(spec, [{"qid": "a", "domains": ["git"]}], records, dataset="demo")
+    demo = summarize(spec, _questions({"qid": "a", "domains": ["git"]}), records, dataset="demo")
     assert any(n.startswith("in-sample") for n in demo["notes"]) and "in-sample" in render(demo, records)
-    assert not any("in-sample" in n for n in summarize(spec, [{"qid": "a", "domains": ["git"]}], records, dataset="hand")["notes"])
+    assert not any("in-sample" in n for n in summarize(spec, _questions({"qid": "a", "domains": ["git"]}), records, dataset="hand")["notes"])

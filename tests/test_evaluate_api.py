@@ -18,10 +18,14 @@ from service.demo import QUERIES
 from service.evaluation.jobs import JobStore
 from service.evaluation.runner import create_job, load_dataset, run_job
 from service.pipeline import Pipeline
+from service.retrieval.strategies import StrategyName
+from service.schemas import EvalSpec, MetricGroup
 from tests.utils import free_port, make_settings
 
 LIMIT = 60
-SPEC = {"strategies": ["mkpqa", "uis", "rfs"], "metrics": ["retrieval"], "top_k": 5, "gate": "deterministic", "seed": None}
+SPEC = EvalSpec(
+    strategies=[StrategyName.MKPQA, StrategyName.UIS, StrategyName.RFS], metrics=[MetricGroup.RETRIEVAL], top_k=5, gate="deterministic", seed=None
+)
 
 
 def _mini() -> list[dict]:
@@ -122,7 +126,7 @@ def test_job_survives_a_restart_and_matches_the_in_process_run(demo_pipeline, tm
     """The first service stops while question BLOCK_AT is in flight, held there (no timing involved): exactly the
     questions before it and the one in flight are stored; a second service resumes the job to the same numbers."""
     ref_summary, ref_records = reference
-    mini, strategies = _mini(), SPEC["strategies"]
+    mini, strategies = _mini(), SPEC.strategies
     block_at = 7
     assert [q["query"] for q in mini].count(mini[block_at]["query"]) == 1
     hold = _Hold(mini[block_at]["query"])
@@ -130,7 +134,7 @@ def test_job_survives_a_restart_and_matches_the_in_process_run(demo_pipeline, tm
     _put_mini(home)
     app1 = create_app(make_settings(home), _state(demo_pipeline, home, hold.pipeline_class()))
     with TestClient(app1) as c:
-        r = c.post("/evaluate", json={"dataset": "mini", **{k: SPEC[k] for k in ("strategies", "metrics")}})
+        r = c.post("/evaluate", json={"dataset": "mini", **SPEC.model_dump(include={"strategies", "metrics"})})
         assert r.status_code == 202, r.text
         job_id, total = r.json()["id"], r.json()["progress"]["total"]
         assert r.json()["status"] in ("queued", "running") and total == len(ref_records)
@@ -278,7 +282,7 @@ def test_kill_9_mid_job_then_restart_resumes(demo_home, reference, tmp_path):
     for name in ("FEDQA_API_KEYS", "FEDQA_JOBS_DB", "FEDQA_JUDGE_BASE_URL"):
         env.pop(name, None)
     url = f"http://127.0.0.1:{port}"
-    strategies = SPEC["strategies"]
+    strategies = SPEC.strategies
 
     def serve() -> subprocess.Popen:
         proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -3,7 +3,6 @@ a resumed job equal to an uninterrupted one."""
 
 from __future__ import annotations
 
-import json
 import socket
 import sqlite3
 import threading
@@ -15,14 +14,17 @@ from service.demo import QUERIES
 from service.evaluation import jobs as jobs_module
 from service.evaluation.jobs import JobStore
 from service.evaluation.runner import EvaluationError, create_job, pinned_versions, run_job
+from service.evaluation.spec import JobQuestion, JobSpec
 from service.evaluation.worker import EvalWorker
 from service.pipeline import Pipeline
+from service.retrieval.strategies import StrategyName
+from service.schemas import EvalQuery, EvalSpec, MetricGroup
 
-SPEC = {"strategies": ["mkpqa", "uis"], "metrics": ["retrieval"], "top_k": 5, "gate": "stochastic", "seed": 11}
+SPEC = EvalSpec(strategies=[StrategyName.MKPQA, StrategyName.UIS], metrics=[MetricGroup.RETRIEVAL], top_k=5, gate="stochastic", seed=11)
 
 
-def _questions(n: int = 40) -> list[dict]:
-    qs = [json.loads(line) for line in QUERIES.read_text(encoding="utf-8").splitlines() if line.strip()]
+def _questions(n: int = 40) -> list[EvalQuery]:
+    qs = [EvalQuery.model_validate_json(line) for line in QUERIES.read_text(encoding="utf-8").splitlines() if line.strip()]
     return qs[:: max(1, len(qs) // n)][:n]
 
 
@@ -59,7 +61,7 @@ def test_resumed_job_equals_the_uninterrupted_one_for_the_same_seed(demo_pipelin
     assert resumed["results"] == reference["results"] and resumed["ci95"] == reference["ci95"]
     # The seed is used: the stochastic gate drew differently for some question than the deterministic one would.
     searched = [r["active_domains"] for r in store.results(whole) if r["strategy"] == "mkpqa"]
-    other = create_job(store, {**SPEC, "seed": 12}, qs, "demo")
+    other = create_job(store, SPEC.model_copy(update={"seed": 12}), qs, "demo")
     run_job(demo_pipeline, None, store, other)
     assert searched != [r["active_domains"] for r in store.results(other) if r["strategy"] == "mkpqa"]
 
@@ -95,7 +97,7 @@ def test_a_resume_with_other_versions_is_refused_or_restarted(demo_pipeline, tmp
 def test_a_slow_question_keeps_its_claim_through_the_heartbeat_thread(tmp_path, monkeypatch):
     monkeypatch.setattr(jobs_module, "STALE_S", 1.0)
     store = JobStore(tmp_path / "jobs.sqlite")
-    job = store.create({"strategies": ["uis"]}, [{"qid": "q1", "query": "slow"}])
+    job = store.create(JobSpec(strategies=[StrategyName.UIS]), [JobQuestion(qid="q1", query="slow")])
     started, finish = threading.Event(), threading.Event()
 
     def slow(job_id, should_stop) -> None:  # noqa: ANN001 - one judged question far slower than STALE_S
@@ -119,14 +121,14 @@ def test_a_slow_question_keeps_its_claim_through_the_heartbeat_thread(tmp_path, 
 def test_claims_know_their_host(tmp_path, monkeypatch):
     monkeypatch.setattr(jobs_module, "STALE_S", 1.0)
     store = JobStore(tmp_path / "jobs.sqlite")
-    job = store.create({"strategies": ["uis"]}, [{"qid": "q1", "query": "q"}])
+    job = store.create(JobSpec(strategies=[StrategyName.UIS]), [JobQuestion(qid="q1", query="q")])
     # A worker on another host: its pid means nothing here, only its heartbeat tells whether it lives.
     assert store.claim(job, "other-host:999999:abc")
     assert not store.claim(job, jobs_module.owner_id())
     time.sleep(1.2)
     assert store.claim(job, jobs_module.owner_id())  # its heartbeat went stale
     # On this host a dead process frees the claim at once, though its heartbeat is fresh.
-    job2 = store.create({"strategies": ["uis"]}, [{"qid": "q1", "query": "q"}])
+    job2 = store.create(JobSpec(strategies=[StrategyName.UIS]), [JobQuestion(qid="q1", query="q")])
     assert store.claim(job2, f"{socket.gethostname()}:999999:dead")
     assert store.claim(job2, jobs_module.owner_id())
     assert jobs_module.owner_id().startswith(socket.gethostname() + ":")
@@ -150,7 +152,7 @@ def _looping(started: threading.Event, stopped: threading.Event):  # noqa: ANN20
 def test_a_cancel_received_by_another_process_stops_the_job(tmp_path):
     """Two replicas share the jobs database: the one that receives DELETE is not the one running the job."""
     store = JobStore(tmp_path / "jobs.sqlite")
-    job = store.create({"strategies": ["uis"]}, [{"qid": "q1", "query": "q"}])
+    job = store.create(JobSpec(strategies=[StrategyName.UIS]), [JobQuestion(qid="q1", query="q")])
     started, stopped = threading.Event(), threading.Event()
     running = EvalWorker(store, _looping(started, stopped))
     other = EvalWorker(JobStore(tmp_path / "jobs.sqlite"), lambda job_id, should_stop: None)  # never runs anything
@@ -166,7 +168,7 @@ def test_a_cancel_received_by_another_process_stops_the_job(tmp_path):
 
 def test_a_worker_that_lost_its_claim_stops_and_leaves_the_job_to_the_new_owner(tmp_path):
     store = JobStore(tmp_path / "jobs.sqlite")
-    job = store.create({"strategies": ["uis"]}, [{"qid": "q1", "query": "q"}])
+    job = store.create(JobSpec(strategies=[StrategyName.UIS]), [JobQuestion(qid="q1", query="q")])
     started, stopped = threading.Event(), threading.Event()
     worker = EvalWorker(store, _looping(started, stopped))
     worker.start()
@@ -216,7 +218,7 @@ def test_a_locked_database_does_not_end_the_worker_thread(tmp_path, monkeypatch)
         while store.failures and time.monotonic() - t0 < 30:
             time.sleep(0.02)
         assert store.failures == 0
-        job = store.create({"strategies": ["uis"]}, [{"qid": "q1", "query": "q"}])
+        job = store.create(JobSpec(strategies=[StrategyName.UIS]), [JobQuestion(qid="q1", query="q")])
         worker.wake()
         assert ran.wait(30), "the worker thread died on the locked database"
         assert worker.running
@@ -229,7 +231,7 @@ def test_unfinished_jobs_are_capped_per_client_and_finished_ones_purged(tmp_path
     from service.evaluation.jobs import TooManyJobs
 
     store = JobStore(tmp_path / "jobs.sqlite")
-    spec, qs = {"strategies": ["uis"]}, [{"qid": "q1", "query": "q"}]
+    spec, qs = JobSpec(strategies=[StrategyName.UIS]), [JobQuestion(qid="q1", query="q")]
     first = store.create(spec, qs, client="key:a", max_unfinished=2)
     store.create(spec, qs, client="key:a", max_unfinished=2)
     with pytest.raises(TooManyJobs):
@@ -243,3 +245,17 @@ def test_unfinished_jobs_are_capped_per_client_and_finished_ones_purged(tmp_path
     assert store.purge(time.time() + 1) == 1  # the finished one only; unfinished jobs are never purged
     assert store.get(first) is None and store.results(first) == [] and store.cache_get(first, "k") is None
     assert store.get(third)["status"] == "queued" and len(store.unfinished()) == 3
+
+
+def test_a_jobs_spec_and_questions_come_back_typed_from_the_store(tmp_path):
+    """The store keeps the spec and questions as JSON; they come back as JobSpec and JobQuestion, ``scope`` written
+    only for a job of some products (an unscoped job's view has none, as before)."""
+    store = JobStore(tmp_path / "jobs.sqlite")
+    scoped = JobSpec(strategies=[StrategyName.UIS], scope=["orbit"], dataset="demo", seed=3)
+    qs = [JobQuestion(qid="q1", query="q", domains=["orbit"], gold_doc_ids=["orbit/a#0"], answer="a")]
+    job = store.create(scoped, qs)
+    assert store.spec(job) == scoped and store.queries(job) == qs
+    assert store.get(job)["spec"] == {**scoped.view(), "dataset": "demo"} and scoped.view()["scope"] == ["orbit"]
+    whole = store.create(JobSpec(strategies=[StrategyName.UIS]), qs)
+    assert "scope" not in store.get(whole)["spec"] and store.spec(whole).scope is None  # type: ignore[union-attr]
+    assert store.spec("no-such-job") is None

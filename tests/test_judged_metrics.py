@@ -16,15 +16,17 @@ from service.evaluation.judges import Judge
 from service.evaluation.runner import create_job, run_job
 from service.evaluation.wixqa import reference_sentences
 from service.pipeline import Pipeline
+from service.retrieval.strategies import StrategyName
+from service.schemas import EvalQuery, EvalSpec, MetricGroup
 from tests.scripted_llm import ScriptedServer
 
-SPEC = {
-    "strategies": ["mkpqa", "uis"],
-    "metrics": ["retrieval", "answer", "wixqa", "rageval", "ragxplain"],
-    "top_k": 3,
-    "gate": "deterministic",
-    "seed": None,
-}
+SPEC = EvalSpec(
+    strategies=[StrategyName.MKPQA, StrategyName.UIS],
+    metrics=[MetricGroup.RETRIEVAL, MetricGroup.ANSWER, MetricGroup.WIXQA, MetricGroup.RAGEVAL, MetricGroup.RAGXPLAIN],
+    top_k=3,
+    gate="deterministic",
+    seed=None,
+)
 RX = {"Context relevancy": 9, "Context adherence": 8, "Answer relevancy": 7, "Context recall": 6, "Factuality": 5, "Grading note": 4}
 INSIGHTS = {"insights": ["retrieval misses"], "actions": [{"priority": 1, "metric": "rx_factuality", "action": "fix facts"}]}
 
@@ -54,11 +56,11 @@ def reply(prompt: str) -> str:
     return "Answer from the sources [1]."  # the answer itself
 
 
-def _questions() -> list[dict]:
-    qs = [json.loads(line) for line in QUERIES.read_text(encoding="utf-8").splitlines() if line.strip()]
+def _questions() -> list[EvalQuery]:
+    qs = [EvalQuery.model_validate_json(line) for line in QUERIES.read_text(encoding="utf-8").splitlines() if line.strip()]
     picked = qs[::45][:4]
     # One question without a reference answer (a grading note only).
-    picked.append({**qs[7], "qid": "no-ref", "answer": None, "grading_note": "Must name the settings page."})
+    picked.append(qs[7].model_copy(update={"qid": "no-ref", "answer": None, "grading_note": "Must name the settings page."}))
     return picked
 
 
@@ -91,15 +93,15 @@ def judged(demo_pipeline):
 
 def test_every_judged_group_end_to_end_against_a_scripted_judge(demo_pipeline, judged, tmp_path):
     qs = _questions()
-    with_ref = [q for q in qs if q.get("answer")]
+    with_ref = [q for q in qs if q.answer]
     judge, server, pipeline = judged()
     store = JobStore(tmp_path / "jobs.sqlite")
     job = create_job(store, SPEC, qs, "hand")
     summary = run_job(pipeline, judge, store, job)
-    for s in SPEC["strategies"]:
+    for s in SPEC.strategies:
         got = summary["results"][s]["all"]
         assert got["relevancy"] == 8.0 and got["faithfulness"] == 0.5
-        recall = [1 / len(reference_sentences(q["answer"])) for q in with_ref]
+        recall = [1 / len(reference_sentences(q.answer or "")) for q in with_ref]
         assert got["context_recall"] == pytest.approx(sum(recall) / len(recall), abs=1e-6)
         assert got["factuality"] == 1.0
         assert got["completeness"] == got["hallucination"] == got["irrelevance"] == pytest.approx(1 / 3, abs=1e-6)
@@ -128,12 +130,12 @@ def test_every_judged_group_end_to_end_against_a_scripted_judge(demo_pipeline, j
     assert all(r["metrics"]["rx_grading_note"] == 0.4 and r["metrics"]["rx_factuality"] is None for r in no_ref)
     # Key points are extracted once per question and shared by the strategies; insights once per strategy.
     assert server.count("Extract the key points") == len(with_ref)
-    assert server.count("You analyse the evaluation") == len(SPEC["strategies"])
+    assert server.count("You analyse the evaluation") == len(SPEC.strategies)
 
 
 def test_the_judge_cache_carries_over_a_stop_and_resume(demo_pipeline, judged, tmp_path):
     qs = _questions()
-    with_ref = [q for q in qs if q.get("answer")]
+    with_ref = [q for q in qs if q.answer]
     store = JobStore(tmp_path / "jobs.sqlite")
     judge, whole_server, pipeline = judged()
     whole = run_job(pipeline, judge, store, create_job(store, SPEC, qs, "hand"))

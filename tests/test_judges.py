@@ -12,6 +12,8 @@ from service.evaluation.judges import Judge
 from service.evaluation.mkpqa import faithfulness, relevancy
 from service.evaluation.runner import create_job, run_job
 from service.generation.openai_llm import OpenAILLM
+from service.retrieval.strategies import StrategyName
+from service.schemas import EvalQuery, EvalSpec, MetricGroup
 from tests.scripted_llm import ScriptedServer
 from tests.utils import free_port, pipeline_with
 
@@ -89,10 +91,10 @@ def test_job_counts_judge_failures_in_its_summary(demo_pipeline, scripted, tmp_p
     pipeline = pipeline_with(demo_pipeline, llm=server.llm("gen"), settings=demo_pipeline.settings.model_copy(update={"min_grounding": 0.0}))
     store = JobStore(tmp_path / "jobs.sqlite")
     queries = [
-        {"qid": "q1", "query": "How do I import contacts from a spreadsheet?", "domains": ["orbit"], "gold_doc_ids": ["orbit/import-export#002"]},
-        {"qid": "q2", "query": "How long do sessions last?", "domains": ["beacon"], "gold_doc_ids": ["x"]},
+        EvalQuery(qid="q1", query="How do I import contacts from a spreadsheet?", domains=["orbit"], gold_doc_ids=["orbit/import-export#002"]),
+        EvalQuery(qid="q2", query="How long do sessions last?", domains=["beacon"], gold_doc_ids=["x"]),
     ]
-    spec = {"strategies": ["mkpqa"], "metrics": ["retrieval", "answer"], "top_k": 5, "gate": "deterministic", "seed": None}
+    spec = EvalSpec(strategies=[StrategyName.MKPQA], metrics=[MetricGroup.RETRIEVAL, MetricGroup.ANSWER], top_k=5, gate="deterministic", seed=None)
     job = create_job(store, spec, queries, "hand")
     summary = run_job(pipeline, Judge(server.llm("judge-model"), retries=1, concurrency=1), store, job)
     assert summary["results"]["mkpqa"]["all"]["relevancy"] == 9.0

@@ -45,15 +45,16 @@ def test_default_strategy_retrieves_each_question_of_a_message(demo_pipeline):
     assert [h.passage.doc_id for h in joint.hits[:2]] == [
         h.passage.doc_id for h in sorted((r.hits[0] for r in alone), key=lambda h: -h.unified_score)
     ]
-    asked = joint.routing.selector["questions"]
-    assert [q["query"] for q in asked] == [first, second]
+    assert joint.routing.selector is not None and joint.routing.selector.questions is not None
+    assert [q.query for q in joint.routing.selector.questions] == [first, second]
+    assert joint.routing.model_dump(mode="json")["selector"]["questions"][1]["query"] == second  # the response's JSON
     assert set(joint.routing.active_domains) == {d for r in alone for d in r.routing.active_domains}
     for d, p in joint.routing.probabilities.items():
         assert p == max(r.routing.probabilities[d] for r in alone)
     # The paper's strategies search the message as one query; the default does too for a chat's joined turns.
     for kwargs in ({"strategy": "uis"}, {"question": message}):
         whole = demo_pipeline.retrieve(message, top_k=5, **kwargs)
-        assert not (whole.routing.selector or {}).get("questions")
+        assert whole.routing.selector is None or whole.routing.selector.questions is None
 
 
 def test_extractive_answer_quotes_an_answer_for_each_question(demo_pipeline):
@@ -96,7 +97,7 @@ def test_a_chat_turn_searched_with_its_earlier_turns_is_answered_for_its_own_que
     first, second = "How do I import contacts from a spreadsheet?", "How do I rotate API keys?"
     turn = f"{first} And, {second}"
     ret = demo_pipeline.retrieve(f"I use Orbit. {turn}", top_k=5, question=turn)
-    assert ret.query == f"I use Orbit. {turn}" and not (ret.routing.selector or {}).get("questions")  # searched whole
+    assert ret.query == f"I use Orbit. {turn}" and (ret.routing.selector is None or ret.routing.selector.questions is None)  # searched whole
     assert [p.text for p in ret.parts] == [first, second]
     one = demo_pipeline.retrieve(f"I use Orbit. {first}", top_k=5, question=first)
     assert [p.text for p in one.parts] == [first] and one.parts[0].vector is one.vector

@@ -13,7 +13,7 @@ from service.queries import LabelledQuery
 from service.routing.router import HeadRouter
 from tests.conftest import make_settings
 from training.checkpoint import StopFlag, TrainingInterrupted
-from training.metrics import expected_calibration_error, retrieval_metrics, router_metrics
+from training.metrics import expected_calibration_error, router_metrics
 from training.router import RouterConfig, train_and_activate, train_head
 
 DOMAINS = ["ledger", "orbit", "pulse"]
@@ -96,14 +96,6 @@ def test_router_metrics_against_hand_counts():
     assert m["top1_accuracy"] == 0.75  # only row 1's most probable domain (ledger) is not a gold one
     # ECE: two bins of two items each
     assert expected_calibration_error(np.array([0.1, 0.1, 0.9, 0.9]), np.array([0, 1, 1, 1])) == pytest.approx(0.5 * 0.4 + 0.5 * 0.1)
-
-
-def test_retrieval_metrics_against_hand_counts():
-    m = retrieval_metrics([["a", "b", "c"], ["x", "y", "g"], ["n"]], [["a"], ["g", "h"], ["z"]], ks=(1, 2, 3))
-    assert m["acc@1"] == pytest.approx(1 / 3, abs=1e-4)
-    assert m["recall@3"] == pytest.approx((1 + 0.5 + 0) / 3, abs=1e-4)
-    assert m["recall@1"] == pytest.approx(1 / 3, abs=1e-4)
-    assert m["mrr"] == pytest.approx((1 + 1 / 3 + 0) / 3, abs=1e-4)
 
 
 def _tiny_home(tmp_path, encoder):

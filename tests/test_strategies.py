@@ -7,6 +7,7 @@ import pytest
 
 from service.retrieval.federated import merge, search_domains
 from service.retrieval.strategies import LLMDomainSelector, describe_domains, parse_yes_no, select
+from service.retrieval.strategies.base import StrategyDetail
 from tests.scripted_llm import ScriptedServer
 from tests.utils import pipeline_with
 
@@ -54,7 +55,11 @@ def test_lfs_without_an_llm_falls_back_to_the_argmax_and_counts_failures():
     selector = LLMDomainSelector(None, {d: f"docs of {d}" for d in DOMAINS})
     sel = select("lfs", {"a": 0.2, "b": 0.1, "c": 0.9, "d": 0.1}, DOMAINS, tau0=0.5, query="q", selector=selector)
     assert sel.active == ["c"] and sel.fallback
-    assert sel.detail["failures"] == 4 and sel.detail["llm_calls"] == 0
+    assert sel.detail is not None and sel.detail.failures == 4 and sel.detail.llm_calls == 0
+    # the response's routing.selector: the fields lfs set and no other (an explicit null stays, as fused writes it)
+    assert set(sel.detail.model_dump(mode="json")) == {"votes", "failures", "errors", "llm_calls"}
+    assert sel.detail.model_dump(mode="json")["votes"] == {d: None for d in DOMAINS}
+    assert StrategyDetail(fused=None, reason="r").model_dump_json() == '{"fused":null,"reason":"r"}'
 
 
 def test_yes_no_parsing():
@@ -93,8 +98,8 @@ def test_lfs_searches_the_domains_the_llm_says_yes_to(selector_llm):
     selector = LLMDomainSelector(selector_llm({"b", "d"}, junk={"c"}), {d: d for d in DOMAINS})
     sel = select("lfs", {"a": 0.9, "b": 0.1, "c": 0.1, "d": 0.1}, DOMAINS, tau0=0.5, query="q", selector=selector)
     assert sel.active == ["b", "d"] and not sel.fallback
-    assert sel.detail["votes"] == {"a": False, "b": True, "c": None, "d": True}
-    assert sel.detail["failures"] == 1 and "perhaps" in sel.detail["errors"]["c"]
+    assert sel.detail is not None and sel.detail.votes == {"a": False, "b": True, "c": None, "d": True}
+    assert sel.detail.failures == 1 and sel.detail.errors is not None and "perhaps" in sel.detail.errors["c"]
     none = select("lfs", {"a": 0.9, "b": 0.1, "c": 0.1, "d": 0.1}, DOMAINS, tau0=0.5, query="q", selector=LLMDomainSelector(selector_llm(set()), {}))
     assert none.active == ["a"] and none.fallback
 
@@ -123,7 +128,7 @@ def test_strategies_on_the_demo_index(demo_pipeline, selector_llm):
     other = next(d for d in demo_pipeline.domains if d != argmax)
     lfs = pipeline_with(demo_pipeline, llm=selector_llm({other})).retrieve(query, top_k=5, strategy="lfs", prepared=prepared)
     assert lfs.routing.active_domains == [other] and lfs.routing.strategy == "lfs"
-    assert lfs.routing.selector["votes"][other] is True
+    assert lfs.routing.selector is not None and lfs.routing.selector.votes is not None and lfs.routing.selector.votes[other] is True
     assert {h.passage.domain for h in lfs.hits} == {other}
 
 

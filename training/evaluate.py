@@ -11,12 +11,12 @@ from collections.abc import Sequence
 
 from service.artifacts import Registry
 from service.config import Settings
+from service.evaluation.retrieval_metrics import ranking_means
 from service.queries import LabelledQuery
 from service.retrieval.backends import open_backend
 from service.retrieval.encoder import index_encoder_backend, load_encoder
 from service.retrieval.passage import point_id
 from service.retrieval.store import StoreBackend, StoreUnavailable
-from training.metrics import retrieval_metrics
 
 
 def evaluate_index(
@@ -40,6 +40,6 @@ def evaluate_index(
             rankings.append([h.point_id for h in hits[:depth]])
     finally:
         store.close()
-    out = retrieval_metrics(rankings, [[point_id(d) for d in q.gold_doc_ids] for q in queries])  # hits carry point ids
+    out: dict = ranking_means(rankings, [[point_id(d) for d in q.gold_doc_ids] for q in queries])  # hits carry point ids
     out.update(index=version, retriever=manifest.get("retriever"), candidates=manifest.get("passages"), depth=depth)
     return out

@@ -1,6 +1,7 @@
-"""Metrics of the two trained models: multi-label routing and ranked retrieval.
+"""Metrics of the router: multi-label routing and calibration.
 
-Plain numpy over plain data, so the same functions serve training reports, the CLI and tests.
+Plain numpy over plain data, so the same functions serve training reports, the CLI and tests. Ranked retrieval's
+metrics are :mod:`service.evaluation.retrieval_metrics`' (``ranking_means``), shared with evaluation and benchmarks.
 """
 
 from __future__ import annotations
@@ -87,29 +88,3 @@ def router_metrics(probs: np.ndarray, labels: np.ndarray, domains: Sequence[str]
         "top1_ece": round(top1_ece, 4),
         "ece_bins": bins,
     }
-
-
-def retrieval_metrics(rankings: Sequence[Sequence[str]], golds: Sequence[Sequence[str]], ks: Sequence[int] = (5, 10)) -> dict:
-    """Acc@1, Recall@k and MRR of ranked doc_id lists against gold doc_id sets.
-
-    Acc@1 = the first result is a gold passage; Recall@k = share of a question's gold passages in
-    its top k (averaged over questions); MRR = mean of 1 / rank of the first gold passage (0 if none
-    is ranked).
-    """
-    acc1, rr = [], []
-    recall: dict[int, list[float]] = {k: [] for k in ks}
-    for ranked, gold in zip(rankings, golds, strict=True):
-        g = set(gold)
-        if not g:
-            continue
-        ranked = list(ranked)
-        acc1.append(1.0 if ranked and ranked[0] in g else 0.0)
-        first = next((i for i, d in enumerate(ranked) if d in g), None)
-        rr.append(0.0 if first is None else 1.0 / (first + 1))
-        for k in ks:
-            recall[k].append(len(g & set(ranked[:k])) / len(g))
-    out = {"queries": len(acc1), "acc@1": round(float(np.mean(acc1)), 4) if acc1 else float("nan")}
-    for k in ks:
-        out[f"recall@{k}"] = round(float(np.mean(recall[k])), 4) if recall[k] else float("nan")
-    out["mrr"] = round(float(np.mean(rr)), 4) if rr else float("nan")
-    return out

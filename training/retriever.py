@@ -31,13 +31,13 @@ from tqdm.auto import tqdm
 from service.artifacts import Registry
 from service.compute import MODEL_LOCK
 from service.config import Settings
+from service.evaluation.retrieval_metrics import ranking_means
 from service.queries import LabelledQuery
 from service.retrieval.encoder import packaged_minilm_path
 from service.retrieval.passage import Passage
 from training.checkpoint import StopFlag, TrainingInterrupted, load_checkpoint_state, load_extra, save_checkpoint
 from training.data.dataset import RetrieverExample, TrainingData
 from training.losses.symmetric_infonce import SymmetricInfoNCELoss, positive_mask
-from training.metrics import retrieval_metrics
 from training.versions import save_version
 
 if TYPE_CHECKING:
@@ -242,7 +242,7 @@ def evaluate_on_pool(model: SentenceTransformer, val: Sequence[LabelledQuery], p
     """Acc@1, Recall@5/10 and MRR of ``model`` ranking the fixed candidate ``pool`` for each validation query."""
     val = [q for q in val if q.gold_doc_ids]
     rankings = rank_pool(model, [q.query for q in val], pool, progress=progress)
-    out = retrieval_metrics(rankings, [q.gold_doc_ids for q in val])
+    out: dict = ranking_means(rankings, [q.gold_doc_ids for q in val])
     out["candidates"] = len(pool)
     return out
 

@@ -40,8 +40,9 @@ from service.evaluation.runner import (
     plan,
     run_job,
 )
+from service.evaluation.spec import JobSpec
 from service.evaluation.worker import EvalWorker
-from service.schemas import ErrorBody, EvaluateJob, EvaluateRequest
+from service.schemas import ErrorBody, EvalQuery, EvaluateJob, EvaluateRequest
 from service.scope import check_domains, labelled_within, visible, within
 
 log = logging.getLogger("fedqa.api")
@@ -87,10 +88,10 @@ def _worker_locked(app: FastAPI) -> EvalWorker:
             with state.lease() as pipeline:  # a reload meanwhile closes this pipeline only after the job
                 if pipeline is None:
                     raise EvaluationError("no pipeline loaded")
-                job = store.get(job_id)
-                if job is None:
+                spec = store.spec(job_id)
+                if spec is None:
                     raise EvaluationError(f"no evaluation job {job_id}")
-                judge = open_judge(state.settings, pipeline.llm) if needs_judge(job["spec"]) else None
+                judge = open_judge(state.settings, pipeline.llm) if needs_judge(spec) else None
                 run_job(pipeline, judge, store, job_id, should_stop=should_stop)
 
         worker = EvalWorker(store, run, ready=lambda: state.pipeline is not None)
@@ -154,11 +155,15 @@ def start(req: EvaluateRequest, request: Request, allowed: frozenset[str] | None
     state = request.app.state.fedqa
     check_domains(req.domains, allowed)
     queries = _questions(req, state.settings, allowed)
-    spec = req.model_dump(include={"strategies", "metrics", "top_k", "gate", "seed", "domains"})
-    if allowed is not None:
-        spec["scope"] = sorted(allowed)
-    spec["strategies"] = list(dict.fromkeys(spec["strategies"]))
-    spec["metrics"] = list(dict.fromkeys(spec["metrics"]))
+    asked = req.model_dump(include={"strategies", "metrics", "top_k", "gate", "seed", "domains"})
+    spec = JobSpec.model_validate(
+        {
+            **asked,
+            "strategies": list(dict.fromkeys(asked["strategies"])),
+            "metrics": list(dict.fromkeys(asked["metrics"])),
+            "scope": None if allowed is None else sorted(allowed),
+        }
+    )
     with state.lease() as pipeline:
         if pipeline is None:
             from service.retrieval.store import StoreUnavailable
@@ -178,9 +183,9 @@ def start(req: EvaluateRequest, request: Request, allowed: frozenset[str] | None
         body = EvaluateJob(
             id=None,
             status="dry_run",
-            progress={"done": 0, "total": len(queries) * len(spec["strategies"])},
+            progress={"done": 0, "total": len(queries) * len(spec.strategies)},
             dataset=dataset,
-            spec=spec,
+            spec=spec.view(),
             plan=the_plan,
         )
         return JSONResponse(body.model_dump(), status_code=200)
@@ -205,13 +210,13 @@ def start(req: EvaluateRequest, request: Request, allowed: frozenset[str] | None
     return view
 
 
-def _questions(req: EvaluateRequest, settings: Settings, allowed: frozenset[str] | None) -> list[dict[str, Any]]:
+def _questions(req: EvaluateRequest, settings: Settings, allowed: frozenset[str] | None) -> list[EvalQuery]:
     """The job's questions (inline, or the named dataset's labelled with the key's products; the first ``limit``),
     each within FEDQA_MAX_QUERY_CHARS, at most FEDQA_JOBS_MAX_QUESTIONS of them; 422 naming what is wrong otherwise."""
     if (req.queries is None) == (req.dataset is None):
         raise HTTPException(422, "give either queries (inline) or dataset (a name), not both or neither")
     try:
-        queries = load_dataset(req.dataset, settings.home_dir) if req.dataset is not None else [q.model_dump() for q in req.queries or []]
+        queries = load_dataset(req.dataset, settings.home_dir) if req.dataset is not None else list(req.queries or [])
     except EvaluationError as exc:
         raise HTTPException(422, f"dataset: {exc}") from None
     if req.dataset is not None:
@@ -221,9 +226,9 @@ def _questions(req: EvaluateRequest, settings: Settings, allowed: frozenset[str]
     if len(queries) > settings.jobs_max_questions:
         raise HTTPException(422, f"{len(queries)} questions; a job holds at most {settings.jobs_max_questions} (FEDQA_JOBS_MAX_QUESTIONS; use limit)")
     for i, q in enumerate(queries):
-        if len(q["query"]) > settings.max_query_chars:
-            where = f"queries[{i}].query" if req.dataset is None else f"dataset: question {q.get('qid') or i + 1}"
-            raise HTTPException(422, f"{where}: the question is {len(q['query'])} characters; the limit is {settings.max_query_chars}")
+        if len(q.query) > settings.max_query_chars:
+            where = f"queries[{i}].query" if req.dataset is None else f"dataset: question {q.qid or i + 1}"
+            raise HTTPException(422, f"{where}: the question is {len(q.query)} characters; the limit is {settings.max_query_chars}")
     return queries
 
 

@@ -18,6 +18,7 @@ from service.config import Settings
 if TYPE_CHECKING:
     from service.cli.common import Subparsers
     from service.evaluation.jobs import JobStore
+    from service.schemas import EvalQuery, EvalSpec
 
 
 def register(sub: Subparsers) -> None:
@@ -52,8 +53,8 @@ def register(sub: Subparsers) -> None:
 class NewJob:
     """A job the options describe, before it is stored."""
 
-    spec: dict[str, Any]
-    queries: list[dict[str, Any]]
+    spec: EvalSpec
+    queries: list[EvalQuery]
     dataset: str
 
 
@@ -72,7 +73,7 @@ def new_job(args: argparse.Namespace, s: Settings) -> NewJob:
             "seed": args.seed,
             "domains": split_list(args.domains) if args.domains else None,
         }
-    ).model_dump()
+    )
     if args.queries:
         files = [args.queries] if isinstance(args.queries, str) else list(args.queries)
         queries = [query_record(q) for f in files for q in load_queries(f)]
@@ -90,7 +91,8 @@ def print_plan(job: NewJob, s: Settings) -> None:
     from service.evaluation.runner import plan
 
     domains = (Registry(s.home_dir).active_manifest("index") or {}).get("domains", {})
-    print_json({"dry_run": True, "dataset": job.dataset, "spec": job.spec, "plan": plan(job.spec, len(job.queries), len(domains), s.judge_retries)})
+    plan_ = plan(job.spec, len(job.queries), len(domains), s.judge_retries)
+    print_json({"dry_run": True, "dataset": job.dataset, "spec": job.spec.model_dump(), "plan": plan_})
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -101,12 +103,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     s = settings()
     store = JobStore.for_settings(s)
     job: NewJob | None = None
+    spec: EvalSpec
     if args.resume:
-        stored = store.get(args.resume)
+        stored = store.spec(args.resume)
         if stored is None:
             raise EvaluationError(f"no evaluation job {args.resume} in {s.home_dir}")
         job_id: str | None = args.resume
-        spec, n = stored["spec"], len(store.queries(args.resume))
+        spec, n = stored, len(store.queries(args.resume))
     else:
         job = new_job(args, s)
         if args.dry_run:
@@ -127,7 +130,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def run_in_process(
     s: Settings,
     store: JobStore,
-    spec: dict[str, Any],
+    spec: EvalSpec,
     job_id: str | None,
     job: NewJob | None,
     n: int,
@@ -156,15 +159,15 @@ def run_in_process(
         if not store.claim(job_id, owner):
             raise EvaluationError(f"job {job_id} is being run by another process")
         print(
-            f"evaluation job {job_id}: {n} questions x {len(spec['strategies'])} strategies "
-            f"(gate {spec['gate']}); resume with: fedqa evaluate --resume {job_id}",
+            f"evaluation job {job_id}: {n} questions x {len(spec.strategies)} strategies "
+            f"(gate {spec.gate}); resume with: fedqa evaluate --resume {job_id}",
             file=sys.stderr,
         )
         bar = None
         if not quiet:
             from tqdm import tqdm
 
-            bar = tqdm(total=n * len(spec["strategies"]), unit="q", desc="evaluate", file=sys.stderr)
+            bar = tqdm(total=n * len(spec.strategies), unit="q", desc="evaluate", file=sys.stderr)
 
         def progress(done: int, total: int) -> None:
             if bar is not None:

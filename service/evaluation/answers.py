@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from service.evaluation.wixqa import bleu, token_f1
+from service.schemas import EvalQuery
 
 _CITATION = re.compile(r"\s*\[\d{1,2}\]")
 METRICS = ("answer_f1", "answer_rouge_l", "answer_bleu", "false_refusal", "abstained", "answer_ms")
@@ -43,9 +44,9 @@ def rouge_l(prediction: str, reference: str) -> float:
     return float(_rouge_l().score(reference, prediction)["rougeL"].fmeasure)
 
 
-def is_out_of_scope(q: dict[str, Any]) -> bool:
-    """A question the indexed documentation does not answer."""
-    return q.get("kind") == "oos" or (not q.get("domains") and not q.get("gold_doc_ids"))
+def is_out_of_scope(q: EvalQuery) -> bool:
+    """A question the indexed documentation does not answer (labelled ``oos``, or with neither a domain nor a gold passage)."""
+    return q.kind == "oos" or (not q.domains and not q.gold_doc_ids)
 
 
 def scores(text: str | None, mode: str, reference: str | None, *, out_of_scope: bool, answer_ms: float | None) -> dict[str, float | None]:

@@ -8,23 +8,17 @@ that need a generated answer, from the answer (``score_answer``). Adding a group
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from service.evaluation import answers, rageval, ragxplain, wixqa
 from service.evaluation.judges import Judge, Outcome
 from service.evaluation.mkpqa import faithfulness, relevancy
-from service.evaluation.retrieval_metrics import (
-    acc_at_top1,
-    effective_information_rate,
-    mrr,
-    recall_at_k,
-    routing_accuracy,
-    routing_exact,
-)
+from service.evaluation.retrieval_metrics import effective_information_rate, ranking_scores, recall_at_k
+from service.evaluation.spec import JobQuestion
 from service.retrieval.passage import RankedHit
-from service.schemas import MetricGroup
+from service.schemas import EvalSpec, MetricGroup
 
 ANSWER_METRICS = ("relevancy", "faithfulness")
 WIXQA_LEXICAL = ("token_f1", "bleu", "rouge1", "rouge2")
@@ -38,7 +32,7 @@ class Scoring:
     """One question's retrieval (and answer) as the scoring functions read it; they write ``record``."""
 
     record: dict[str, Any]
-    query: dict[str, Any]
+    query: JobQuestion
     hits: list[RankedHit]
     active_domains: list[str]
     top_k: int
@@ -54,7 +48,7 @@ class Scoring:
 
     @property
     def gold(self) -> list[str]:
-        return self.query.get("gold_doc_ids") or []
+        return self.query.gold_doc_ids
 
     @property
     def context(self) -> list[tuple[str, str]]:
@@ -107,13 +101,7 @@ def retrieval_metric_names(top_k: int) -> list[str]:
 
 # --------------------------------------------------------------------------- scoring functions
 def _retrieval(s: Scoring) -> None:
-    m, domains = s.record["metrics"], s.query.get("domains") or []
-    m["acc_at_top1"] = acc_at_top1(s.ranked, s.gold)
-    m[f"recall_at_{s.top_k}"] = recall_at_k(s.ranked, s.gold, s.top_k)
-    m["mrr"] = mrr(s.ranked, s.gold)
-    m["routing_accuracy"] = routing_accuracy(s.active_domains, domains)
-    m["routing_exact"] = routing_exact(s.active_domains, domains)
-    m["domains_searched"] = float(len(s.active_domains))
+    s.record["metrics"].update(ranking_scores(s.ranked, s.gold, s.active_domains, s.query.domains, s.top_k))
 
 
 def _rageval_ranking(s: Scoring) -> None:
@@ -123,21 +111,21 @@ def _rageval_ranking(s: Scoring) -> None:
 
 def _answers(s: Scoring) -> None:
     s.record["metrics"].update(
-        answers.scores(s.answer, s.answer_mode or "none", s.query.get("answer"), out_of_scope=answers.is_out_of_scope(s.query), answer_ms=s.answer_ms)
+        answers.scores(s.answer, s.answer_mode or "none", s.query.answer, out_of_scope=answers.is_out_of_scope(s.query), answer_ms=s.answer_ms)
     )
 
 
 def _answer(s: Scoring) -> None:
     judge = s.require_judge()
-    s.outcome("relevancy", relevancy(judge, s.query["query"], s.answer), judge)
-    s.outcome("faithfulness", faithfulness(judge, s.query["query"], s.answer, s.context), judge)
+    s.outcome("relevancy", relevancy(judge, s.query.query, s.answer), judge)
+    s.outcome("faithfulness", faithfulness(judge, s.query.query, s.answer, s.context), judge)
 
 
 def _wixqa(s: Scoring) -> None:
-    judge, reference = s.require_judge(), s.query.get("answer")
+    judge, reference = s.require_judge(), s.query.answer
     s.record["metrics"].update(wixqa.lexical(s.answer, reference))
     s.outcome("context_recall", wixqa.context_recall(judge, reference, s.context), judge)
-    s.outcome("factuality", wixqa.factuality(judge, s.query["query"], s.answer, reference), judge)
+    s.outcome("factuality", wixqa.factuality(judge, s.query.query, s.answer, reference), judge)
 
 
 def _rageval_answer(s: Scoring) -> None:
@@ -147,7 +135,7 @@ def _rageval_answer(s: Scoring) -> None:
         for n in RAGEVAL_JUDGED:
             s.outcome(n, Outcome(None, error=f"key points: {kp.error}", kind=kp.kind or "skipped"), None)
         return
-    outs, calls = rageval.judge_keypoints(judge, s.query["query"], s.answer, kp.detail["key_points"])
+    outs, calls = rageval.judge_keypoints(judge, s.query.query, s.answer, kp.detail["key_points"])
     for n, o in outs.items():
         o.calls = calls if n == "completeness" else 0
         s.outcome(n, o, judge)
@@ -157,7 +145,7 @@ def _rageval_answer(s: Scoring) -> None:
 def _ragxplain(s: Scoring) -> None:
     judge = s.require_judge()
     q = s.query
-    for n, o in ragxplain.evaluate(judge, q["query"], s.answer, s.context, q.get("answer"), q.get("grading_note")).items():
+    for n, o in ragxplain.evaluate(judge, q.query, s.answer, s.context, q.answer, q.grading_note).items():
         s.outcome(n, o, judge)
 
 
@@ -195,28 +183,27 @@ GROUPS: dict[MetricGroup, Group] = {
 }
 
 
-def metric_groups(spec: Mapping[str, Any]) -> list[MetricGroup]:
+def metric_groups(spec: EvalSpec) -> list[MetricGroup]:
     """The spec's metric groups in table order (the order of the report and of each record's metrics)."""
-    asked: Iterable[str] = spec["metrics"]
-    wanted = {MetricGroup(g) for g in asked}
+    wanted = {MetricGroup(g) for g in spec.metrics}
     return [g for g in GROUPS if g in wanted]
 
 
-def metric_names(spec: dict[str, Any]) -> list[str]:
+def metric_names(spec: EvalSpec) -> list[str]:
     """The metrics a spec produces, in report order."""
-    return [name for g in metric_groups(spec) for name in GROUPS[g].metrics(spec["top_k"])]
+    return [name for g in metric_groups(spec) for name in GROUPS[g].metrics(spec.top_k)]
 
 
-def judged_metric_names(spec: dict[str, Any]) -> list[str]:
+def judged_metric_names(spec: EvalSpec) -> list[str]:
     """The metrics whose numbers come from the judge."""
     return [name for g in metric_groups(spec) for name in GROUPS[g].judged]
 
 
-def needs_judge(spec: dict[str, Any]) -> bool:
+def needs_judge(spec: EvalSpec) -> bool:
     """Some metric group scores answers with the judge."""
     return any(GROUPS[g].needs_judge for g in metric_groups(spec))
 
 
-def needs_answers(spec: dict[str, Any]) -> bool:
+def needs_answers(spec: EvalSpec) -> bool:
     """Some metric group scores the answering path's answers."""
     return any(GROUPS[g].needs_answer for g in metric_groups(spec))

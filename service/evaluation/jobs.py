@@ -29,10 +29,12 @@ import secrets
 import socket
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from service.evaluation.spec import JobQuestion, JobSpec
 
 STALE_S = 120.0
 FINAL = ("done", "failed", "cancelled")
@@ -135,8 +137,8 @@ class JobStore:
     # ------------------------------------------------------------------ jobs
     def create(
         self,
-        spec: dict[str, Any],
-        queries: list[dict[str, Any]],
+        spec: JobSpec,
+        queries: Sequence[JobQuestion],
         versions: dict[str, Any] | None = None,
         *,
         client: str | None = None,
@@ -148,7 +150,7 @@ class JobStore:
         (counted and inserted in one write transaction, so concurrent requests cannot both slip under the cap)."""
         job_id = time.strftime("eval-%Y%m%d-%H%M%S-", time.gmtime()) + secrets.token_hex(3)
         now = time.time()
-        total = len(queries) * len(spec["strategies"])
+        total = len(queries) * len(spec.strategies)
         with self._conn() as c:
             if max_unfinished is not None:
                 c.execute("BEGIN IMMEDIATE")
@@ -157,7 +159,16 @@ class JobStore:
                     raise TooManyJobs(unfinished, max_unfinished)
             c.execute(
                 "INSERT INTO jobs (id, created, updated, status, spec, queries, total, versions, client) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
-                (job_id, now, now, json.dumps(spec), json.dumps(queries), total, json.dumps(versions) if versions else None, client),
+                (
+                    job_id,
+                    now,
+                    now,
+                    json.dumps(spec.stored()),
+                    json.dumps([q.model_dump() for q in queries]),
+                    total,
+                    json.dumps(versions) if versions else None,
+                    client,
+                ),
             )
         return job_id
 
@@ -214,11 +225,17 @@ class JobStore:
             done = c.execute("SELECT COUNT(*) FROM results WHERE job_id = ?", (job_id,)).fetchone()[0]
         return self._row(row, done)
 
-    def queries(self, job_id: str) -> list[dict[str, Any]]:
+    def spec(self, job_id: str) -> JobSpec | None:
+        """A job's spec; None when there is no such job."""
+        with self._conn() as c:
+            row = c.execute("SELECT spec FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return JobSpec.model_validate_json(row["spec"]) if row else None
+
+    def queries(self, job_id: str) -> list[JobQuestion]:
         """The questions of a job, as stored when it was created."""
         with self._conn() as c:
             row = c.execute("SELECT queries FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        return json.loads(row["queries"]) if row else []
+        return [JobQuestion.model_validate(q) for q in json.loads(row["queries"])] if row else []
 
     def list(self, limit: int = 50) -> list[dict[str, Any]]:
         """The latest jobs, newest first (without their summaries)."""

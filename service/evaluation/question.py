@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 from service.evaluation import ragxplain, wixqa
 from service.evaluation.groups import GROUPS, Scoring, judged_metric_names, metric_groups, needs_answers, needs_judge
 from service.evaluation.judges import Judge, Outcome
+from service.evaluation.spec import JobQuestion, JobSpec
 from service.evaluation.summary import kind_of
-from service.schemas import MetricGroup, Strategy
+from service.schemas import EvalSpec, MetricGroup, Strategy
 
 if TYPE_CHECKING:
     from service.pipeline import Pipeline
@@ -50,17 +51,16 @@ def _no_answer(record: dict[str, Any], names: Iterable[str], mode: str) -> None:
         }
 
 
-def _record(q: dict[str, Any], position: int, strategy: Strategy, ret: Retrieval) -> dict[str, Any]:
+def _record(q: JobQuestion, position: int, strategy: Strategy, ret: Retrieval) -> dict[str, Any]:
     """A question's record before scoring: the question, the ranking and the routing."""
-    domains = q.get("domains") or []
     record: dict[str, Any] = {
-        "qid": q["qid"],
-        "query": q["query"],
-        "domains": domains,
+        "qid": q.qid,
+        "query": q.query,
+        "domains": q.domains,
         "kind": kind_of(q),
         "strategy": strategy,
         "position": position,
-        "gold_doc_ids": q.get("gold_doc_ids") or [],
+        "gold_doc_ids": q.gold_doc_ids,
         "ranking": [
             {
                 "doc_id": h.passage.doc_id,
@@ -77,35 +77,35 @@ def _record(q: dict[str, Any], position: int, strategy: Strategy, ret: Retrieval
         "metrics": {},
         "outcomes": {},
     }
-    if ret.routing.selector:
-        record["selector"] = {k: v for k, v in ret.routing.selector.items() if k != "errors"}
-        record["selector"]["errors"] = list(ret.routing.selector.get("errors", {}).values())[:3]
+    detail = ret.routing.selector
+    if detail is not None and detail.model_fields_set:
+        record["selector"] = {**detail.model_dump(exclude={"errors"}), "errors": list((detail.errors or {}).values())[:3]}
     return record
 
 
 def evaluate_question(
     pipeline: Pipeline,
     judge: Judge | None,
-    spec: dict[str, Any],
-    q: dict[str, Any],
+    spec: JobSpec,
+    q: JobQuestion,
     position: int,
     strategy: Strategy,
     prepared: Prepared | None,
     key_points: Callable[[], Outcome] | None = None,
 ) -> dict[str, Any]:
     """Retrieve (and answer, and judge) one question with one strategy; returns its record."""
-    top_k = spec["top_k"]
-    seed = (spec["seed"] + position) if spec.get("seed") is not None else None
+    top_k = spec.top_k
+    seed = (spec.seed + position) if spec.seed is not None else None
     t0 = time.perf_counter()
     ret = pipeline.retrieve(
-        q["query"],
+        q.query,
         top_k=top_k,
         seed=seed,
-        gate_mode=spec["gate"],
+        gate_mode=spec.gate,
         strategy=strategy,
         prepared=prepared,
-        domains=spec.get("domains"),
-        allowed=None if spec.get("scope") is None else frozenset(spec["scope"]),  # the products of the API key that made the job
+        domains=spec.domains,
+        allowed=None if spec.scope is None else frozenset(spec.scope),  # the products of the API key that made the job
     )
     record = _record(q, position, strategy, ret)
     scoring = Scoring(record, q, ret.hits, ret.routing.active_domains, top_k, judge=judge, key_points=key_points)
@@ -121,7 +121,7 @@ def evaluate_question(
 
 def _score_answer(
     pipeline: Pipeline,
-    spec: dict[str, Any],
+    spec: EvalSpec,
     record: dict[str, Any],
     scoring: Scoring,
     ret: Retrieval,
@@ -129,7 +129,7 @@ def _score_answer(
 ) -> None:
     """Answer through the configured answering path and score it; a missing answer scores 0 in every judged
     metric (a failure of the system) without asking the judge."""
-    ans = pipeline.answer_retrieval(ret, context_passages=spec["top_k"])
+    ans = pipeline.answer_retrieval(ret, context_passages=spec.top_k)
     answer, mode = ans.text, ans.mode.value
     record.update(
         answer=answer,
@@ -146,8 +146,8 @@ def _score_answer(
         _no_answer(record, [n for n in judged_metric_names(spec) if n != "context_recall"], mode)
         if MetricGroup.WIXQA in metric_groups(spec):
             assert judge is not None
-            record["metrics"].update(wixqa.lexical(answer, scoring.query.get("answer")))
-            scoring.outcome("context_recall", wixqa.context_recall(judge, scoring.query.get("answer"), scoring.context), judge)
+            record["metrics"].update(wixqa.lexical(answer, scoring.query.answer))
+            scoring.outcome("context_recall", wixqa.context_recall(judge, scoring.query.answer, scoring.context), judge)
         groups = [g for g in groups if not g.needs_judge]
     for g in groups:
         if g.score_answer is not None:

@@ -1,14 +1,17 @@
-"""Retrieval metrics of one question: Acc@Top1, Recall@k, MRR, domain routing, and RAGEval's EIR.
+"""Retrieval metrics: Acc@Top1, Recall@k, MRR, domain routing, and RAGEval's EIR; the one implementation that
+evaluation (:mod:`.groups`), training (the retriever's and the index's reports) and ``benchmarks/quality.py`` use.
 
-Every function takes the final ranking as doc_ids (best first) and the question's gold passages.
+Every per-question function takes the final ranking as doc_ids (best first) and the question's gold passages.
 A question without gold passages has no retrieval score: the functions return None and the
-aggregate counts it as skipped, never as 0.
+aggregates count it as skipped, never as 0.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Collection, Sequence
+
+import numpy as np
 
 _WORD = re.compile(r"\w+")
 
@@ -68,3 +71,35 @@ def effective_information_rate(passages: Sequence[tuple[str, str]], gold: Collec
     if total == 0:
         return 0.0
     return sum(words(t) for d, t in passages if d in gold) / total
+
+
+def ranking_scores(
+    ranked: Sequence[str], gold: Collection[str], searched: Collection[str], gold_domains: Collection[str], top_k: int
+) -> dict[str, float | None]:
+    """The retrieval metrics of one question's ranking (``searched``: the domains the strategy searched), by the
+    names evaluation reports them under: ``acc_at_top1``, ``recall_at_<top_k>``, ``mrr``, ``routing_accuracy``,
+    ``routing_exact``, ``domains_searched``."""
+    return {
+        "acc_at_top1": acc_at_top1(ranked, gold),
+        f"recall_at_{top_k}": recall_at_k(ranked, gold, top_k),
+        "mrr": mrr(ranked, gold),
+        "routing_accuracy": routing_accuracy(searched, gold_domains),
+        "routing_exact": routing_exact(searched, gold_domains),
+        "domains_searched": float(len(searched)),
+    }
+
+
+def ranking_means(rankings: Sequence[Sequence[str]], golds: Sequence[Collection[str]], ks: Sequence[int] = (5, 10)) -> dict[str, float | int]:
+    """Acc@1, Recall@k and MRR averaged over the questions with gold passages (rounded to 4 digits; NaN when none
+    has any): ``{"queries", "acc@1", "recall@<k>"..., "mrr"}``, as the retriever's and the index's reports store them."""
+    scored = [(list(ranked), gold) for ranked, gold in zip(rankings, golds, strict=True) if gold]
+
+    def mean(values: list[float | None]) -> float:
+        xs = [v for v in values if v is not None]
+        return round(float(np.mean(xs)), 4) if xs else float("nan")
+
+    out: dict[str, float | int] = {"queries": len(scored), "acc@1": mean([acc_at_top1(r, g) for r, g in scored])}
+    for k in ks:
+        out[f"recall@{k}"] = mean([recall_at_k(r, g, k) for r, g in scored])
+    out["mrr"] = mean([mrr(r, g) for r, g in scored])
+    return out

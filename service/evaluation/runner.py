@@ -22,9 +22,10 @@ from service.evaluation.groups import GROUPS, metric_groups, needs_answers, need
 from service.evaluation.jobs import JobStore
 from service.evaluation.judges import Judge, Outcome
 from service.evaluation.question import EvaluationError, evaluate_question
+from service.evaluation.spec import JobQuestion, JobSpec
 from service.evaluation.summary import strategy_insights, summarize
 from service.queries import LabelledQuery
-from service.schemas import MetricGroup
+from service.schemas import EvalQuery, EvalSpec, MetricGroup
 
 if TYPE_CHECKING:
     from service.pipeline import Pipeline, Prepared
@@ -34,46 +35,41 @@ log = logging.getLogger("fedqa.evaluation")
 BATCH = 32  # questions per router/encoder batch
 
 
-def needs_llm(spec: dict[str, Any]) -> bool:
+def needs_llm(spec: EvalSpec) -> bool:
     """Answers (through the configured answering path, LLM included) or the lfs selector need the LLM."""
-    return needs_answers(spec) or "lfs" in spec["strategies"]
+    return needs_answers(spec) or "lfs" in spec.strategies
 
 
-def query_record(q: LabelledQuery) -> dict[str, Any]:
-    return {
-        "qid": q.qid,
-        "query": q.query,
-        "domains": q.domains,
-        "gold_doc_ids": q.gold_doc_ids,
-        "answer": q.answer,
-        "kind": q.kind,
-        "grading_note": q.grading_note,
-    }
+def query_record(q: LabelledQuery) -> EvalQuery:
+    """A labelled question of a queries.jsonl file as a question to evaluate."""
+    return EvalQuery(
+        qid=q.qid, query=q.query, domains=q.domains, gold_doc_ids=q.gold_doc_ids, answer=q.answer, kind=q.kind, grading_note=q.grading_note
+    )
 
 
-def dedupe_qids(queries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Give every question a unique qid (q<n> when missing, suffixes for repeats)."""
+def dedupe_qids(queries: Sequence[EvalQuery]) -> list[JobQuestion]:
+    """The job's questions: every question with a unique qid (q<n> when missing, suffixes for repeats)."""
     seen: Counter[str] = Counter()
     out = []
     for i, q in enumerate(queries, 1):
-        qid = str(q.get("qid") or f"q{i:04d}")
+        qid = str(q.qid or f"q{i:04d}")
         seen[qid] += 1
         if seen[qid] > 1:
             qid = f"{qid}#{seen[qid]}"
-        out.append({**q, "qid": qid})
+        out.append(JobQuestion(**{**q.model_dump(), "qid": qid}))
     return out
 
 
 # --------------------------------------------------------------------------- dry run
-def plan(spec: dict[str, Any], n_questions: int, n_domains: int, retries: int) -> dict[str, Any]:
+def plan(spec: EvalSpec, n_questions: int, n_domains: int, retries: int) -> dict[str, Any]:
     """How many LLM calls a job makes: exact counts without retries, and the bound with every retry used."""
     groups = [GROUPS[g] for g in metric_groups(spec)]
-    n_strat = len(spec["strategies"])
+    n_strat = len(spec.strategies)
     per_q_strategy: dict[str, int] = {"generation": 1} if needs_judge(spec) else {}
     for g in groups:
         per_q_strategy.update(g.answer_calls)
     calls = {k: v * n_questions * n_strat for k, v in per_q_strategy.items()}
-    if "lfs" in spec["strategies"]:
+    if "lfs" in spec.strategies:
         calls["lfs_selection"] = n_domains * n_questions
     for g in groups:
         calls.update({k: v * n_questions for k, v in g.question_calls.items()})
@@ -92,17 +88,17 @@ def plan(spec: dict[str, Any], n_questions: int, n_domains: int, retries: int) -
 
 
 # --------------------------------------------------------------------------- a job
-def _key_points(store: JobStore, job_id: str, judge: Judge | None, q: dict[str, Any]) -> Callable[[], Outcome]:
+def _key_points(store: JobStore, job_id: str, judge: Judge | None, q: JobQuestion) -> Callable[[], Outcome]:
     """RAGEval's key points of a question's reference answer: extracted once per job (cached), on first use."""
 
     def get() -> Outcome:
         if judge is None:
             return Outcome.skipped("no judge")
-        cached = store.cache_get(job_id, f"keypoints:{q['qid']}")
+        cached = store.cache_get(job_id, f"keypoints:{q.qid}")
         if cached is not None:
             return Outcome(cached["value"], error=cached["error"], kind=cached["kind"], detail=cached.get("detail") or {})
-        out = rageval.extract_keypoints(judge, q["query"], q.get("answer"))
-        store.cache_set(job_id, f"keypoints:{q['qid']}", out.as_dict())
+        out = rageval.extract_keypoints(judge, q.query, q.answer)
+        store.cache_set(job_id, f"keypoints:{q.qid}", out.as_dict())
         return out
 
     return get
@@ -122,9 +118,9 @@ def _insights(store: JobStore, job_id: str, judge: Judge | None, strategies: Seq
 
 def _in_windows(
     pipeline: Pipeline,
-    queries: list[dict[str, Any]],
-    is_done: Callable[[dict[str, Any]], bool],
-    one: Callable[[int, dict[str, Any], Prepared], None],
+    queries: list[JobQuestion],
+    is_done: Callable[[JobQuestion], bool],
+    one: Callable[[int, JobQuestion, Prepared], None],
     should_stop: Callable[[], bool],
     workers: int,
 ) -> None:
@@ -141,7 +137,7 @@ def _in_windows(
                 break
             if all(is_done(q) for _, q in window):
                 continue
-            prepared = pipeline.prepare_many([q["query"] for _, q in window])
+            prepared = pipeline.prepare_many([q.query for _, q in window])
             if pool is None:
                 for (i, q), prep in zip(window, prepared, strict=True):
                     one(i, q, prep)
@@ -153,7 +149,7 @@ def _in_windows(
             pool.shutdown(wait=True)
 
 
-def pinned_versions(pipeline: Pipeline, judge: Judge | None, spec: dict[str, Any]) -> dict[str, Any]:
+def pinned_versions(pipeline: Pipeline, judge: Judge | None, spec: EvalSpec) -> dict[str, Any]:
     """The versions that decide a job's numbers: index, router, retriever, and the LLM and judge when used."""
     v = pipeline.versions
     out: dict[str, Any] = {k: v.get(k) for k in ("index", "router", "retriever")}
@@ -164,7 +160,7 @@ def pinned_versions(pipeline: Pipeline, judge: Judge | None, spec: dict[str, Any
     return out
 
 
-def check_versions(pipeline: Pipeline, judge: Judge | None, store: JobStore, job_id: str, spec: dict[str, Any], *, restart: bool = False) -> None:
+def check_versions(pipeline: Pipeline, judge: Judge | None, store: JobStore, job_id: str, spec: EvalSpec, *, restart: bool = False) -> None:
     """Make sure a job's results all come from one set of versions.
 
     A job not started yet is (re)pinned to ``pipeline``'s versions. A job with finished questions
@@ -189,17 +185,16 @@ def check_versions(pipeline: Pipeline, judge: Judge | None, store: JobStore, job
     raise EvaluationError(message)
 
 
-def _runnable_job(pipeline: Pipeline, judge: Judge | None, store: JobStore, job_id: str, restart: bool) -> dict[str, Any]:
-    """The stored job, once it is known to be runnable here (it exists, has the judge it needs, same versions)."""
-    job = store.get(job_id)
-    if job is None:
+def _runnable_job(pipeline: Pipeline, judge: Judge | None, store: JobStore, job_id: str, restart: bool) -> JobSpec:
+    """The stored job's spec, once it is known to be runnable here (it exists, has the judge it needs, same versions)."""
+    spec = store.spec(job_id)
+    if spec is None:
         raise EvaluationError(f"no evaluation job {job_id}")
-    spec = job["spec"]
     if needs_judge(spec) and judge is None:
         store.set_status(job_id, "failed", error="judge metrics need a judge: set FEDQA_JUDGE_BASE_URL or an LLM")
         raise EvaluationError("judge metrics need a judge: set FEDQA_JUDGE_BASE_URL (or FEDQA_LLM_*), or use --metrics retrieval")
     check_versions(pipeline, judge, store, job_id, spec, restart=restart)
-    return job
+    return spec
 
 
 def run_job(
@@ -217,10 +212,9 @@ def run_job(
 
     A resume with other versions than the job was pinned to is refused (see :func:`check_versions`;
     ``restart``: start it again instead)."""
-    job = _runnable_job(pipeline, judge, store, job_id, restart)
-    spec = job["spec"]
+    spec = _runnable_job(pipeline, judge, store, job_id, restart)
     queries = store.queries(job_id)
-    strategies, groups = spec["strategies"], metric_groups(spec)
+    strategies, groups = spec.strategies, metric_groups(spec)
     done = store.done_keys(job_id)
     total = len(queries) * len(strategies)
     counter = {"done": len(done)}
@@ -228,8 +222,8 @@ def run_job(
     if progress:
         progress(counter["done"], total)
 
-    def one(position: int, q: dict[str, Any], prepared: Prepared) -> None:
-        for strategy in [s for s in strategies if (s, q["qid"]) not in done]:
+    def one(position: int, q: JobQuestion, prepared: Prepared) -> None:
+        for strategy in [s for s in strategies if (s, q.qid) not in done]:
             if should_stop():
                 return
             record = evaluate_question(
@@ -244,27 +238,25 @@ def run_job(
             )
             if judge is not None:
                 record["judge"] = judge.name
-            store.save_result(job_id, strategy, q["qid"], position, record)
+            store.save_result(job_id, strategy, q.qid, position, record)
             with counter_lock:
                 counter["done"] += 1
                 if progress:
                     progress(counter["done"], total)
 
     workers = judge.concurrency if (judge is not None and needs_judge(spec)) else 1
-    _in_windows(pipeline, queries, lambda q: all((s, q["qid"]) in done for s in strategies), one, should_stop, workers)
+    _in_windows(pipeline, queries, lambda q: all((s, q.qid) in done for s in strategies), one, should_stop, workers)
     if should_stop():
         return None
     records = store.results(job_id)
     insights = _insights(store, job_id, judge, strategies, records) if MetricGroup.RAGXPLAIN in groups else None
-    summary = summarize(
-        spec, queries, records, dataset=job["spec"].get("dataset", "inline"), job_id=job_id, versions=pipeline.versions, insights=insights
-    )
+    summary = summarize(spec, queries, records, dataset=spec.dataset, job_id=job_id, versions=pipeline.versions, insights=insights)
     store.finish(job_id, summary)
     return summary
 
 
 # --------------------------------------------------------------------------- datasets and outputs
-def load_dataset(name: str, home: str | Path) -> list[dict[str, Any]]:
+def load_dataset(name: str, home: str | Path) -> list[EvalQuery]:
     """Questions of a named dataset: ``demo`` (shipped), or ``$FEDQA_HOME/eval/datasets/NAME.jsonl``."""
     from service.queries import load_queries
 
@@ -285,20 +277,21 @@ def load_dataset(name: str, home: str | Path) -> list[dict[str, Any]]:
 
 def create_job(
     store: JobStore,
-    spec: dict[str, Any],
-    queries: list[dict[str, Any]],
+    spec: EvalSpec,
+    queries: Sequence[EvalQuery],
     dataset: str,
     versions: dict[str, Any] | None = None,
     *,
     client: str | None = None,
     max_unfinished: int | None = None,
 ) -> str:
-    """Store a new job (questions de-duplicated by qid), pinned to ``versions`` (:func:`pinned_versions`
-    of the pipeline that will run it; None: pinned when it starts); returns its id. ``client`` and
-    ``max_unfinished``: see :meth:`JobStore.create` (TooManyJobs)."""
+    """Store a new job (questions de-duplicated by qid; ``spec`` a :class:`JobSpec` when the job has a ``scope``),
+    pinned to ``versions`` (:func:`pinned_versions` of the pipeline that will run it; None: pinned when it starts);
+    returns its id. ``client`` and ``max_unfinished``: see :meth:`JobStore.create` (TooManyJobs)."""
     if not queries:
         raise EvaluationError("no questions to evaluate")
-    return store.create({**spec, "dataset": dataset}, dedupe_qids(queries), versions, client=client, max_unfinished=max_unfinished)
+    job_spec = JobSpec.model_validate({**spec.model_dump(), "dataset": dataset})
+    return store.create(job_spec, dedupe_qids(queries), versions, client=client, max_unfinished=max_unfinished)
 
 
 def write_outputs(out: str | Path, summary: dict[str, Any], records: Sequence[dict[str, Any]]) -> dict[str, str]:

@@ -7,7 +7,8 @@ Missing values (None: not applicable, or a judge failure) are left out and count
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -29,3 +30,22 @@ def mean_ci(values: Sequence[float | None], *, resamples: int = RESAMPLES, seed:
     means = x[idx].mean(axis=1)
     lo, hi = np.percentile(means, [2.5, 97.5])
     return {"mean": mean, "ci95": [float(lo), float(hi)], "n": n}
+
+
+def group_means(
+    rows_by_group: Mapping[str, Sequence[Mapping[str, float | None]]], names: Sequence[str], *, digits: int
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{group: {metric: {"mean", "ci95", "n"}}}`` of each metric of ``names`` over each group's rows (a row: metric
+    name -> value, None or absent: left out), means and bounds rounded to ``digits``; groups in the order given. The
+    evaluation's summary and ``benchmarks/quality.py`` both aggregate with it."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for g, rows in rows_by_group.items():
+        out[g] = {}
+        for m in names:
+            agg = mean_ci([r.get(m) for r in rows])
+            out[g][m] = {
+                "mean": None if agg["mean"] is None else round(agg["mean"], digits),
+                "ci95": [None if v is None else round(v, digits) for v in agg["ci95"]],
+                "n": agg["n"],
+            }
+    return out

@@ -14,19 +14,25 @@ from typing import Any
 from service.evaluation import answers, ragxplain
 from service.evaluation.groups import judged_metric_names, metric_names, needs_answers
 from service.evaluation.judges import Judge
-from service.evaluation.stats import mean_ci
+from service.evaluation.stats import group_means, mean_ci
+from service.schemas import EvalQuery, EvalSpec
 
 Record = dict[str, Any]
 
 
-def kind_of(q: dict[str, Any]) -> str:
+def kind_of(q: EvalQuery) -> str:
     """``oos``, ``cross`` or ``uni``: the summary group of a question by its labels."""
-    return "oos" if answers.is_out_of_scope(q) else "cross" if len(q.get("domains") or []) > 1 else "uni"
+    return "oos" if answers.is_out_of_scope(q) else "cross" if len(q.domains) > 1 else "uni"
 
 
 def groups_of(record: Record) -> list[str]:
     """The summary groups a question's record counts in."""
     return ["all", record["kind"]] + [f"domain:{d}" for d in record.get("domains", [])]
+
+
+def question_groups(q: EvalQuery) -> list[str]:
+    """The summary groups a question counts in (those its records count in)."""
+    return ["all", kind_of(q)] + [f"domain:{d}" for d in q.domains]
 
 
 def _group_order(names: Iterable[str]) -> list[str]:
@@ -36,18 +42,10 @@ def _group_order(names: Iterable[str]) -> list[str]:
 
 def _means(by_group: dict[str, list[Record]], names: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """(means, 95% intervals, counts) of each metric in each group of one strategy's records."""
-    results: dict[str, Any] = {}
-    ci95: dict[str, Any] = {}
-    counts: dict[str, Any] = {}
-    for g in _group_order(by_group):
-        rs = by_group[g]
-        results[g], ci95[g] = {}, {}
-        counts[g] = {"questions": len(rs)}
-        for m in names:
-            agg = mean_ci([r["metrics"].get(m) for r in rs])
-            results[g][m] = None if agg["mean"] is None else round(agg["mean"], 6)
-            ci95[g][m] = [None if v is None else round(v, 6) for v in agg["ci95"]]
-            counts[g][m] = agg["n"]
+    aggs = group_means({g: [r["metrics"] for r in by_group[g]] for g in _group_order(by_group)}, names, digits=6)
+    results = {g: {m: a["mean"] for m, a in per.items()} for g, per in aggs.items()}
+    ci95 = {g: {m: a["ci95"] for m, a in per.items()} for g, per in aggs.items()}
+    counts = {g: {"questions": len(by_group[g]), **{m: a["n"] for m, a in per.items()}} for g, per in aggs.items()}
     return results, ci95, counts
 
 
@@ -64,17 +62,17 @@ def _failures(records: Iterable[Record]) -> dict[str, dict[str, int]]:
     return {m: dict(c) for m, c in fails.items()}
 
 
-def _extras(spec: dict[str, Any], records: Sequence[Record], versions: dict[str, Any], judged: bool) -> dict[str, Any]:
+def _extras(spec: EvalSpec, records: Sequence[Record], versions: dict[str, Any], judged: bool) -> dict[str, Any]:
     """Answer quality and modes per strategy (when answers were made) and the lfs selector's record."""
     out: dict[str, Any] = {}
     if needs_answers(spec):
-        out["answers"] = answers.summarize_answers(spec["strategies"], records)
+        out["answers"] = answers.summarize_answers(spec.strategies, records)
     if judged or needs_answers(spec):
         modes: dict[str, Counter[str]] = {}
         for r in records:
             modes.setdefault(r["strategy"], Counter())[r.get("answer_mode") or "none"] += 1
         out["answer_modes"] = {s: dict(c) for s, c in modes.items()}
-    if "lfs" in spec["strategies"]:
+    if "lfs" in spec.strategies:
         lfs = [r for r in records if r["strategy"] == "lfs"]
         out["lfs"] = {
             "llm": versions.get("llm"),
@@ -94,8 +92,8 @@ IN_SAMPLE_DEMO = (
 
 
 def summarize(
-    spec: dict[str, Any],
-    queries: Sequence[dict[str, Any]],
+    spec: EvalSpec,
+    queries: Sequence[EvalQuery],
     records: Sequence[Record],
     *,
     dataset: str,
@@ -111,10 +109,10 @@ def summarize(
         for g in groups_of(r):
             by[r["strategy"]][g].append(r)
     results, ci95, counts, failures = {}, {}, {}, {}
-    for s in spec["strategies"]:
+    for s in spec.strategies:
         results[s], ci95[s], counts[s] = _means(by[s], names)
         failures[s] = _failures(by[s]["all"])
-    n_by_group = Counter(g for q in queries for g in groups_of({**q, "kind": kind_of(q)}))
+    n_by_group = Counter(g for q in queries for g in question_groups(q))
     judge_names = sorted({r["judge"] for r in records if r.get("judge")})
     judge_calls = sum(o.get("calls", 0) for r in records for o in r.get("outcomes", {}).values())
     summary: dict[str, Any] = {
@@ -126,9 +124,9 @@ def summarize(
         "n_by_group": {g: n_by_group[g] for g in _group_order(n_by_group)},
         "failures": failures,
         "metrics": names,
-        "spec": {k: spec.get(k) for k in ("strategies", "metrics", "top_k", "gate", "seed", "domains")},
+        "spec": {k: getattr(spec, k) for k in ("strategies", "metrics", "top_k", "gate", "seed", "domains")},
         "notes": [
-            f"gate: {spec['gate']}" + (f" (seed {spec['seed']} + question index)" if spec.get("seed") is not None else ""),
+            f"gate: {spec.gate}" + (f" (seed {spec.seed} + question index)" if spec.seed is not None else ""),
             "a question with more than one domain counts as cross, and in each of its domains",
             "failed judge calls are counted in 'failures' and left out of the means, never scored 0",
             *(["a missing answer scores 0 (a failure of the system), never a judge failure"] if needs_answers(spec) else []),

@@ -11,7 +11,6 @@ import hashlib
 import importlib.util
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from enum import Enum
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from service.artifacts import Registry
+from service.cache import LRUCache
 from service.compute import MODEL_LOCK
 from service.config import Settings
 
@@ -62,41 +62,30 @@ def model_fingerprint(path: Path) -> str:
 PASSAGE_BATCH = {EncoderBackend.ONNX: 8, EncoderBackend.TORCH: 32}
 
 
-class QueryCache:
-    """A small thread-safe LRU map of query text -> vector (size 0: off)."""
+class QueryCache(LRUCache[str, np.ndarray]):
+    """The LRU map of query text -> vector (size 0: off): vectors held read-only, hits and misses counted."""
 
     def __init__(self, size: int) -> None:
-        self.size = size
-        self._items: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
+        super().__init__(size)
         self.hits = 0
         self.misses = 0
 
     def get(self, key: str) -> np.ndarray | None:
         """The cached vector, or None (counted as a miss)."""
-        with self._lock:
-            vec = self._items.get(key)
-            if vec is None:
-                self.misses += 1
-                return None
-            self._items.move_to_end(key)
+        vec = super().get(key)
+        if vec is None:
+            self.misses += 1
+        else:
             self.hits += 1
-            return vec
+        return vec
 
-    def put(self, key: str, vec: np.ndarray) -> None:
+    def put(self, key: str, value: np.ndarray) -> None:
         """Store a read-only copy, dropping the least recently used entry when full."""
         if self.size <= 0:
             return
-        vec = np.array(vec, dtype=np.float32, copy=True)
+        vec = np.array(value, dtype=np.float32, copy=True)
         vec.flags.writeable = False
-        with self._lock:
-            self._items[key] = vec
-            self._items.move_to_end(key)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._items)
+        super().put(key, vec)
 
 
 class Encoder:

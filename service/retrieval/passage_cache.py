@@ -10,10 +10,9 @@ fits, and by every read otherwise (a Qdrant server's collections are not scrolle
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
+from service.cache import LRUCache
 from service.retrieval.passage import Passage
 from service.retrieval.store import Store
 
@@ -25,21 +24,14 @@ class PassageCache:
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._items: OrderedDict[tuple[str, str], Passage] = OrderedDict()
-        self._lock = threading.Lock()
+        self._items: LRUCache[tuple[str, str], Passage] = LRUCache(size)
 
     def __len__(self) -> int:
         return len(self._items)
 
     def passages(self, store: Store, domain: str, point_ids: Sequence[str]) -> dict[str, Passage]:
         """The passages of ``point_ids`` in ``domain``: from memory, the rest read from ``store`` (and kept)."""
-        found: dict[str, Passage] = {}
-        with self._lock:
-            for pid in point_ids:
-                p = self._items.get((domain, pid))
-                if p is not None:
-                    self._items.move_to_end((domain, pid))
-                    found[pid] = p
+        found = {pid: p for (_, pid), p in self._items.get_many((domain, pid) for pid in point_ids).items()}
         missing = [pid for pid in point_ids if pid not in found]
         if missing:
             read = store.passages(domain, missing)
@@ -60,11 +52,4 @@ class PassageCache:
         return len(self)
 
     def _put(self, domain: str, items: Iterable[tuple[str, Passage]]) -> None:
-        if self.size <= 0:
-            return
-        with self._lock:
-            for pid, p in items:
-                self._items[(domain, pid)] = p
-                self._items.move_to_end((domain, pid))
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
+        self._items.put_many(((domain, pid), p) for pid, p in items)

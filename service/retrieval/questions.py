@@ -21,6 +21,7 @@ import numpy as np
 
 from service.retrieval.passage import RankedHit
 from service.retrieval.results import Question, Retrieval
+from service.retrieval.strategies.base import QuestionRouting, StrategyDetail
 from service.schemas import Routing
 
 
@@ -48,7 +49,7 @@ def interleave(rankings: Sequence[Sequence[RankedHit]], top_k: int) -> list[Rank
 
 def joint_routing(parts: Sequence[str], routings: Sequence[Routing]) -> Routing:
     """One routing for the message: each domain's highest probability and activation over its questions, the
-    union of their domains (in order), and each question's own routing under ``selector["questions"]``."""
+    union of their domains (in order), and each question's own routing under ``selector.questions``."""
     first = routings[0]
     domains = list(first.probabilities)
     active = list(dict.fromkeys(d for r in routings for d in r.active_domains))
@@ -59,12 +60,12 @@ def joint_routing(parts: Sequence[str], routings: Sequence[Routing]) -> Routing:
             "threshold": min(r.threshold for r in routings),
             "active_domains": active,
             "fallback": any(r.fallback for r in routings),
-            "selector": {
-                "questions": [
-                    {"query": q, "active_domains": r.active_domains, "probabilities": r.probabilities, "selector": r.selector}
+            "selector": StrategyDetail(
+                questions=[
+                    QuestionRouting(query=q, active_domains=r.active_domains, probabilities=r.probabilities, selector=r.selector)
                     for q, r in zip(parts, routings, strict=True)
                 ]
-            },
+            ),
         }
     )
 

@@ -7,11 +7,43 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
 
 from service.retrieval.passage import Hit
 from service.routing.gate import GateMode
 
 Search = Callable[[Sequence[str], int], dict[str, list[Hit]]]
+
+
+class StrategyDetail(BaseModel):
+    """What a strategy reports beside its domains (``Routing.selector``); each strategy sets its own fields and only
+    the fields set are written: lfs ``votes``, ``failures``, ``errors``, ``llm_calls``; fused ``fused`` (q per domain)
+    and ``reason``; a product filter ``given``; a message asking several questions ``questions``."""
+
+    votes: dict[str, bool | None] | None = None
+    failures: int | None = None
+    errors: dict[str, str] | None = None
+    llm_calls: int | None = None
+    fused: dict[str, float] | None = None
+    reason: str | None = None
+    given: list[str] | None = None
+    questions: list[QuestionRouting] | None = None
+
+    @model_serializer(mode="wrap")
+    def _only_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if k in self.model_fields_set}
+
+
+class QuestionRouting(BaseModel):
+    """The routing of one question of a message that asks several."""
+
+    query: str
+    active_domains: list[str]
+    probabilities: dict[str, float]
+    selector: StrategyDetail | None = None
+
+
+StrategyDetail.model_rebuild()
 
 
 @dataclass
@@ -28,7 +60,7 @@ class Selection:
     threshold: float
     activation: dict[str, float]
     fallback: bool = False
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: StrategyDetail | None = None
     hits: dict[str, list[Hit]] | None = None
     mode: GateMode = "deterministic"
 

@@ -13,9 +13,7 @@ Always deterministic: its parameters are fitted for the deterministic gate.
 
 from __future__ import annotations
 
-from typing import Any
-
-from service.retrieval.strategies.base import Selection, StrategyInput
+from service.retrieval.strategies.base import Selection, StrategyDetail, StrategyInput
 from service.routing.fusion import FusionParams, domain_evidence, domain_weights, fuse, per_domain
 from service.routing.gate import gate
 
@@ -40,18 +38,25 @@ def select(inp: StrategyInput) -> Selection:
             decision.threshold,
             {d: float(a) for d, a in zip(domains, decision.activation, strict=True)},
             True,
-            {"fused": None, "reason": "no fitted fusion parameters: every domain, ranked by s"},
+            StrategyDetail(fused=None, reason="no fitted fusion parameters: every domain, ranked by s"),
             hits,
         )
     q = fuse(p, domain_evidence(hits, domains, params.evidence_k), params)
     decision = gate(q, params.tau0, mode="deterministic")
-    detail: dict[str, Any] = {"fused": {d: round(float(v), 6) for d, v in zip(domains, q, strict=True)}}
+    fused = {d: round(float(v), 6) for d, v in zip(domains, q, strict=True)}
     activation = {d: float(a) for d, a in zip(domains, decision.activation, strict=True)}
     if q.max() < params.unsure:
-        detail["reason"] = f"router unsure (max q {q.max():.3f} < {params.unsure:.3f}): every domain, ranked by s"
+        detail = StrategyDetail(fused=fused, reason=f"router unsure (max q {q.max():.3f} < {params.unsure:.3f}): every domain, ranked by s")
         return Selection("fused", domains, {d: 1.0 for d in domains}, decision.threshold, activation, True, detail, hits)
     w = domain_weights(q, params.sharpness, per_domain(params, domains))
     active = [d for d, a in zip(domains, decision.active, strict=True) if a]
     return Selection(
-        "fused", active, {d: float(w[domains.index(d)]) for d in active}, decision.threshold, activation, decision.fallback, detail, hits
+        "fused",
+        active,
+        {d: float(w[domains.index(d)]) for d in active},
+        decision.threshold,
+        activation,
+        decision.fallback,
+        StrategyDetail(fused=fused),
+        hits,
     )

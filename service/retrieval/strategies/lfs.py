@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from service.retrieval.strategies.base import Selection, StrategyInput
+from service.retrieval.strategies.base import Selection, StrategyDetail, StrategyInput
 from service.routing.gate import gate
 
 log = logging.getLogger("fedqa.strategies")
@@ -120,11 +120,11 @@ def select(inp: StrategyInput) -> Selection:
     fallback = not chosen
     if fallback:
         chosen = [domains[int(np.argmax(p))]]
-    detail = {
-        "votes": votes,
-        "failures": sum(1 for v in votes.values() if v is None),
-        "errors": errors,
-        "llm_calls": len(domains) if selector and selector.llm is not None else 0,
-    }
+    detail = StrategyDetail(
+        votes=votes,
+        failures=sum(1 for v in votes.values() if v is None),
+        errors=errors,
+        llm_calls=len(domains) if selector and selector.llm is not None else 0,
+    )
     activation = {d: float(a) for d, a in zip(domains, decision.activation, strict=True)}
     return Selection("lfs", chosen, {d: 1.0 for d in chosen}, decision.threshold, activation, fallback, detail)
