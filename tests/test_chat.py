@@ -100,3 +100,38 @@ def test_what_is_searched_stays_within_the_query_length_limit(client, demo_pipel
         client.chat.completions.create(model="fedqa", messages=[{"role": "user", "content": "x" * (limit + 1)}])
     detail = exc.value.response.text  # the openai client's message is the status alone for a body without "error"
     assert "messages" in detail and str(limit) in detail
+
+
+AMBIGUOUS = "How do I invite a teammate?"  # every demo product has teammates to invite (tests/test_by_product.py)
+
+
+def test_question_fitting_several_products_gets_a_short_answer_per_product(client):
+    r = client.chat.completions.create(model="fedqa", messages=[{"role": "user", "content": AMBIGUOUS}])
+    text, extra = r.choices[0].message.content, r.model_extra["fedqa"]
+    assert extra["answer_mode"] == "by_product" and len(extra["products"]) >= 2
+    parts = text.split("\n\n")
+    assert [p.split(": ", 1)[0] for p in parts] == [p["domain"] for p in extra["products"]]
+    for part, product in zip(parts, extra["products"], strict=True):
+        short = part.split(": ", 1)[1]
+        assert len(short.split()) <= len(product["answer"].split()) and short.split(" [")[0][:40] in product["answer"]
+    cited = [a.url_citation for a in r.choices[0].message.annotations or []]
+    assert cited and all(c.url in {s["source"] for s in extra["sources"]} for c in cited)
+    chunks = list(client.chat.completions.create(model="fedqa", messages=[{"role": "user", "content": AMBIGUOUS}], stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == text
+
+
+def test_clarify_asks_which_product_then_answers_the_one_named(client):
+    asked = [{"role": "user", "content": AMBIGUOUS}]
+    r = client.chat.completions.create(model="fedqa", messages=asked, extra_body={"clarify": True})
+    text, products = r.choices[0].message.content, [p["domain"] for p in r.model_extra["fedqa"]["products"]]
+    assert "Which product do you mean" in text and text.endswith("?") and all(d in text for d in products)
+    assert not r.choices[0].message.annotations
+    chunks = list(client.chat.completions.create(model="fedqa", messages=asked, extra_body={"clarify": True}, stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == text
+    chosen = products[-1]
+    reply = client.chat.completions.create(
+        model="fedqa", messages=[*asked, {"role": "assistant", "content": text}, {"role": "user", "content": chosen}], extra_body={"clarify": True}
+    )
+    extra = reply.model_extra["fedqa"]
+    assert extra["answer_mode"] == "extractive" and {s["domain"] for s in extra["sources"]} == {chosen}
+    assert extra["retrieval_query"] == AMBIGUOUS

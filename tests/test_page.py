@@ -291,3 +291,21 @@ def test_evaluation_reports_are_listed_and_opened(server, keyed_page):
     report = page.frame_locator("#report-frame")
     report.locator("text=Worst questions").first.wait_for(timeout=10_000)
     assert report.locator("svg").count() >= 1
+
+
+def test_page_shows_the_answers_of_several_products_side_by_side(server, keyed_page):
+    """Issue 27: a question that fits several products is answered per product, one column each."""
+    page, question = keyed_page, "How do I invite a teammate?"  # every demo product has teammates to invite
+    page.goto(f"{server.url}/?{urlencode({'q': question, 'seed': SEED})}")
+    _wait_answer(page)
+    expected = _ask(server, query=question, seed=SEED)
+    assert expected["answer_mode"] == "by_product" == page.get_attribute("#answer-mode", "data-mode")
+    columns = page.eval_on_selector_all("#answer .products .product", "ps => ps.map(p => p.dataset.domain)")
+    assert columns == [p["domain"] for p in expected["products"]]
+    for p in expected["products"]:
+        column = page.locator(f"#answer .product[data-domain={p['domain']}]")
+        assert column.locator(".answer-text").text_content() == p["answer"]
+        assert p["doc_ids"][0] in column.locator(".product-docs").text_content()
+    assert _doc_ids(page, "#sources .card") == [s["doc_id"] for s in expected["sources"]]
+    boxes = page.eval_on_selector_all("#answer .product", "ps => ps.map(p => p.getBoundingClientRect().top)")
+    assert len(set(boxes)) == 1  # side by side on a wide screen
