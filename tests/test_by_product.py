@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import json
 
+from service.api.health import decisions
 from service.artifacts import Registry
 from service.ask import answer, answer_stream
 from service.events import DoneEvent, RetrievalEvent, TokenEvent
 from service.routing.split import load_split, save_split, split_path
 from service.schemas import AskRequest
-from tests.utils import pipeline_with
+from tests.utils import AMBIGUOUS, ambiguous_question, pipeline_with
 
 CLEAR = "How do I export my data?"
-AMBIGUOUS = "How do I invite a teammate?"  # every demo product has teammates to invite
 
 
 def test_fitted_split_is_stored_with_the_router_version_and_reported(demo_pipeline, tmp_path):
@@ -29,6 +29,7 @@ def test_fitted_split_is_stored_with_the_router_version_and_reported(demo_pipeli
     assert fit["questions"] == len(val) > 0  # fitted on the router's validation questions
     assert fit["mean_groups"] <= 1.5 and fit["one_group_share"] >= 0.7  # the objective's bounds
     assert fit["hit_by_product"] >= fit["acc_at_top1"]  # "never split" was one of the rules it chose from
+    assert decisions(demo_pipeline)["by_product"]["min_ratio"] == rule.min_ratio  # /readyz says it is in force
     save_split(rule, tmp_path / "split.json")
     again = load_split(tmp_path / "split.json")
     assert again is not None and again.to_json() == rule.to_json()
@@ -46,13 +47,14 @@ def test_one_clear_product_keeps_todays_shape(demo_pipeline):
 
 
 def test_ambiguous_question_is_answered_per_product(demo_pipeline):
-    resp = answer(demo_pipeline, AskRequest(query=AMBIGUOUS))
+    question = ambiguous_question(demo_pipeline)
+    resp = answer(demo_pipeline, AskRequest(query=question))
     assert resp.answer_mode == "by_product" and resp.products is not None and 2 <= len(resp.products) <= 3
     probs = resp.routing.probabilities
     assert [p.probability for p in resp.products] == sorted((round(probs[p.domain], 6) for p in resp.products), reverse=True)
     offset = 0
     for p in resp.products:
-        own = demo_pipeline.retrieve(AMBIGUOUS, top_k=demo_pipeline.settings.default_top_k, domains=[p.domain])
+        own = demo_pipeline.retrieve(question, top_k=demo_pipeline.settings.default_top_k, domains=[p.domain])
         assert p.doc_ids == [h.passage.doc_id for h in own.hits]  # its own ranking: its top passage first
         shown = resp.sources[offset : offset + len(p.doc_ids)]
         assert [s.doc_id for s in shown] == p.doc_ids and {s.domain for s in shown} == {p.domain}
@@ -61,7 +63,7 @@ def test_ambiguous_question_is_answered_per_product(demo_pipeline):
         offset += len(p.doc_ids)
     assert len(resp.sources) == offset and set(resp.citations) == {c for p in resp.products for c in p.citations}
 
-    events = list(answer_stream(demo_pipeline, AskRequest(query=AMBIGUOUS)))
+    events = list(answer_stream(demo_pipeline, AskRequest(query=question)))
     assert events[0].products == [p.domain for p in resp.products] if isinstance(events[0], RetrievalEvent) else False
     assert "".join(e.text for e in events if isinstance(e, TokenEvent)) == resp.answer
     assert isinstance(events[-1], DoneEvent) and events[-1].response.products == resp.products
@@ -70,12 +72,14 @@ def test_ambiguous_question_is_answered_per_product(demo_pipeline):
 def test_without_a_fitted_split_the_ambiguous_question_gets_one_answer(demo_pipeline):
     """An older router version (no split.json): one product, today's shape."""
     older = pipeline_with(demo_pipeline, split=None)
-    resp = answer(older, AskRequest(query=AMBIGUOUS))
-    assert resp.answer_mode == "extractive" and resp.products is None
-    events = list(answer_stream(older, AskRequest(query=AMBIGUOUS)))
+    for question in AMBIGUOUS:
+        resp = answer(older, AskRequest(query=question))
+        assert resp.answer_mode != "by_product" and resp.products is None
+    events = list(answer_stream(older, AskRequest(query=ambiguous_question(demo_pipeline))))
     assert isinstance(events[0], RetrievalEvent) and "products" not in events[0].data()
 
 
 def test_a_product_filter_is_never_split(demo_pipeline):
-    resp = answer(demo_pipeline, AskRequest(query=AMBIGUOUS, domains=["orbit"]))
+    question = ambiguous_question(demo_pipeline)
+    resp = answer(demo_pipeline, AskRequest(query=question, domains=["orbit"]))
     assert resp.products is None and {s.domain for s in resp.sources} == {"orbit"}

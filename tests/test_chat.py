@@ -8,7 +8,7 @@ import pytest
 
 from service.api.app import create_app
 from service.api.state import ServiceState
-from tests.utils import make_settings, served_app
+from tests.utils import ambiguous_question, make_settings, served_app
 
 
 @pytest.fixture(scope="module")
@@ -102,11 +102,9 @@ def test_what_is_searched_stays_within_the_query_length_limit(client, demo_pipel
     assert "messages" in detail and str(limit) in detail
 
 
-AMBIGUOUS = "How do I invite a teammate?"  # every demo product has teammates to invite (tests/test_by_product.py)
-
-
-def test_question_fitting_several_products_gets_a_short_answer_per_product(client):
-    r = client.chat.completions.create(model="fedqa", messages=[{"role": "user", "content": AMBIGUOUS}])
+def test_question_fitting_several_products_gets_a_short_answer_per_product(client, demo_pipeline):
+    question = ambiguous_question(demo_pipeline)
+    r = client.chat.completions.create(model="fedqa", messages=[{"role": "user", "content": question}])
     text, extra = r.choices[0].message.content, r.model_extra["fedqa"]
     assert extra["answer_mode"] == "by_product" and len(extra["products"]) >= 2
     parts = text.split("\n\n")
@@ -116,12 +114,13 @@ def test_question_fitting_several_products_gets_a_short_answer_per_product(clien
         assert len(short.split()) <= len(product["answer"].split()) and short.split(" [")[0][:40] in product["answer"]
     cited = [a.url_citation for a in r.choices[0].message.annotations or []]
     assert cited and all(c.url in {s["source"] for s in extra["sources"]} for c in cited)
-    chunks = list(client.chat.completions.create(model="fedqa", messages=[{"role": "user", "content": AMBIGUOUS}], stream=True))
+    chunks = list(client.chat.completions.create(model="fedqa", messages=[{"role": "user", "content": question}], stream=True))
     assert "".join(c.choices[0].delta.content or "" for c in chunks) == text
 
 
-def test_clarify_asks_which_product_then_answers_the_one_named(client):
-    asked = [{"role": "user", "content": AMBIGUOUS}]
+def test_clarify_asks_which_product_then_answers_the_one_named(client, demo_pipeline):
+    question = ambiguous_question(demo_pipeline)
+    asked = [{"role": "user", "content": question}]
     r = client.chat.completions.create(model="fedqa", messages=asked, extra_body={"clarify": True})
     text, products = r.choices[0].message.content, [p["domain"] for p in r.model_extra["fedqa"]["products"]]
     assert "Which product do you mean" in text and text.endswith("?") and all(d in text for d in products)
@@ -133,5 +132,5 @@ def test_clarify_asks_which_product_then_answers_the_one_named(client):
         model="fedqa", messages=[*asked, {"role": "assistant", "content": text}, {"role": "user", "content": chosen}], extra_body={"clarify": True}
     )
     extra = reply.model_extra["fedqa"]
-    assert extra["answer_mode"] == "extractive" and {s["domain"] for s in extra["sources"]} == {chosen}
-    assert extra["retrieval_query"] == AMBIGUOUS
+    assert extra["answer_mode"] != "by_product" and {s["domain"] for s in extra["sources"]} == {chosen}
+    assert extra["retrieval_query"] == question

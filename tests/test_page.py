@@ -17,7 +17,7 @@ import pytest
 
 from service.api.app import create_app
 from service.api.state import ServiceState
-from tests.utils import make_settings, served_app
+from tests.utils import ambiguous_question, make_settings, served_app
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra (./scripts/setup.sh)")
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").is_file() else None)
@@ -293,9 +293,9 @@ def test_evaluation_reports_are_listed_and_opened(server, keyed_page):
     assert report.locator("svg").count() >= 1
 
 
-def test_page_shows_the_answers_of_several_products_side_by_side(server, keyed_page):
+def test_page_shows_the_answers_of_several_products_side_by_side(server, keyed_page, demo_pipeline):
     """Issue 27: a question that fits several products is answered per product, one column each."""
-    page, question = keyed_page, "How do I invite a teammate?"  # every demo product has teammates to invite
+    page, question = keyed_page, ambiguous_question(demo_pipeline)
     page.goto(f"{server.url}/?{urlencode({'q': question, 'seed': SEED})}")
     _wait_answer(page)
     expected = _ask(server, query=question, seed=SEED)

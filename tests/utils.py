@@ -59,3 +59,24 @@ def served_app(app: Any, *, lifespan: Literal["auto", "on", "off"] = "off") -> I
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+#: Questions whose words fit several demo products (each has webhooks, an audit log, roles, teammates to invite).
+AMBIGUOUS = (
+    "How do I connect a webhook?",
+    "Can I get an audit log of changes?",
+    "How do I change roles and permissions?",
+    "How do I invite a teammate?",
+)
+
+
+def ambiguous_question(pipeline: Any) -> str:
+    """The first of :data:`AMBIGUOUS` that the pipeline (its fitted split rule) answers by product; the test fails
+    when it answers none of them so."""
+    from service.ask import answer
+    from service.schemas import AskRequest
+
+    for question in AMBIGUOUS:
+        if answer(pipeline, AskRequest(query=question)).answer_mode == "by_product":
+            return question
+    raise AssertionError(f"the fitted split rule answers none of {AMBIGUOUS} by product")
