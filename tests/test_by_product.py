@@ -3,6 +3,7 @@ product (today's shape) and with several plausible ones (``answer_mode: "by_prod
 
 from __future__ import annotations
 
+import io
 import json
 
 from service.api.health import decisions
@@ -11,7 +12,7 @@ from service.ask import answer, answer_stream
 from service.events import DoneEvent, RetrievalEvent, TokenEvent
 from service.routing.split import load_split, save_split, split_path
 from service.schemas import AskRequest
-from tests.utils import AMBIGUOUS, ambiguous_question, pipeline_with
+from tests.utils import ambiguous_question, pipeline_with
 
 CLEAR = "How do I export my data?"
 
@@ -71,11 +72,10 @@ def test_ambiguous_question_is_answered_per_product(demo_pipeline):
 
 def test_without_a_fitted_split_the_ambiguous_question_gets_one_answer(demo_pipeline):
     """An older router version (no split.json): one product, today's shape."""
-    older = pipeline_with(demo_pipeline, split=None)
-    for question in AMBIGUOUS:
-        resp = answer(older, AskRequest(query=question))
-        assert resp.answer_mode != "by_product" and resp.products is None
-    events = list(answer_stream(older, AskRequest(query=ambiguous_question(demo_pipeline))))
+    older, question = pipeline_with(demo_pipeline, split=None), ambiguous_question(demo_pipeline)
+    resp = answer(older, AskRequest(query=question))
+    assert resp.answer_mode != "by_product" and resp.products is None
+    events = list(answer_stream(older, AskRequest(query=question)))
     assert isinstance(events[0], RetrievalEvent) and "products" not in events[0].data()
 
 
@@ -83,3 +83,26 @@ def test_a_product_filter_is_never_split(demo_pipeline):
     question = ambiguous_question(demo_pipeline)
     resp = answer(demo_pipeline, AskRequest(query=question, domains=["orbit"]))
     assert resp.products is None and {s.domain for s in resp.sources} == {"orbit"}
+
+
+def test_quality_benchmark_reports_hit_by_product_beside_acc_at_1(demo_pipeline):
+    """benchmarks/quality.py on the router's validation questions (demo): hit by product, products per question and the
+    one-product share beside Acc@1, single and cross; they are the figures the fit reported for its rule."""
+    from benchmarks.quality import print_table, score, summarize
+    from service.demo import QUERIES
+    from service.queries import load_queries
+
+    router = demo_pipeline.router.version
+    val = set(Registry(demo_pipeline.settings.home_dir).manifest("router", router)["val_qids"])
+    qs = [q for q in load_queries(QUERIES) if q.qid in val]
+    preps = demo_pipeline.prepare_many([q.query for q in qs])
+    records = [("fused", q, score(demo_pipeline, q, p, "fused", 5)) for q, p in zip(qs, preps, strict=True)]
+    table = summarize(records, ["fused"], 5)["fused"]
+    fitted = demo_pipeline.split.fit["on_fit_questions"]["all"]
+    same = {"acc_at_top1": "acc_at_top1", "hit_by_product": "hit_by_product", "groups": "mean_groups", "one_group": "one_group_share"}
+    for name, key in same.items():
+        assert table["all"][name]["mean"] == fitted[key], name
+    assert table["all"]["hit_by_product"]["mean"] >= table["all"]["acc_at_top1"]["mean"]
+    out = io.StringIO()
+    print_table({"fused": table}, 5, out=out)
+    assert "hit_by_product" in out.getvalue() and "groups" in out.getvalue()
