@@ -1,5 +1,8 @@
 """Retrieval quality of every strategy on labelled questions: Acc@Top1, Recall@k, MRR and routing accuracy,
-per strategy, single vs cross and per domain, with 95% bootstrap intervals.
+per strategy, single vs cross and per domain, with 95% bootstrap intervals; beside Acc@1, the answers by product
+(the router version's fitted split rule, service/routing/split.py): "hit by product" (the gold passage is the top
+passage of one of the products shown; one product: Acc@1), products shown per question and the share of questions
+answered for one product.
 
     python benchmarks/quality.py --queries val.jsonl [more.jsonl] [--crossfit 5 --oos val_oos.jsonl] [--out FILE]
     python benchmarks/quality.py --combine A.json B.json      # pool the questions of several --out files
@@ -53,7 +56,13 @@ def score(pipeline, q: LabelledQuery, prepared, strategy: str, top_k: int) -> di
         ret = pipeline.retrieve(q.query, top_k=top_k, prepared=prepared, domains=[d for d in q.domains if d in pipeline.domains], rerank=rerank)
     else:
         ret = pipeline.retrieve(q.query, top_k=top_k, gate_mode="deterministic", strategy=name, prepared=prepared, rerank=rerank)
-    scores = ranking_scores([h.passage.doc_id for h in ret.hits], q.gold_doc_ids, ret.routing.active_domains, q.domains, top_k)
+    ranked = [h.passage.doc_id for h in ret.hits]
+    scores = ranking_scores(ranked, q.gold_doc_ids, ret.routing.active_domains, q.domains, top_k)
+    groups = pipeline.by_product(ret, top_k=top_k, rerank=rerank)
+    tops = [g.retrieval.hits[0].passage.doc_id for g in groups if g.retrieval.hits]
+    scores["hit_by_product"] = float(any(t in q.gold_doc_ids for t in tops)) if groups else scores["acc_at_top1"]
+    scores["groups"] = float(max(1, len(groups)))
+    scores["one_group"] = float(len(groups) <= 1)
     return {n: scores[n] for n in metric_names(top_k)}
 
 
@@ -119,7 +128,7 @@ def refit_rerank(pipeline, fit_qs: list[LabelledQuery]) -> dict:  # noqa: ANN001
 
 def metric_names(top_k: int) -> list[str]:
     """The metrics this benchmark reports (evaluation's retrieval group but routing_exact), in table order."""
-    return ["acc_at_top1", f"recall_at_{top_k}", "mrr", "routing_accuracy", "domains_searched"]
+    return ["acc_at_top1", "hit_by_product", "groups", "one_group", f"recall_at_{top_k}", "mrr", "routing_accuracy", "domains_searched"]
 
 
 def groups(q: LabelledQuery) -> list[str]:
@@ -132,7 +141,7 @@ def summarize(records: list[tuple[str, LabelledQuery, dict]], strategies: list[s
     for s, q, m in records:
         for g in groups(q):
             by[s][g].append(m)
-    names = metric_names(top_k)
+    names = [n for n in metric_names(top_k) if all(n in m for _, _, m in records)]  # files of an older quality.py lack the by-product ones
     out: dict = {}
     for s in strategies:
         order = [g for g in ("all", "single", "cross") if g in by[s]] + sorted(g for g in by[s] if g.startswith("domain:"))
@@ -142,11 +151,16 @@ def summarize(records: list[tuple[str, LabelledQuery, dict]], strategies: list[s
 
 
 def print_table(summary: dict, top_k: int, out=sys.stdout) -> None:  # noqa: ANN001
-    cols = ["acc_at_top1", f"recall_at_{top_k}", "mrr"]
-    print(f"{'strategy':<14}{'group':<19}{'n':>4}" + "".join(f"{c + ' [95% CI]':>27}" for c in cols) + f"{'routing':>9}{'searched':>9}", file=out)
+    first: dict = next((m for per in summary.values() for m in per.values()), {})
+    cols = [c for c in ("acc_at_top1", "hit_by_product", f"recall_at_{top_k}", "mrr") if c in first]
+    by_product = "groups" in first
+    head = "".join(f"{c + ' [95% CI]':>27}" for c in cols) + (f"{'groups':>8}{'one':>7}" if by_product else "")
+    print(f"{'strategy':<14}{'group':<19}{'n':>4}" + head + f"{'routing':>9}{'searched':>9}", file=out)
     for s, per in summary.items():
         for g, m in per.items():
             cells = "".join(f"{m[c]['mean']:>8.3f} [{m[c]['ci95'][0]:.3f}, {m[c]['ci95'][1]:.3f}]".rjust(27) for c in cols)
+            if by_product:
+                cells += f"{m['groups']['mean']:>8.2f}{m['one_group']['mean']:>7.2f}"
             route = m["routing_accuracy"]["mean"]
             print(
                 f"{s:<14}{g:<19}{m['n']:>4}{cells}{'-' if route is None else format(route, '.3f'):>9}{m['domains_searched']['mean']:>9.2f}", file=out

@@ -8,17 +8,21 @@ answer (:class:`~service.generation.answer.Answerer`), and assemble the response
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 from service.events import DoneEvent, Event, ResetEvent, RetrievalEvent, TokenEvent
 from service.generation.answer import Answer
+from service.generation.modes import AnswerMode
 from service.pipeline import Pipeline
 from service.retrieval.passage import RankedHit
-from service.retrieval.results import Retrieval
+from service.retrieval.results import ProductRetrieval, Retrieval
 from service.retrieval.strategies import StrategyName
-from service.schemas import AnswerConfidence, AskRequest, AskResponse, Routing, Source
+from service.schemas import AnswerConfidence, AskRequest, AskResponse, ProductAnswer, Routing, Source
+
+_CITATION = re.compile(r"\[(\d{1,3})\]")
 
 
 def answer(pipeline: Pipeline, req: AskRequest, *, retrieval_query: str | None = None, allowed: frozenset[str] | None = None) -> AskResponse:
@@ -36,6 +40,10 @@ def answer_stream(
     the LLM's completion (False: one completion call)."""
     t_all = time.perf_counter()
     ret = _retrieve(pipeline, req, retrieval_query, allowed)
+    answered = _by_product(pipeline, req, ret, retrieval_query, allowed)
+    if len(answered) > 1:
+        yield from _product_events(pipeline, req, ret, answered, t_all)
+        return
     cited = sources(ret.hits, ret.routing.probabilities)
     yield RetrievalEvent(ret.routing, cited)
     final: Answer | None = None
@@ -53,6 +61,68 @@ def answer_stream(
     resp = response(ret, final, req.strategy, pipeline.versions, cited)
     resp.query = req.query
     yield DoneEvent(resp)
+
+
+@dataclass(frozen=True)
+class _Answered:
+    """One product's retrieval and its answer (an answer given by product)."""
+
+    product: ProductRetrieval
+    answer: Answer
+
+
+def _by_product(pipeline: Pipeline, req: AskRequest, ret: Retrieval, retrieval_query: str | None, allowed: frozenset[str] | None) -> list[_Answered]:
+    """The products' answers when the fitted split rule finds several plausible products (each searched alone and
+    answered like a one-product question); a product whose answer is "not covered" (or nothing) is left out. [] (or
+    one): the question is answered for one product, as without a rule. Timed as ``by_product``."""
+    if not req.generate or req.domains or not ret.hits:
+        return []
+    t0 = time.perf_counter()
+    question = None if retrieval_query is None else req.query
+    groups = pipeline.by_product(ret, top_k=pipeline.validate(req), question=question, rerank=req.rerank, allowed=allowed)
+    answered = []
+    for g in groups:
+        r = g.retrieval
+        a = pipeline.answerer.answer(req.query, r.parts, r.hits, r.routing.probabilities)
+        if a.text and a.mode not in (AnswerMode.NOT_COVERED, AnswerMode.NONE):
+            answered.append(_Answered(g, a))
+    if groups:
+        ret.timings_ms["by_product"] = round((time.perf_counter() - t0) * 1000.0, 3)
+    return answered
+
+
+def _product_events(pipeline: Pipeline, req: AskRequest, ret: Retrieval, answered: list[_Answered], t_all: float) -> Iterator[Event]:
+    """The events of an answer given by product: its sources are the products' passages in turn, each product's
+    answer cites them by their position there, and the answer's text is the products' answers, each labelled."""
+    cited = sources([h for a in answered for h in a.product.retrieval.hits], ret.routing.probabilities)
+    yield RetrievalEvent(ret.routing, cited, products=[a.product.domain for a in answered])
+    products, offset = [], 0
+    for a in answered:
+        products.append(product_answer(a.product, a.answer, offset))
+        offset += len(a.product.retrieval.hits)
+    labelled = [f"{p.domain}: {p.answer}" for p in products]
+    for i, piece in enumerate(labelled):
+        yield TokenEvent(("\n\n" if i else "") + piece)
+    first = answered[0].answer
+    final = Answer("\n\n".join(labelled), AnswerMode.BY_PRODUCT, sorted({c for p in products for c in p.citations}), first.confidence, first.error)
+    ret.timings_ms["total"] = round((time.perf_counter() - t_all) * 1000.0, 3)
+    resp = response(ret, final, req.strategy, pipeline.versions, cited)
+    resp.query, resp.products = req.query, products
+    yield DoneEvent(resp)
+
+
+def product_answer(product: ProductRetrieval, answer: Answer, offset: int) -> ProductAnswer:
+    """A product's answer with its [n] renumbered to positions in the response's sources (its passages start
+    after ``offset`` others)."""
+    text = _CITATION.sub(lambda m: f"[{int(m.group(1)) + offset}]", answer.text or "")
+    return ProductAnswer(
+        domain=product.domain,
+        probability=round(product.probability, 6),
+        answer=text or None,
+        answer_mode=answer.mode,
+        citations=[c + offset for c in answer.citations],
+        doc_ids=[h.passage.doc_id for h in product.retrieval.hits],
+    )
 
 
 def _retrieve(pipeline: Pipeline, req: AskRequest, query: str | None = None, allowed: frozenset[str] | None = None) -> Retrieval:

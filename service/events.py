@@ -6,7 +6,7 @@ Server-Sent Event named :attr:`name` with :meth:`data` as JSON, the chat endpoin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from service.schemas import AskResponse, Routing, Source
@@ -14,14 +14,17 @@ from service.schemas import AskResponse, Routing, Source
 
 @dataclass(frozen=True)
 class RetrievalEvent:
-    """Retrieval is done: the routing and the sources the answer will cite."""
+    """Retrieval is done: the routing and the sources the answer will cite; ``products``: the products an answer
+    given by product covers, in order (empty: one product answers, and the data has no ``products``)."""
 
     name: ClassVar[str] = "retrieval"
     routing: Routing
     sources: list[Source]
+    products: list[str] = field(default_factory=list)
 
     def data(self) -> dict[str, Any]:
-        return {"routing": self.routing.model_dump(), "sources": [s.model_dump() for s in self.sources]}
+        out: dict[str, Any] = {"routing": self.routing.model_dump(), "sources": [s.model_dump() for s in self.sources]}
+        return {**out, "products": list(self.products)} if self.products else out
 
 
 @dataclass(frozen=True)

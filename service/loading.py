@@ -23,6 +23,7 @@ from service.retrieval.backends import open_backend
 from service.retrieval.encoder import Encoder, index_encoder_backend, load_encoder
 from service.retrieval.store import Store, StoreBackend, StoreUnavailable
 from service.routing.router import HeadRouter, Router, RouterFormatError, UniformRouter
+from service.routing.split import load_split, split_path
 
 log = logging.getLogger("fedqa.pipeline")
 
@@ -69,6 +70,7 @@ def load_pipeline(settings: Settings, backend: StoreBackend | None = None, *, wi
         abstention=abstention,
         policy=policy,
         reranker=reranker,
+        split=load_split(split_path(registry, router_version)) if isinstance(router, HeadRouter) else None,
     )
 
 

@@ -28,12 +28,13 @@ from service.retrieval.federated import merge, search_domains, search_threads, w
 from service.retrieval.passage import RankedHit
 from service.retrieval.passage_cache import PassageCache
 from service.retrieval.questions import joint_retrieval, questions
-from service.retrieval.results import Prepared, Retrieval
+from service.retrieval.results import Prepared, ProductRetrieval, Retrieval
 from service.retrieval.store import Store, StoreUnavailable
 from service.retrieval.strategies import DEFAULT_STRATEGY, LLMDomainSelector, Selection, StrategyName, describe_domains, select
 from service.retrieval.strategies.base import Search, StrategyDetail
 from service.routing.gate import GateMode
 from service.routing.router import Router, UniformRouter
+from service.routing.split import SplitRule, best_score
 from service.schemas import AskRequest, Routing
 from service.scope import within
 from service.text import split_questions
@@ -69,6 +70,7 @@ class Pipeline:
         abstention: AbstentionModel | None = None,
         policy: AnswerPolicy | None = None,
         reranker: Reranker | None = None,
+        split: SplitRule | None = None,
     ) -> None:
         self._settings = settings
         self.reranker = reranker
@@ -85,8 +87,9 @@ class Pipeline:
                 "searching every domain until the router is retrained (fedqa train router)"
             )
             router = UniformRouter(self.domains)
-            abstention = None  # fitted for the router that is not used
+            abstention = split = None  # fitted for the router that is not used
         self.router = router
+        self.split = split  # when an answer covers several products (None: always one)
         self.abstention = abstention
         self.answerer = Answerer(
             settings, encoder, llm=llm, llm_error=llm_error, abstention=abstention, vectors=shared_vectors(encoder, store.version), policy=policy
@@ -344,6 +347,42 @@ class Pipeline:
         chosen = list(dict.fromkeys(domains))
         activation = {d: 1.0 if d in chosen else 0.0 for d in probs}
         return Selection("given", chosen, {d: 1.0 for d in chosen}, 0.0, activation, detail=StrategyDetail(given=chosen))
+
+    # ------------------------------------------------------------ by product
+    def by_product(
+        self, ret: Retrieval, *, top_k: int, question: str | None = None, rerank: bool = True, allowed: frozenset[str] | None = None
+    ) -> list[ProductRetrieval]:
+        """The products an answer covers when the fitted split rule (:mod:`service.routing.split`) finds several
+        plausible ones for ``ret``: each searched on its own (the product filter), best p_j first. [] when one product
+        answers: no rule, a product filter given, or one plausible product. ``question`` as in :meth:`retrieve`."""
+        rule = self.split
+        if rule is None or ret.routing.given:
+            return []
+        probs = ret.routing.probabilities
+        candidates = rule.candidates(probs)
+        if len(candidates) < 2:
+            return []
+        own = self.product_retrievals(ret, candidates, top_k=top_k, question=question, rerank=rerank, allowed=allowed)
+        best = {d: s for d, r in own.items() if (s := best_score(r.hits)) is not None}
+        kept = rule.keep(candidates, best)
+        return [ProductRetrieval(d, probs[d], own[d]) for d in kept] if len(kept) > 1 else []
+
+    def product_retrievals(
+        self,
+        ret: Retrieval,
+        domains: list[str],
+        *,
+        top_k: int,
+        question: str | None = None,
+        rerank: bool = True,
+        allowed: frozenset[str] | None = None,
+    ) -> dict[str, Retrieval]:
+        """``ret``'s query searched in each of ``domains`` alone (the product filter), with its query vector."""
+        prepared = Prepared(dict(ret.routing.probabilities), ret.vector) if ret.vector is not None else None
+        return {
+            d: self.retrieve(ret.query, top_k=top_k, prepared=prepared, domains=[d], question=question, rerank=rerank, allowed=allowed)
+            for d in domains
+        }
 
     # ---------------------------------------------------------------- answer
     def answer_retrieval(self, ret: Retrieval, *, generate: bool = True, context_passages: int | None = None) -> Answer:

@@ -104,6 +104,19 @@ class AnswerConfidence(BaseModel):
     model: str | None = Field(default=None, description="The fitted model that decided (version folder/file).")
 
 
+class ProductAnswer(BaseModel):
+    """One product's answer in an answer given by product (``answer_mode: "by_product"``)."""
+
+    model_config = ConfigDict(use_enum_values=True)
+
+    domain: str
+    probability: float = Field(description="The router's probability p_j of the product.")
+    answer: str | None = Field(description="The product's answer; its [n] are positions in the response's sources.")
+    answer_mode: AnswerMode = Field(description="What produced the product's answer (extractive, generative, ...).")
+    citations: list[int] = Field(default_factory=list, description="Source numbers (in the response's sources) the answer cites.")
+    doc_ids: list[str] = Field(description="The product's passages, its top passage first (they are in the response's sources too).")
+
+
 class AskResponse(BaseModel):
     """Body of ``POST /ask``."""
 
@@ -120,6 +133,10 @@ class AskResponse(BaseModel):
     timings_ms: dict[str, float]
     versions: dict[str, str | None]
     error: str | None = None
+    products: list[ProductAnswer] | None = Field(
+        default=None,
+        description="answer_mode by_product: the answer per plausible product, best p_j first (null: one product answers).",
+    )
 
 
 class ErrorBody(BaseModel):

@@ -8,7 +8,7 @@ import pytest
 
 from service.api.app import create_app
 from service.api.state import ServiceState
-from tests.utils import make_settings, served_app
+from tests.utils import ambiguous_question, make_settings, served_app
 
 
 @pytest.fixture(scope="module")
@@ -100,3 +100,37 @@ def test_what_is_searched_stays_within_the_query_length_limit(client, demo_pipel
         client.chat.completions.create(model="fedqa", messages=[{"role": "user", "content": "x" * (limit + 1)}])
     detail = exc.value.response.text  # the openai client's message is the status alone for a body without "error"
     assert "messages" in detail and str(limit) in detail
+
+
+def test_question_fitting_several_products_gets_a_short_answer_per_product(client, demo_pipeline):
+    question = ambiguous_question(demo_pipeline)
+    r = client.chat.completions.create(model="fedqa", messages=[{"role": "user", "content": question}])
+    text, extra = r.choices[0].message.content, r.model_extra["fedqa"]
+    assert extra["answer_mode"] == "by_product" and len(extra["products"]) >= 2
+    parts = text.split("\n\n")
+    assert [p.split(": ", 1)[0] for p in parts] == [p["domain"] for p in extra["products"]]
+    for part, product in zip(parts, extra["products"], strict=True):
+        short = part.split(": ", 1)[1]
+        assert len(short.split()) <= len(product["answer"].split()) and short.split(" [")[0][:40] in product["answer"]
+    cited = [a.url_citation for a in r.choices[0].message.annotations or []]
+    assert cited and all(c.url in {s["source"] for s in extra["sources"]} for c in cited)
+    chunks = list(client.chat.completions.create(model="fedqa", messages=[{"role": "user", "content": question}], stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == text
+
+
+def test_clarify_asks_which_product_then_answers_the_one_named(client, demo_pipeline):
+    question = ambiguous_question(demo_pipeline)
+    asked = [{"role": "user", "content": question}]
+    r = client.chat.completions.create(model="fedqa", messages=asked, extra_body={"clarify": True})
+    text, products = r.choices[0].message.content, [p["domain"] for p in r.model_extra["fedqa"]["products"]]
+    assert "Which product do you mean" in text and text.endswith("?") and all(d in text for d in products)
+    assert not r.choices[0].message.annotations
+    chunks = list(client.chat.completions.create(model="fedqa", messages=asked, extra_body={"clarify": True}, stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == text
+    chosen = products[-1]
+    reply = client.chat.completions.create(
+        model="fedqa", messages=[*asked, {"role": "assistant", "content": text}, {"role": "user", "content": chosen}], extra_body={"clarify": True}
+    )
+    extra = reply.model_extra["fedqa"]
+    assert extra["answer_mode"] != "by_product" and {s["domain"] for s in extra["sources"]} == {chosen}
+    assert extra["retrieval_query"] == question

@@ -17,7 +17,7 @@ import pytest
 
 from service.api.app import create_app
 from service.api.state import ServiceState
-from tests.utils import make_settings, served_app
+from tests.utils import ambiguous_question, make_settings, served_app
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra (./scripts/setup.sh)")
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").is_file() else None)
@@ -291,3 +291,21 @@ def test_evaluation_reports_are_listed_and_opened(server, keyed_page):
     report = page.frame_locator("#report-frame")
     report.locator("text=Worst questions").first.wait_for(timeout=10_000)
     assert report.locator("svg").count() >= 1
+
+
+def test_page_shows_the_answers_of_several_products_side_by_side(server, keyed_page, demo_pipeline):
+    """Issue 27: a question that fits several products is answered per product, one column each."""
+    page, question = keyed_page, ambiguous_question(demo_pipeline)
+    page.goto(f"{server.url}/?{urlencode({'q': question, 'seed': SEED})}")
+    _wait_answer(page)
+    expected = _ask(server, query=question, seed=SEED)
+    assert expected["answer_mode"] == "by_product" == page.get_attribute("#answer-mode", "data-mode")
+    columns = page.eval_on_selector_all("#answer .products .product", "ps => ps.map(p => p.dataset.domain)")
+    assert columns == [p["domain"] for p in expected["products"]]
+    for p in expected["products"]:
+        column = page.locator(f"#answer .product[data-domain={p['domain']}]")
+        assert column.locator(".answer-text").text_content() == p["answer"]
+        assert p["doc_ids"][0] in column.locator(".product-docs").text_content()
+    assert _doc_ids(page, "#sources .card") == [s["doc_id"] for s in expected["sources"]]
+    boxes = page.eval_on_selector_all("#answer .product", "ps => ps.map(p => p.getBoundingClientRect().top)")
+    assert len(set(boxes)) == 1  # side by side on a wide screen

@@ -59,3 +59,29 @@ def served_app(app: Any, *, lifespan: Literal["auto", "on", "off"] = "off") -> I
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+#: Questions whose words fit several demo products (each has webhooks, an audit log, roles, teammates to invite).
+AMBIGUOUS = (
+    "How do I connect a webhook?",
+    "Can I get an audit log of changes?",
+    "How do I change roles and permissions?",
+    "How do I invite a teammate?",
+)
+
+
+_AMBIGUOUS_FOUND: dict[int, str] = {}
+
+
+def ambiguous_question(pipeline: Any) -> str:
+    """The first of :data:`AMBIGUOUS` that the pipeline (its fitted split rule) answers by product (found once per
+    pipeline); the test fails when it answers none of them so."""
+    from service.ask import answer
+    from service.schemas import AskRequest
+
+    if id(pipeline) not in _AMBIGUOUS_FOUND:
+        found = next((q for q in AMBIGUOUS if answer(pipeline, AskRequest(query=q)).answer_mode == "by_product"), None)
+        if found is None:
+            raise AssertionError(f"the fitted split rule answers none of {AMBIGUOUS} by product")
+        _AMBIGUOUS_FOUND[id(pipeline)] = found
+    return _AMBIGUOUS_FOUND[id(pipeline)]

@@ -68,3 +68,18 @@ def save_beside_router(
         return None
     save(target)
     return str(target)
+
+
+def report_in_metrics(registry: Registry, kind: Kind, version: str, key: str, report: Any) -> None:
+    """Add a decision fitted after a version was saved (e.g. the router's split rule) to its ``metrics.json`` and
+    its manifest's metrics, under ``key``."""
+    from service.artifacts import MANIFEST, write_json_atomic
+
+    path = registry.path(kind, version)
+    metrics_file = path / METRICS_FILE
+    metrics = json.loads(metrics_file.read_text(encoding="utf-8")) if metrics_file.is_file() else {}
+    metrics[key] = report
+    metrics_file.write_text(json.dumps(metrics, indent=2, sort_keys=True), encoding="utf-8")
+    manifest = registry.manifest(kind, version)
+    manifest["metrics"] = {**(manifest.get("metrics") or {}), key: report}
+    write_json_atomic(path / MANIFEST, manifest)

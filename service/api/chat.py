@@ -8,6 +8,9 @@ retrieval (its end, so that the whole stays within FEDQA_MAX_QUERY_CHARS), so th
 context, and the answer is to the last question. The answer
 text carries [n] citations, each also an OpenAI ``url_citation`` annotation of the message (and of the last
 streamed chunk's delta); sources, routing, answer mode and confidence come back in the extra field ``fedqa``.
+When the question fits several products (``answer_mode: "by_product"``) the reply is a short answer per product,
+labelled (the full answers in ``fedqa.products``); with the request field ``"clarify": true`` it asks instead which
+of the products is meant, naming them (a reply that names one is then answered for it, as above).
 ``stream: true`` sends ``chat.completion.chunk`` events and ``data: [DONE]``; the last chunk carries ``fedqa``.
 A generated answer that the grounding check rejects after it was streamed is followed by the quoted replacement
 (after a blank line).
@@ -28,13 +31,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.background import BackgroundTask
 
 from service import ask as answering
-from service.api.conversation import follow, url_citations
+from service.api.conversation import by_product_text, follow, url_citations
 from service.api.deps import acquire_pipeline, get_state
 from service.api.metrics import record_answer
 from service.api.security import caller_scope, require_api_key
 from service.api.sse import sse
 from service.api.state import Lease, ServiceState
-from service.events import DoneEvent, Event, ResetEvent, TokenEvent
+from service.events import DoneEvent, Event, ResetEvent, RetrievalEvent, TokenEvent
 from service.pipeline import Pipeline, RequestError
 from service.retrieval.strategies import DEFAULT_STRATEGY
 from service.schemas import AskRequest, Strategy
@@ -70,6 +73,9 @@ class ChatRequest(BaseModel):
     stream: bool = False
     top_k: int | None = Field(default=None, description="fedqa: passages in the ranking.")
     strategy: Strategy = Field(default=DEFAULT_STRATEGY, description="fedqa: retrieval strategy.")
+    clarify: bool = Field(
+        default=False, description="fedqa: when the question fits several products, ask which one is meant instead of answering per product."
+    )
 
 
 def _user_turns(req: ChatRequest, max_chars: int) -> list[str]:
@@ -83,7 +89,7 @@ def _user_turns(req: ChatRequest, max_chars: int) -> list[str]:
 
 
 def _extra(done: dict[str, Any]) -> dict[str, Any]:
-    keys = ("answer_mode", "citations", "confidence", "sources", "routing", "strategy", "versions", "error", "timings_ms")
+    keys = ("answer_mode", "citations", "confidence", "sources", "routing", "strategy", "versions", "error", "timings_ms", "products")
     return {"retrieval_query": done.get("query"), **{k: done.get(k) for k in keys}}
 
 
@@ -107,21 +113,32 @@ def _chunk(cid: str, created: int, model: str, delta: dict[str, Any], finish: st
     return sse(body)
 
 
-def _stream(events: Iterator[Event], model: str, retrieval_query: str, request: Request, lease: Lease) -> Iterator[str]:
+def _reply(done: DoneEvent, clarify: bool) -> str:
+    """The message's text: the answer, or for an answer given by product a short answer per product (``clarify``:
+    the question which product is meant)."""
+    products = done.response.products
+    return by_product_text(products, clarify=clarify) if products else done.response.answer or ""
+
+
+def _stream(events: Iterator[Event], req: ChatRequest, retrieval_query: str, request: Request, lease: Lease) -> Iterator[str]:
     """OpenAI chunks; the pipeline's lease is given back when the stream ends."""
     try:
-        yield from _chunks(events, model, retrieval_query, request)
+        yield from _chunks(events, req, retrieval_query, request)
     finally:
         lease.release()
 
 
-def _chunks(events: Iterator[Event], model: str, retrieval_query: str, request: Request) -> Iterator[str]:
-    cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+def _chunks(events: Iterator[Event], req: ChatRequest, retrieval_query: str, request: Request) -> Iterator[str]:
+    """The answer's text as it comes; an answer given by product (announced by the retrieval event) as one piece at
+    the end, in the chat's own words (:func:`_reply`)."""
+    cid, created, model = f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), req.model
     yield _chunk(cid, created, model, {"role": "assistant", "content": ""})
-    sent, separate, content = False, False, ""
+    sent, separate, content, by_product = False, False, "", False
     try:
         for event in events:
-            if isinstance(event, TokenEvent) and event.text:
+            if isinstance(event, RetrievalEvent):
+                by_product = bool(event.products)
+            elif isinstance(event, TokenEvent) and event.text and not by_product:
                 piece = ("\n\n" if separate else "") + event.text
                 content += piece
                 yield _chunk(cid, created, model, {"content": piece})
@@ -131,6 +148,9 @@ def _chunks(events: Iterator[Event], model: str, retrieval_query: str, request: 
             elif isinstance(event, DoneEvent):
                 data = event.data()
                 record_answer(request, data)
+                if by_product:
+                    content = _reply(event, req.clarify)
+                    yield _chunk(cid, created, model, {"content": content})
                 delta = {"annotations": url_citations(content, data.get("sources") or [])}
                 yield _chunk(cid, created, model, delta, "stop", fedqa={**_extra(data), "retrieval_query": retrieval_query})
     except Exception:  # noqa: BLE001 - the 200 is already sent: end the stream with an error chunk
@@ -148,15 +168,16 @@ def chat_completions(  # noqa: ANN201
         retrieval_query, events = _events(lease.pipeline, req, allowed)
         first = next(events)  # validation, routing and search run now, so their errors keep their status (422/503)
         if req.stream:
-            stream = _stream(_chain(first, events), req.model, retrieval_query, request, lease)
+            stream = _stream(_chain(first, events), req, retrieval_query, request, lease)
             return StreamingResponse(stream, media_type="text/event-stream", background=BackgroundTask(lease.release))
-        done = [e.data() for e in _chain(first, events) if isinstance(e, DoneEvent)][-1]
+        last = [e for e in _chain(first, events) if isinstance(e, DoneEvent)][-1]
     except BaseException:
         lease.release()
         raise
     lease.release()  # a streamed answer releases it when the stream ends
+    done = last.data()
     record_answer(request, done)
-    text = done.get("answer") or ""
+    text = _reply(last, req.clarify)
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
         "object": "chat.completion",

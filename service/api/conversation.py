@@ -7,7 +7,8 @@
 - Otherwise a follow-up is searched joined to the previous user turn, so "what is the largest file I can use?"
   keeps the previous turn's context; the answer is to the latest question.
 
-And the OpenAI-style citations of an answer: one ``url_citation`` annotation per [n] in the text.
+And the OpenAI-style citations of an answer: one ``url_citation`` annotation per [n] in the text; an answer given by
+product as chat text: a short answer per product, or (``clarify``) the question which product is meant.
 """
 
 from __future__ import annotations
@@ -17,12 +18,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from service.schemas import ProductAnswer
+from service.text import sentences
+
 #: Words that carry no question of their own in a follow-up such as "and in Perl?" or "what about for Ledger then?".
 FILLER = frozenset(
     "a about also and any as at do does for how i in is it me of ok okay on or please same so that the then there this to what with you your".split()
 )
 WORD = re.compile(r"[^\W_]+(?:[-'][^\W_]+)*", re.UNICODE)
 CITATION = re.compile(r"\[(\d+)\]")
+SHORT_WORDS = 40  # words of a product's answer in a chat reply (its first sentences; the full one is in ``fedqa``)
 
 
 @dataclass(frozen=True)
@@ -86,3 +91,26 @@ def url_citations(content: str, sources: Sequence[dict[str, Any]]) -> list[dict[
                 }
             )
     return out
+
+
+def short_answer(text: str, max_words: int = SHORT_WORDS) -> str:
+    """The first sentences of ``text`` within ``max_words`` (at least one), keeping a citation: the first [n] of the
+    text is added when the sentences kept have none."""
+    kept: list[str] = []
+    for sentence in sentences(text) or [text]:
+        if kept and len(" ".join([*kept, sentence]).split()) > max_words:
+            break
+        kept.append(sentence)
+    out = " ".join(kept).strip()
+    first = CITATION.search(text)
+    return f"{out} {first.group(0)}" if first and not CITATION.search(out) else out
+
+
+def by_product_text(products: Sequence[ProductAnswer], *, clarify: bool = False) -> str:
+    """A chat reply to an answer given by product: a short answer per product, each labelled; with ``clarify``,
+    the question which of the products is meant (naming them), instead of answering."""
+    names = [p.domain for p in products]
+    if clarify:
+        listed = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
+        return f"Your question fits several products. Which product do you mean: {listed}?"
+    return "\n\n".join(f"{p.domain}: {short_answer(p.answer or '')}" for p in products)

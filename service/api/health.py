@@ -40,7 +40,8 @@ async def readyz(state: ServiceState = Depends(get_state), everything: bool = De
 
 
 def decisions(p: Pipeline) -> dict[str, Any]:
-    """What decides the ranking's order and "not covered", and what each was fitted on (null: not in force)."""
+    """What decides the ranking's order, "not covered" and answers by product, and what each was fitted on (null: not
+    in force)."""
     rerank = None
     if p.reranker is not None:
         rerank = {
@@ -59,7 +60,11 @@ def decisions(p: Pipeline) -> dict[str, Any]:
             "out_of_scope_sources": fit.get("out_of_scope_sources"),
             "heldout": fit.get("heldout"),
         }
-    return {"rerank": rerank, "not_covered": covered}
+    split = None
+    if p.split is not None:
+        fit = p.split.fit or {}
+        split = {"rule": p.split.name, "min_ratio": p.split.min_ratio, "max_gap": p.split.max_gap, "heldout": fit.get("heldout")}
+    return {"rerank": rerank, "not_covered": covered, "by_product": split}
 
 
 @router.get("/domains", response_model=DomainsResponse, summary="Searchable domains and active versions")

@@ -16,6 +16,7 @@ from service.config import Settings
 from service.demo import DOCS, OUT_OF_SCOPE, QUERIES
 
 if TYPE_CHECKING:
+    from service.artifacts import Registry
     from service.cli.common import Subparsers
 
 log = logging.getLogger("fedqa.demo")
@@ -48,13 +49,13 @@ def setup_demo(settings: Settings, *, progress: bool = True, router_epochs: int 
     registry = Registry(settings.home_dir)
     done = []
     if not registry.active()["index"]:
-        log.info("demo 1/4: ingesting the demo's passages (a first run also exports the encoder to ONNX, about a minute)")
+        log.info("demo 1/5: ingesting the demo's passages (a first run also exports the encoder to ONNX, about a minute)")
         report = ingest([DOCS], settings, progress=progress)
         done.append(f"ingested {sum(report.domains.values())} demo passages into {report.version}")
     if not registry.active()["router"]:
         from training.router_data import stratified_split
 
-        log.info("demo 2/4: training the router on the demo questions")
+        log.info("demo 2/5: training the router on the demo questions")
         train, val = stratified_split(load_queries(QUERIES), 0.3)  # val: calibration and the fused strategy's fit
         version = train_and_activate(settings, train, val=val, epochs=router_epochs, progress=progress)
         done.append(f"trained router {version} on the demo questions")
@@ -65,7 +66,7 @@ def setup_demo(settings: Settings, *, progress: bool = True, router_epochs: int 
     if path is not None and not path.is_file():
         from training.answer_policy import fit_answer_policy
 
-        log.info("demo 3/4: fitting the answer policy on the demo questions' reference answers")
+        log.info("demo 3/5: fitting the answer policy on the demo questions' reference answers")
         policy = fit_answer_policy(settings, load_queries(QUERIES))
         done.append(f"fitted the answer policy ({policy.path}): token F1 {policy.scores['answer_f1']:.3f} on the demo questions")
     from service.generation.abstention import abstention_path
@@ -74,13 +75,33 @@ def setup_demo(settings: Settings, *, progress: bool = True, router_epochs: int 
     if path is not None and not path.is_file():
         from training.abstention import fit_abstention
 
-        log.info("demo 4/4: fitting the not-covered decision on the demo's in-scope and out-of-scope questions")
+        log.info("demo 4/5: fitting the not-covered decision on the demo's in-scope and out-of-scope questions")
         fit = fit_abstention(settings, load_queries(QUERIES), load_queries(OUT_OF_SCOPE))
         done.append(
             f"fitted the not-covered decision ({fit.path}): held-out false refusals "
             f"{fit.heldout['false_refusal_rate']:.3f}, out-of-scope refused {fit.heldout['abstention_rate']:.3f}"
         )
+    done += _fit_split(settings, registry, active["router"])
     return done
+
+
+def _fit_split(settings: Settings, registry: Registry, router: str | None) -> list[str]:
+    """Fit when to answer by product on the router's validation questions (those its manifest lists), when not yet."""
+    from service.queries import load_queries
+    from service.routing.split import split_path
+    from training.split import fit_split
+
+    path = split_path(registry, router)
+    if router is None or path is None or path.is_file():
+        return []
+    val_qids = set(registry.manifest("router", router).get("val_qids") or [])
+    val = [q for q in load_queries(QUERIES) if q.qid in val_qids]
+    if not val:
+        return []
+    log.info("demo 5/5: fitting when to answer by product on the router's validation questions")
+    fit = fit_split(settings, val)
+    m = fit.report["on_fit_questions"]["all"]
+    return [f"fitted the by-product split ({fit.path}): hit by product {m['hit_by_product']:.3f}, {m['mean_groups']:.2f} products per question"]
 
 
 def demo_needed(settings: Settings) -> bool:
@@ -93,7 +114,13 @@ def demo_needed(settings: Settings) -> bool:
     active = registry.active()
     if not active["index"] or not active["router"]:
         return True
-    fitted = (policy_path(registry, active["router"], active["index"]), abstention_path(registry, active["router"], active["index"]))
+    from service.routing.split import split_path
+
+    fitted = (
+        policy_path(registry, active["router"], active["index"]),
+        abstention_path(registry, active["router"], active["index"]),
+        split_path(registry, active["router"]),
+    )
     return any(path is not None and not path.is_file() for path in fitted)
 
 

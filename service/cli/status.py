@@ -46,7 +46,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def home_parts(s: Settings) -> list[Part]:
-    """The index, router, answer policy, "not covered" decision and LLM of a home, in the order they are made."""
+    """The index, router, answer policy, "not covered" decision, by-product split and LLM of a home, in the order they
+    are made."""
     registry = Registry(s.home_dir)
     active = registry.active()
     index = _manifest(registry, "index", active["index"])
@@ -96,8 +97,11 @@ def _router_part(registry: Registry, version: str | None, index: dict[str, Any])
 def _fitted_parts(registry: Registry, router: str | None, index: str | None) -> list[Part]:
     from service.generation.abstention import abstention_path
     from service.generation.answer_policy import policy_path
+    from service.routing.split import split_path
 
     policy, abstention = policy_path(registry, router, index), abstention_path(registry, router, index)
+    split = split_path(registry, router)
+    split_fitted = split is not None and split.is_file()
     return [
         Part(
             "answer policy",
@@ -114,6 +118,14 @@ def _fitted_parts(registry: Registry, router: str | None, index: str | None) -> 
             if abstention is not None and abstention.is_file()
             else "every question is answered, even one the documentation does not cover",
             "fedqa train abstention --queries FILE --out-of-scope FILE (questions the documentation does not answer)",
+        ),
+        Part(
+            "by-product split",
+            split_fitted,
+            "a question that fits several products is answered per product"
+            if split_fitted
+            else "every question is answered for one product, even one that fits several",
+            "fedqa train split --queries FILE (the router's validation questions: qid, query, domains, gold_doc_ids)",
         ),
     ]
 

@@ -24,6 +24,7 @@ def register(sub: Subparsers) -> None:
     _register_router(tsub)
     _register_abstention(tsub)
     _register_answer(tsub)
+    _register_split(tsub)
     _register_retriever(tsub)
     train_reranker.register(tsub)
 
@@ -61,6 +62,14 @@ def _register_answer(tsub: Subparsers) -> None:
     t.add_argument("--top-k", type=int, default=5, help="ranking depth the policy may quote from")
     t.add_argument("--dry-run", action="store_true", help="print the fitted policy without storing it")
     t.set_defaults(func=cmd_train_answer)
+
+
+def _register_split(tsub: Subparsers) -> None:
+    t = tsub.add_parser("split", help="fit when an answer covers several products (answers by product) for the active router version")
+    t.add_argument("--queries", nargs="+", required=True, help="labelled questions with gold passages (the router's validation questions)")
+    t.add_argument("--top-k", type=int, default=5, help="ranking depth of each product's answer")
+    t.add_argument("--dry-run", action="store_true", help="print the fitted rule and its figures without storing it")
+    t.set_defaults(func=cmd_train_split)
 
 
 def _register_retriever(tsub: Subparsers) -> None:
@@ -144,6 +153,7 @@ def cmd_train_router(args: argparse.Namespace) -> int:
             stop=stop,
         )
     abstention = _fit_abstention_after_router(s, sets.val) if not args.no_activate else None
+    split = _fit_split_after_router(s, sets.val) if not args.no_activate else None
     registry = Registry(s.home_dir)
     manifest = registry.manifest("router", version)
     metrics = manifest.get("metrics") or {}
@@ -164,6 +174,7 @@ def cmd_train_router(args: argparse.Namespace) -> int:
             "fusion": metrics.get("fusion"),
             "seconds": metrics.get("train_seconds"),
             "abstention": abstention,
+            "by_product": split,
             "metrics": str(registry.path("router", version) / "metrics.json"),
         },
         indent=None,
@@ -188,6 +199,22 @@ def _fit_abstention_after_router(s: Settings, val: list[LabelledQuery]) -> dict 
     except (ValueError, StoreUnavailable) as exc:  # too few questions for its k-fold figures, or the index held by a
         return {"skipped": str(exc)}  # running service (as the fused fit): the previous decision stays
     return {"path": str(report.path), "threshold": report.model.threshold, "heldout": {k: v for k, v in report.heldout.items() if k != "per_fold"}}
+
+
+def _fit_split_after_router(s: Settings, val: list[LabelledQuery]) -> dict | None:
+    """Fit when to answer by product for the new router on its validation questions; its figures (None without
+    labelled validation questions)."""
+    from service.retrieval.store import StoreUnavailable
+    from training.split import fit_split
+
+    labelled = [q for q in val if q.domains and q.gold_doc_ids]
+    if not labelled:
+        return None
+    try:
+        report = fit_split(s, labelled)
+    except (ValueError, StoreUnavailable) as exc:  # the index held by a running service: no rule, one product per answer
+        return {"skipped": str(exc)}
+    return {"path": report.path, **report.report}
 
 
 def cmd_train_abstention(args: argparse.Namespace) -> int:
@@ -225,6 +252,17 @@ def cmd_train_answer(args: argparse.Namespace) -> int:
     queries = [q for f in args.queries for q in load_queries(f)]
     report = fit_answer_policy(settings(), queries, save=not args.dry_run, top_k=args.top_k)
     print_json({"answer_policy": report.path, **report.policy.to_json()})
+    return 0
+
+
+def cmd_train_split(args: argparse.Namespace) -> int:
+    """Fit (or with --dry-run only show) when an answer covers several products, with its figures."""
+    from service.queries import load_queries
+    from training.split import fit_split
+
+    queries = [q for f in args.queries for q in load_queries(f)]
+    report = fit_split(settings(), queries, save=not args.dry_run, top_k=args.top_k)
+    print_json({"split": report.path, **report.report})
     return 0
 
 

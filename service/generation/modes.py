@@ -13,3 +13,4 @@ class AnswerMode(Choice):
     NOT_COVERED = "not_covered"
     RETRIEVAL = "retrieval"
     NONE = "none"
+    BY_PRODUCT = "by_product"  # several products plausible: one answer per product (``products`` in responses)

@@ -41,3 +41,13 @@ class Retrieval:
     parts: list[Question]
     timings_ms: dict[str, float] = field(default_factory=dict)
     vector: np.ndarray | None = None  # the query vector searched with (None: a message retrieved question by question)
+
+
+@dataclass
+class ProductRetrieval:
+    """One product's part of an answer given by product: the product, its router probability p_j and its own
+    retrieval (the question searched in that product alone)."""
+
+    domain: str
+    probability: float
+    retrieval: Retrieval

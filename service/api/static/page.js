@@ -14,6 +14,7 @@ const MODES = {
   not_covered: ["Not covered", "the documentation does not cover this question"],
   retrieval: ["Retrieval only", "no answer was generated; the sources are ranked"],
   none: ["No answer", "no answer could be given"],
+  by_product: ["By product", "the question fits several products: an answer for each, side by side"],
 };
 
 const schema = { strategies: [], defaultStrategy: null, strategyHelp: "", domainsFilter: false };
@@ -221,6 +222,16 @@ function renderAnswerText(text, nSources) {
   $("answer").replaceChildren(citationLinks(text || "", nSources));
 }
 
+// An answer given by product: one column per product (its name, the router's probability, its answer, its passages).
+function renderProducts(products, nSources) {
+  const columns = products.map((p) => el("article", { class: "product", "data-domain": p.domain },
+    el("h3", {}, el("span", { class: "product-name", text: p.domain }),
+      el("span", { class: "meta", text: ` ${Math.round(p.probability * 100)}%` })),
+    el("div", { class: "answer-text" }, citationLinks(p.answer || "", nSources)),
+    el("p", { class: "meta product-docs", text: p.doc_ids.slice(0, 3).join(" · ") })));
+  $("answer").replaceChildren(el("div", { class: "products" }, ...columns));
+}
+
 function renderMode(mode) {
   const [label, explain] = MODES[mode] || [mode, ""];
   const node = $("answer-mode");
@@ -390,7 +401,8 @@ function finish(data) {
   renderRouting(data.routing);
   renderSources(data.sources);
   renderMode(data.answer_mode);
-  if (data.answer) renderAnswerText(data.answer, data.sources.length);
+  if (data.products && data.products.length) renderProducts(data.products, data.sources.length);
+  else if (data.answer) renderAnswerText(data.answer, data.sources.length);
   else $("answer").replaceChildren();
   markCited(data.citations);
   if (data.error) {
