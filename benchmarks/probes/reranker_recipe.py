@@ -1,7 +1,7 @@
 """Probe: one reranker recipe on a built home, scored on its validation questions (PyTorch logits, no version saved).
 
     FEDQA_HOME=~/fedqa-faq6-a python benchmarks/probes/reranker_recipe.py --data $FEDQA_HOME/training-data \
-        --cache /tmp/cands-a.pkl [--steps 200 --max-length 128 --title] [--oos ../shared/data/oos_family_dev_named.jsonl]
+        --cache /tmp/cands-a.pkl [--steps 200 --max-length 128 --title --base-model DIR] [--oos ../shared/data/oos_family_dev_named.jsonl]
 
 The candidates (the served rankings of the training, out-of-scope and validation questions) are computed once
 through the serving pipeline, as ``fedqa train reranker`` computes them, and kept in ``--cache``. The cross-encoder
@@ -71,6 +71,9 @@ def main() -> None:
     ap.add_argument("--max-questions", type=int, default=RerankerConfig.max_questions, help="330 on faq6 fold a: expert questions only")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ap.add_argument("--title", action="store_true", help="the passage's title before its text (a cache of its own)")
+    ap.add_argument("--base-model", default=None, help="initialise from this checkpoint (e.g. the active retriever's folder) instead of the shipped MiniLM")
+    ap.add_argument("--labelled-repeat", type=int, default=RerankerConfig.labelled_repeat)
+    ap.add_argument("--unfreeze-embeddings", action="store_true")
     args = ap.parse_args()
     cfg = RerankerConfig(
         steps=args.steps,
@@ -81,6 +84,8 @@ def main() -> None:
         checkpoint_every=0,
         titles=args.title,
         max_questions=args.max_questions,
+        labelled_repeat=args.labelled_repeat,
+        freeze_embeddings=not args.unfreeze_embeddings,
     )
     if args.threads:
         import torch
@@ -89,7 +94,7 @@ def main() -> None:
     t0 = time.perf_counter()
     cands = _load(args, cfg)
     t_train = time.perf_counter()
-    model = train_reranker(cands["in_scope"], cands["oos"], config=cfg, progress=False)
+    model = train_reranker(cands["in_scope"], cands["oos"], config=cfg, base_model=args.base_model, progress=False)
     train_s = time.perf_counter() - t_train
     val = cands["val"]
     ces = [np.asarray(model.predict([(c.query, t) for t in c.texts], activation_fn=None, batch_size=32)).reshape(-1) for c in val]
