@@ -71,7 +71,9 @@ def main() -> None:
     ap.add_argument("--max-questions", type=int, default=RerankerConfig.max_questions, help="330 on faq6 fold a: expert questions only")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ap.add_argument("--title", action="store_true", help="the passage's title before its text (a cache of its own)")
-    ap.add_argument("--base-model", default=None, help="initialise from this checkpoint (e.g. the active retriever's folder) instead of the shipped MiniLM")
+    ap.add_argument(
+        "--base-model", default=None, help="initialise from this checkpoint (e.g. the active retriever's folder) instead of the shipped MiniLM"
+    )
     ap.add_argument("--labelled-repeat", type=int, default=RerankerConfig.labelled_repeat)
     ap.add_argument("--unfreeze-embeddings", action="store_true")
     args = ap.parse_args()
