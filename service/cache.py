@@ -1,7 +1,8 @@
 """The one in-memory cache: a thread-safe least-recently-used map of at most ``size`` entries (0: keeps nothing).
 
-Used for the query vectors (:mod:`service.retrieval.encoder`) and the passages of rankings
-(:mod:`service.retrieval.passage_cache`). A leaf module: it imports nothing of fedqa.
+Used for the query vectors (:mod:`service.retrieval.encoder`), the passages of rankings
+(:mod:`service.retrieval.passage_cache`) and the passages' sentence vectors (:mod:`service.generation.extractive`).
+A leaf module: it imports nothing of fedqa.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from __future__ import annotations
 from service.generation.answer_policy import WHOLE, AnswerPolicy, load_policy, next_doc_id, save_policy
 from service.generation.extractive import SentenceVectors, by_policy
 from service.retrieval.passage import Passage, RankedHit
-from service.text import terms
+from service.text import sentence_bounds, terms
 from training.answer_policy import Case, fit_policy, mean_f1
 
 REFUNDS = (
@@ -116,3 +116,33 @@ def test_whole_passage_policy_embeds_no_sentence_unless_the_abstention_reads_the
         assert answer.mode is AnswerMode.EXTRACTIVE and answer.text.startswith(ret.hits[answer.citations[0] - 1].passage.text.strip())
         assert (len(vectors) > 0) is embeds
         assert (answer.confidence.evidence["span_score"] > 0) is embeds
+
+
+class _Counting:
+    """The real encoder, counting the passage texts it embeds."""
+
+    def __init__(self, encoder) -> None:  # noqa: ANN001
+        self.encoder, self.embedded = encoder, 0
+
+    def embed_passages(self, texts, batch_size: int = 64):  # noqa: ANN001, ANN201
+        self.embedded += len(texts)
+        return self.encoder.embed_passages(texts, batch_size=batch_size)
+
+
+def test_sentence_vectors_are_computed_once_and_the_least_recently_read_passage_goes_first(encoder):
+    counting = _Counting(encoder)
+    vectors = SentenceVectors(counting, capacity=2)  # type: ignore[arg-type]
+    a, b, c = (_hit(f"d/p#00{i}", REFUNDS, 0.5) for i in range(3))
+    first = vectors.get([a, a, b])
+    assert counting.embedded == 6 and len(vectors) == 2  # three sentences each; the repeated passage once
+    assert first[0][1] is first[1][1] and first[0][0] == sentence_bounds(REFUNDS) and first[0][1].shape == (3, 384)
+    vectors.get([a])  # a read: a is now the most recently used
+    assert counting.embedded == 6
+    vectors.get([c])  # over capacity: b (least recently read) goes, a stays
+    assert counting.embedded == 9 and len(vectors) == 2
+    vectors.get([a])
+    assert counting.embedded == 9
+    vectors.get([b])
+    assert counting.embedded == 12
+    vectors.clear()
+    assert len(vectors) == 0

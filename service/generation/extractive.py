@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from service.cache import LRUCache
 from service.retrieval.passage import RankedHit
 from service.retrieval.results import Question
 from service.text import sentence_bounds, sentences, terms
@@ -70,8 +70,7 @@ class SentenceVectors:
     def __init__(self, encoder: Encoder, *, capacity: int = 4096) -> None:
         self.encoder = encoder
         self.capacity = capacity
-        self._cache: OrderedDict[tuple[str, str], tuple[list[tuple[int, int]], np.ndarray]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._cache: LRUCache[tuple[str, str], tuple[list[tuple[int, int]], np.ndarray]] = LRUCache(capacity)
         self.filling = False  # a background fill was started (once per cache)
 
     def fill(self, passages: Sequence, *, batch: int = 16, stop: Callable[[], bool] = lambda: False) -> int:
@@ -92,30 +91,25 @@ class SentenceVectors:
 
     def clear(self) -> None:
         """Forget every cached passage."""
-        with self._lock:
-            self._cache.clear()
+        self._cache.clear()
 
     def get(self, hits: Sequence[RankedHit]) -> list[tuple[list[tuple[int, int]], np.ndarray]]:
         """Per hit: its sentence bounds and their vectors (one encoder call for every passage not cached)."""
         keys = [(h.passage.domain, h.passage.doc_id) for h in hits]  # a doc_id is unique within its domain
-        with self._lock:
-            cached = {key: self._cache.get(key) for key in keys}
-        missing = [(key, h) for key, h in zip(keys, hits, strict=True) if cached[key] is None]
+        cached = self._cache.get_many(keys)
+        missing = list({key: h for key, h in zip(keys, hits, strict=True) if key not in cached}.items())
         if missing:
             bounds = [sentence_bounds(h.passage.text) for _, h in missing]
             texts = [h.passage.text[a:b] for (_, h), bs in zip(missing, bounds, strict=True) for a, b in bs]
             vecs = self.encoder.embed_passages(texts, batch_size=64)
             k = 0
-            with self._lock:
-                for (key, _), bs in zip(missing, bounds, strict=True):
-                    entry = (bs, vecs[k : k + len(bs)])
-                    k += len(bs)
-                    cached[key] = entry
-                    self._cache[key] = entry
-                    self._cache.move_to_end(key)
-                while len(self._cache) > self.capacity:
-                    self._cache.popitem(last=False)
-        return [cached[key] for key in keys]  # type: ignore[misc]
+            computed = []
+            for (key, _), bs in zip(missing, bounds, strict=True):
+                computed.append((key, (bs, vecs[k : k + len(bs)])))
+                k += len(bs)
+            cached.update(computed)
+            self._cache.put_many(computed)
+        return [cached[key] for key in keys]
 
 
 def grow_span(scores: np.ndarray, words: Sequence[int], *, margin: float, max_words: int) -> tuple[int, int]:
