@@ -22,11 +22,11 @@ import re
 import secrets
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from filelock import FileLock, Timeout
 
@@ -39,6 +39,17 @@ _VERSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 class ArtifactError(RuntimeError):
     """A version is missing, incomplete or of the wrong kind."""
+
+
+_Fitted = TypeVar("_Fitted")
+
+
+def load_fitted(path: Path | None, from_json: Callable[[dict[str, Any], str], _Fitted]) -> _Fitted | None:
+    """A decision fitted beside a version (``from_json(data, "<version>/<file>")``), or None when ``path`` is None
+    or nothing was fitted there."""
+    if path is None or not path.is_file():
+        return None
+    return from_json(json.loads(path.read_text(encoding="utf-8")), f"{path.parent.name}/{path.name}")
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

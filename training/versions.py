@@ -79,7 +79,7 @@ def report_in_metrics(registry: Registry, kind: Kind, version: str, key: str, re
     metrics_file = path / METRICS_FILE
     metrics = json.loads(metrics_file.read_text(encoding="utf-8")) if metrics_file.is_file() else {}
     metrics[key] = report
-    metrics_file.write_text(json.dumps(metrics, indent=2, sort_keys=True), encoding="utf-8")
+    write_json_atomic(metrics_file, metrics)
     manifest = registry.manifest(kind, version)
     manifest["metrics"] = {**(manifest.get("metrics") or {}), key: report}
     write_json_atomic(path / MANIFEST, manifest)

@@ -12,14 +12,13 @@ The fitted model is a JSON file stored with the router version it was fitted for
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from service.artifacts import Registry, write_json_atomic
+from service.artifacts import Registry, load_fitted, write_json_atomic
 from service.retrieval.passage import RankedHit
 
 ABSTENTION_FILE = "abstention.json"
@@ -126,7 +125,4 @@ def save_abstention(model: AbstentionModel, path: Path) -> None:
 
 def load_abstention(path: Path | None) -> AbstentionModel | None:
     """The fitted model at ``path``, or None when none was fitted."""
-    if path is None or not path.is_file():
-        return None
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return AbstentionModel.from_json(data, name=f"{path.parent.name}/{path.name}")
+    return load_fitted(path, AbstentionModel.from_json)

@@ -17,13 +17,12 @@ version's folder, or the index version's without a router):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from service.artifacts import Registry, write_json_atomic
+from service.artifacts import Registry, load_fitted, write_json_atomic
 from service.retrieval.passage import RankedHit
 
 ANSWER_POLICY_FILE = "answer.json"
@@ -103,7 +102,4 @@ def save_policy(policy: AnswerPolicy, path: Path) -> None:
 
 def load_policy(path: Path | None) -> AnswerPolicy | None:
     """The fitted policy at ``path``, or None when none was fitted."""
-    if path is None or not path.is_file():
-        return None
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return AnswerPolicy.from_json(data, name=f"{path.parent.name}/{path.name}")
+    return load_fitted(path, AnswerPolicy.from_json)

@@ -11,13 +11,12 @@ answer is for one product, as before the rule existed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from service.artifacts import Registry, write_json_atomic
+from service.artifacts import Registry, load_fitted, write_json_atomic
 from service.retrieval.passage import RankedHit
 
 SPLIT_FILE = "split.json"
@@ -82,7 +81,4 @@ def save_split(rule: SplitRule, path: Path) -> None:
 
 def load_split(path: Path | None) -> SplitRule | None:
     """The fitted rule at ``path``, or None when none was fitted."""
-    if path is None or not path.is_file():
-        return None
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return SplitRule.from_json(data, name=f"{path.parent.name}/{path.name}")
+    return load_fitted(path, SplitRule.from_json)
