@@ -45,9 +45,9 @@ def demo_home(tmp_path_factory: pytest.TempPathFactory, encoder: Encoder) -> Pat
     home = tmp_path_factory.mktemp("demo-home")
     prebuilt = os.environ.get("FEDQA_TEST_DEMO_HOME")
     if prebuilt:  # a demo home built by an earlier session (copied: the session's pipeline locks its index)
-        import shutil
+        from service.files import copytree_sparse
 
-        shutil.copytree(prebuilt, home, dirs_exist_ok=True)
+        copytree_sparse(Path(prebuilt), home, dirs_exist_ok=True)
         return home
     settings = make_settings(home)
     ingest([DOCS], settings, encoder=encoder, progress=False)  # the session's encoder: embedded once per session

@@ -17,6 +17,7 @@ from service.cli import main
 from service.demo import QUERIES
 from service.evaluation.jobs import JobStore
 from service.evaluation.runner import create_job, load_dataset, run_job
+from service.files import copytree_sparse
 from service.pipeline import Pipeline
 from service.retrieval.strategies import StrategyName
 from service.schemas import EvalSpec, MetricGroup
@@ -196,7 +197,7 @@ def test_evaluate_needs_the_api_key(demo_pipeline, tmp_path):
 def test_cli_evaluate_writes_summary_and_report(demo_home, reference, tmp_path, monkeypatch, capsys):
     ref_summary, _ = reference
     home = tmp_path / "home"
-    shutil.copytree(demo_home, home)  # its own copy: the session's pipeline holds the original open
+    copytree_sparse(demo_home, home)  # its own copy: the session's pipeline holds the original open
     (home / "eval").exists() and shutil.rmtree(home / "eval")
     monkeypatch.setenv("FEDQA_HOME", str(home))
     monkeypatch.setenv("FEDQA_LLM_BACKEND", "none")
@@ -264,7 +265,7 @@ def test_kill_9_mid_job_then_restart_resumes(demo_home, reference, tmp_path):
 
     llm = ScriptedServer(reply)
     home = tmp_path / "home"
-    shutil.copytree(demo_home, home)
+    copytree_sparse(demo_home, home)
     _put_mini(home)
     port = free_port()
     env = {

@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from service.api.app import create_app
 from service.artifacts import Registry
 from service.config import Settings
+from service.files import copytree_sparse
 from service.pipeline import Pipeline
 from service.retrieval.store import StoreUnavailable
 from tests.conftest import make_settings
@@ -26,7 +27,7 @@ Q = {"query": "How do refunds work?", "generate": False}
 def home_copy(demo_home: Path, tmp_path: Path) -> Path:
     """A private copy of the demo home (the embedded store locks a version per process)."""
     dst = tmp_path / "home"
-    shutil.copytree(demo_home, dst)
+    copytree_sparse(demo_home, dst)
     return dst
 
 

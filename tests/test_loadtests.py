@@ -7,7 +7,6 @@ these only prove that the scripts work end to end and stay bounded.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import threading
@@ -17,6 +16,7 @@ import pytest
 
 from service.api.app import create_app
 from service.api.state import ServiceState
+from service.files import copytree_sparse
 from tests.utils import free_port, make_settings, served_app
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,7 +110,7 @@ def test_locust_script_refuses_remote_targets(tmp_path):
 
 def test_soak_script_reports_memory(demo_home, tmp_path):
     home = tmp_path / "home"
-    shutil.copytree(demo_home, home)  # the service subprocess locks its own copy
+    copytree_sparse(demo_home, home)  # the service subprocess locks its own copy
     out = subprocess.run(
         [
             sys.executable,

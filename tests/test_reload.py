@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +20,7 @@ import pytest
 from service.api.app import create_app
 from service.api.state import ServiceState
 from service.artifacts import Registry
+from service.files import copytree_sparse
 from service.pipeline import Pipeline
 from service.retrieval.edge_store import EdgeBackend
 from service.retrieval.store import StoreError
@@ -34,7 +34,7 @@ def _cloning_loader(demo_home, demo_pipeline, tmp_path) -> tuple[Path, Callable[
     """A copy of the demo home, a pipeline loader that opens a fresh clone of its index each time (a new
     version, so the previous pipeline's store must be closed), and the list of the pipelines it loaded."""
     home = tmp_path / "home"
-    shutil.copytree(demo_home, home)
+    copytree_sparse(demo_home, home)
     registry = Registry(home)
     backend = EdgeBackend(registry)
     base = registry.active()["index"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ from fastapi.testclient import TestClient
 from service.api.app import create_app
 from service.api.state import ServiceState
 from service.artifacts import Registry
+from service.files import copytree_sparse
 from service.loading import load_pipeline
 from service.reranking.params import RerankParams, reranked_order
 from tests.conftest import make_settings
@@ -88,7 +88,7 @@ def reranker_home(demo_home, tmp_path_factory):
     from training.reranker_version import train_and_save
 
     home = tmp_path_factory.mktemp("rerank-home")
-    shutil.copytree(demo_home, home, dirs_exist_ok=True)
+    copytree_sparse(demo_home, home, dirs_exist_ok=True)
     settings = make_settings(home)
     corpus = [Passage.from_payload(rec) for _, rec in read_objects(DOCS)]
     out = home / "data"
@@ -201,7 +201,7 @@ def test_a_reranker_with_titles_reads_each_passages_title_in_training_and_servin
 def test_a_reranker_trained_for_another_retriever_is_not_used(reranker_home, tmp_path):
     settings, version, _ = reranker_home
     home = tmp_path / "other"
-    shutil.copytree(settings.home_dir, home)
+    copytree_sparse(settings.home_dir, home)
     manifest_file = Registry(home).path("reranker", version) / "manifest.json"
     manifest = json.loads(manifest_file.read_text())
     manifest_file.write_text(json.dumps({**manifest, "retriever": "retriever-elsewhere"}))
@@ -235,7 +235,7 @@ def test_a_home_without_out_of_scope_questions_still_refuses_off_topic_ones(demo
     from service.demo import QUERIES
 
     home = tmp_path / "own"
-    shutil.copytree(demo_home, home)
+    copytree_sparse(demo_home, home)
     monkeypatch.setenv("FEDQA_HOME", str(home))
     monkeypatch.setenv("FEDQA_LLM_BACKEND", "none")
     get_settings.cache_clear()

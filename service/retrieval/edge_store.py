@@ -32,6 +32,7 @@ from qdrant_edge import (
 )
 
 from service.artifacts import Registry
+from service.files import copytree_sparse
 from service.retrieval.passage import Hit, Passage, point_id
 from service.retrieval.store import StoreError, StoreUnavailable
 
@@ -148,6 +149,8 @@ class EdgeStore:
             return
         # float16 vectors: half the memory of float32. On faq6 (same vectors stored both ways) Acc@1,
         # Recall@5/10 and MRR over the dev questions are identical. Searches read the int8 copy (_RESCORE).
+        # The write-ahead log stays: the engine's lock on a shard is the log's (created without one, a second
+        # process opens the shard and "open in another process" is never reported).
         shard = EdgeShard.create(str(self.root / domain), _config(dim, VectorStorageDatatype.Float16, quantized=True))
         for field in ("doc_id", "source"):
             shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Keyword))
@@ -251,8 +254,9 @@ class EdgeBackend:
         src_root = self._root(src)
         if not src_root.is_dir():
             raise StoreError(f"index {src} has no shards to copy")
-        # Shard files are consistent after the build's flush; a serving process only reads them.
-        shutil.copytree(src_root, self._root(dst), dirs_exist_ok=False)
+        # Shard files are consistent after the build's flush; a serving process only reads them. The copy keeps the
+        # holes of the engine's preallocated files (a plain copy took a faq6 index from 121 MB to 0.9 GB on disk).
+        copytree_sparse(src_root, self._root(dst))
 
     def versions(self) -> list[str]:
         """Every version with shards (complete or not: a killed build's leftovers are listed too)."""
