@@ -49,11 +49,11 @@ class RerankerConfig:
     titles: bool = False
 
 
-def cross_encoder(source: str | Path | None, max_length: int):  # noqa: ANN201 - a sentence_transformers CrossEncoder
-    """A one-logit cross-encoder on the CPU, initialised from ``source`` (default: the shipped MiniLM)."""
+def cross_encoder(source: str | Path | None, max_length: int, device: str = "cpu"):  # noqa: ANN201 - a sentence_transformers CrossEncoder
+    """A one-logit cross-encoder on ``device``, initialised from ``source`` (default: the shipped MiniLM)."""
     from sentence_transformers import CrossEncoder
 
-    return CrossEncoder(str(source or packaged_minilm_path()), num_labels=1, max_length=max_length, device="cpu", local_files_only=True)
+    return CrossEncoder(str(source or packaged_minilm_path()), num_labels=1, max_length=max_length, device=device, local_files_only=True)
 
 
 def _group(c: Candidates, k: int, rng: random.Random) -> tuple[str, list[str]]:
@@ -85,7 +85,7 @@ def _batch(in_scope: list[Candidates], oos: list[Candidates], cfg: RerankerConfi
 
 def _loss(model, pairs: list[tuple[str, str]], b: int, cfg: RerankerConfig, ranking_loss) -> torch.Tensor:  # noqa: ANN001
     """Ranking loss over the in-scope columns plus binary cross-entropy of the gold pairs against the out-of-scope ones."""
-    inputs = model.preprocess(pairs)
+    inputs = {k: v.to(model.device) if isinstance(v, torch.Tensor) else v for k, v in model.preprocess(pairs).items()}
     logits = model(inputs)["scores"].reshape(-1)
     columns = 2 + cfg.negatives
     grouped = [logits[i * b : (i + 1) * b] for i in range(columns)]
@@ -106,8 +106,9 @@ def train_reranker(
     stop: StopFlag | None = None,
     checkpoint_dir: Path | None = None,
     resume: Path | None = None,
+    device: str = "cpu",
 ):  # noqa: ANN201 - a CrossEncoder
-    """Fine-tune the cross-encoder for ``config.steps`` steps; returns the trained model.
+    """Fine-tune the cross-encoder for ``config.steps`` steps on ``device``; returns the trained model.
 
     Checkpoints go to ``checkpoint_dir/last`` every ``checkpoint_every`` steps and when ``stop`` is requested
     (which then raises :class:`TrainingInterrupted`); ``resume`` continues from one."""
@@ -122,7 +123,7 @@ def train_reranker(
     if resume:
         state.update(load_checkpoint_state(resume))
         source = Path(resume) / "model"
-    model = cross_encoder(source, config.max_length)
+    model = cross_encoder(source, config.max_length, device)
     if config.freeze_embeddings:
         model.model.get_input_embeddings().weight.requires_grad_(False)
     ranking_loss = MultipleNegativesRankingLoss(model, num_negatives=None, scale=1.0, activation_fn=None)

@@ -14,6 +14,7 @@ Prints one JSON object.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import pickle
 import sys
@@ -35,8 +36,9 @@ from training.reranker_version import _candidates  # noqa: E402
 
 def _load(args: argparse.Namespace, cfg: RerankerConfig) -> dict[str, list[Candidates]]:
     cache = Path(args.cache)
-    if cache.is_file():
-        return pickle.loads(cache.read_bytes())
+    if cache.is_file():  # a .gz cache: gzip-compressed (to carry it to another machine)
+        raw = cache.read_bytes()
+        return pickle.loads(gzip.decompress(raw) if cache.suffix == ".gz" else raw)
     from service.loading import load_pipeline
 
     settings = get_settings()
@@ -76,6 +78,8 @@ def main() -> None:
     )
     ap.add_argument("--labelled-repeat", type=int, default=RerankerConfig.labelled_repeat)
     ap.add_argument("--unfreeze-embeddings", action="store_true")
+    ap.add_argument("--seed", type=int, default=RerankerConfig.seed)
+    ap.add_argument("--device", default="cpu", help="where to train and score (cuda: a lent GPU)")
     args = ap.parse_args()
     cfg = RerankerConfig(
         steps=args.steps,
@@ -88,6 +92,7 @@ def main() -> None:
         max_questions=args.max_questions,
         labelled_repeat=args.labelled_repeat,
         freeze_embeddings=not args.unfreeze_embeddings,
+        seed=args.seed,
     )
     if args.threads:
         import torch
@@ -96,7 +101,7 @@ def main() -> None:
     t0 = time.perf_counter()
     cands = _load(args, cfg)
     t_train = time.perf_counter()
-    model = train_reranker(cands["in_scope"], cands["oos"], config=cfg, base_model=args.base_model, progress=False)
+    model = train_reranker(cands["in_scope"], cands["oos"], config=cfg, base_model=args.base_model, progress=False, device=args.device)
     train_s = time.perf_counter() - t_train
     val = cands["val"]
     ces = [np.asarray(model.predict([(c.query, t) for t in c.texts], activation_fn=None, batch_size=32)).reshape(-1) for c in val]
