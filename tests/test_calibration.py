@@ -10,6 +10,7 @@ import pytest
 from service.routing.fitted import RouterFitted
 from service.routing.fusion import FusionParams
 from service.routing.router import ROUTER_FILE, HeadRouter, RouterFormatError
+from tests.utils import present
 from training.calibration import bce_nll, fit_calibration, fit_temperature, sigmoid
 
 
@@ -124,7 +125,7 @@ def test_an_older_bert_router_is_refused_with_a_message_and_the_service_searches
 
     warnings: list[str] = []
     registry = Registry(demo_home)
-    version = registry.active()["router"]
+    version = present(registry.active()["router"])
     ok = load_router(registry, version, "base", ["ledger"], warnings)
     assert ok.version == version and not warnings
     other = load_router(registry, version, "retriever-other", ["ledger"], warnings)
