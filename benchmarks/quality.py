@@ -77,7 +77,7 @@ def refit(pipeline, fit_qs: list[LabelledQuery], fit_preps: list, oos_vecs: np.n
     labels = label_matrix(fit_qs + [LabelledQuery(f"oos{i}", "", []) for i in range(len(oos_vecs))], router.domains)
     cal = fit_calibration(router.raw_logits(vecs), labels)
     router.temperature, router.bias = cal.temperature, list(cal.bias)
-    k = int((router.fitted.get("fusion") or {}).get("evidence_k", 20))
+    k = router.fitted.fusion.evidence_k if router.fitted.fusion is not None else 20
     fit = []
     for q, prep in zip(fit_qs, fit_preps, strict=True):
         p = router.predict_vectors(prep.vector)[0]
@@ -91,7 +91,7 @@ def refit(pipeline, fit_qs: list[LabelledQuery], fit_preps: list, oos_vecs: np.n
             )
         )
     params, _ = fit_fusion(fit, domains, top_k=top_k, evidence_k=k)
-    router.fitted["fusion"] = params.as_dict()
+    router.fitted = replace(router.fitted, fusion=params)
     rounded = {k2: round(v, 4) if isinstance(v, float) else v for k2, v in params.as_dict().items()}
     return {
         "temperature": round(cal.temperature, 4),
@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             oos_vecs = pipeline.encoder.embed_queries([q.query for q in oos]) if oos else np.zeros((0, pipeline.encoder.dim))
             if head is None:
                 raise SystemExit("--crossfit refits a trained router's calibration: this home has none ('fedqa train router')")
-            saved = (head.temperature, list(head.bias), dict(head.fitted), pipeline.reranker)
+            saved = (head.temperature, list(head.bias), head.fitted, pipeline.reranker)
         records = []
         for fold in folds:
             if args.crossfit > 1:

@@ -11,6 +11,7 @@ import pytest
 from service.ask import answer, answer_stream
 from service.config import Settings
 from service.demo import OUT_OF_SCOPE, QUERIES
+from service.events import RetrievalEvent
 from service.generation.abstention import FEATURES, AbstentionModel, Evidence, load_abstention, save_abstention
 from service.generation.answer import NOT_COVERED_TEXT, Answer, Answerer, AnswerMode, Token
 from service.generation.backends import LLMBackend, open_llm
@@ -30,8 +31,8 @@ def _hit(i: int, text: str) -> RankedHit:
 
 
 def test_the_api_reports_the_answer_mode_as_its_value():
-    fields = {"query": "q", "answer": None, "citations": [], "sources": [], "timings_ms": {}, "versions": {}}
-    routing = {
+    fields: dict[str, typing.Any] = {"query": "q", "answer": None, "citations": [], "sources": [], "timings_ms": {}, "versions": {}}
+    routing: dict[str, typing.Any] = {
         "probabilities": {},
         "threshold": 0.0,
         "active_domains": [],
@@ -41,10 +42,10 @@ def test_the_api_reports_the_answer_mode_as_its_value():
         "router": "uniform",
     }
     for mode in AnswerMode:
-        resp = AskResponse(**fields, answer_mode=mode, routing=routing, strategy="fused")
+        resp = AskResponse.model_validate({**fields, "answer_mode": mode, "routing": routing, "strategy": "fused"})
         assert resp.answer_mode == mode.value and resp.model_dump()["answer_mode"] == mode.value == str(mode)
     with pytest.raises(ValueError):
-        AskResponse(**fields, answer_mode="guessed", routing=routing, strategy="fused")
+        AskResponse.model_validate({**fields, "answer_mode": "guessed", "routing": routing, "strategy": "fused"})
 
 
 def test_sentence_bounds_are_offsets_into_the_passage():
@@ -75,7 +76,7 @@ def test_extractive_answer_quotes_the_demo_passage_and_streams_the_same_answer(d
     req = AskRequest(query="How do I import contacts from a spreadsheet?")
     resp = answer(demo_pipeline, req)
     assert resp.answer_mode == "extractive" and resp.error is None
-    assert resp.citations and "Import" in resp.answer
+    assert resp.citations and resp.answer is not None and "Import" in resp.answer
     cited = resp.sources[resp.citations[0] - 1]
     quoted = resp.answer.rsplit(" [", 1)[0]
     assert quoted in cited.text and cited.doc_id.startswith("orbit/import-export")
@@ -83,6 +84,7 @@ def test_extractive_answer_quotes_the_demo_passage_and_streams_the_same_answer(d
     events = list(answer_stream(demo_pipeline, req))
     assert [e.name for e in events] == ["retrieval", "token", "done"]
     assert events[1].data()["text"] == events[-1].data()["answer"] == resp.answer
+    assert isinstance(events[0], RetrievalEvent)
     assert [s.doc_id for s in events[0].sources] == [s.doc_id for s in resp.sources]
 
 
@@ -157,9 +159,11 @@ def test_not_covered_answer_lists_sources_and_the_confidence(demo_pipeline, demo
     off = answer(pipeline, AskRequest(query="What is the meaning of life?"))
     assert off.answer_mode == "not_covered" and off.answer == NOT_COVERED_TEXT and off.citations == []
     assert len(off.sources) == 5
+    assert off.confidence is not None and off.confidence.value is not None and off.confidence.threshold is not None
     assert not off.confidence.covered and off.confidence.value < off.confidence.threshold
     assert set(off.confidence.evidence) == {"max_prob", "p_sum", "best_similarity", "span_score", "rerank_best"}
     on = answer(pipeline, AskRequest(query="How do I import contacts from a spreadsheet?"))
+    assert on.confidence is not None and on.confidence.value is not None and on.confidence.threshold is not None
     assert on.answer_mode == "extractive" and on.confidence.covered and on.confidence.value >= on.confidence.threshold
 
 
@@ -184,7 +188,7 @@ def test_answerer_without_an_llm_and_with_a_broken_one(demo_pipeline):
         llm_error="LLM backend could not start: no model",
     )
     out = broken.answer(ret.query, ret.parts, ret.hits, ret.routing.probabilities)
-    assert out.mode is AnswerMode.NONE and out.text is None and "could not start" in out.error
+    assert out.mode is AnswerMode.NONE and out.text is None and out.error is not None and "could not start" in out.error
 
 
 def test_a_pipeline_copy_with_other_settings_answers_with_them_and_leaves_the_shared_pipeline_as_it_is(demo_pipeline):

@@ -13,7 +13,7 @@ from service.artifacts import Registry
 from service.demo import DOCS, QUERIES
 from service.retrieval.bf16_encoder import RUNTIME, cpu_flags, has_bf16_matrix_unit
 from service.retrieval.encoder import Encoder, EncoderBackend, base_onnx_dir, bulk_bf16, packaged_minilm_path
-from tests.utils import make_settings
+from tests.utils import make_settings, present
 
 
 def _read(path: Path) -> list[dict]:
@@ -89,7 +89,7 @@ def test_index_records_its_passage_runtime_and_serves_its_passages(tmp_path: Pat
     docs = tmp_path / "docs.jsonl"
     docs.write_text("".join(json.dumps(d) + "\n" for d in _read(DOCS)[:60]), encoding="utf-8")
     report = ingest([docs], settings, progress=False)
-    manifest = Registry(settings.home_dir).manifest("index", report.version)
+    manifest = Registry(settings.home_dir).manifest("index", present(report.version))
     assert manifest["passage_runtime"] == runtime and manifest["encoder_backend"] == "onnx"
     pipeline = load_pipeline(settings, with_llm=False)
     try:

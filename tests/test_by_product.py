@@ -60,6 +60,7 @@ def test_ambiguous_question_is_answered_per_product(demo_pipeline):
         shown = resp.sources[offset : offset + len(p.doc_ids)]
         assert [s.doc_id for s in shown] == p.doc_ids and {s.domain for s in shown} == {p.domain}
         assert p.answer and p.citations and all(offset < c <= offset + len(p.doc_ids) for c in p.citations)
+        assert resp.answer is not None
         assert f"{p.domain}: {p.answer}" in resp.answer
         offset += len(p.doc_ids)
     assert len(resp.sources) == offset and set(resp.citations) == {c for p in resp.products for c in p.citations}

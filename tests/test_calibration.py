@@ -7,7 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from service.routing.router import HeadRouter, RouterFormatError
+from service.routing.fitted import RouterFitted
+from service.routing.fusion import FusionParams
+from service.routing.router import ROUTER_FILE, HeadRouter, RouterFormatError
+from tests.utils import present
 from training.calibration import bce_nll, fit_calibration, fit_temperature, sigmoid
 
 
@@ -74,19 +77,40 @@ def test_a_domain_without_held_out_questions_gets_the_median_bias_not_a_large_ne
 def test_head_router_round_trip_independent_sigmoids_and_temperature(tmp_path):
     router = HeadRouter.new(["a", "b", "c"], 8, hidden=0, retriever="base")
     router.temperature = 2.0
-    router.fitted["fusion"] = {"sharpness": 0.5}
+    router.fitted = RouterFitted(fusion=FusionParams.paper(0.5))
     v = np.random.default_rng(0).normal(size=(5, 8)).astype(np.float32)
     p = router.predict_vectors(v)
     assert p.shape == (5, 3) and not np.allclose(p.sum(axis=1), 1.0)
     assert np.allclose(p, sigmoid(router.raw_logits(v) / 2.0))
     router.save(tmp_path / "r")
     back = HeadRouter.load(tmp_path / "r", version="router-x")
-    assert back.retriever == "base" and back.temperature == 2.0 and back.fitted == {"fusion": {"sharpness": 0.5}}
+    assert back.retriever == "base" and back.temperature == 2.0 and back.fitted == RouterFitted(fusion=FusionParams.paper(0.5))
     assert np.allclose(back.predict_vectors(v), p)
     router.bias = [1.0, 0.0, -1.0]
     assert np.allclose(router.predict_vectors(v), sigmoid(router.raw_logits(v) / 2.0 + np.array([1.0, 0.0, -1.0])))
     router.save(tmp_path / "r2")
     assert HeadRouter.load(tmp_path / "r2").bias == [1.0, 0.0, -1.0]
+
+
+def test_fitted_parameters_stored_by_an_earlier_release_load_typed_and_are_written_back_as_they_were(tmp_path):
+    """router.json's ``fitted`` as earlier releases wrote it (the fusion parameters before per-domain weights, a
+    further fitter's value) reads as typed values and saves to the same JSON."""
+    HeadRouter.new(["a", "b"], 4, hidden=0).save(tmp_path / "r")
+    old_fusion = {"w_prior": 1.0, "w_best": 2.0, "w_share": 0.5, "bias": -0.1, "sharpness": 1.0, "tau0": 0.3, "unsure": 0.2, "evidence_k": 20}
+    stored = {"calibration": {"temperature": 1.5, "questions": 9}, "fusion": old_fusion, "other": {"x": 1}}
+    meta = json.loads((tmp_path / "r" / ROUTER_FILE).read_text())
+    (tmp_path / "r" / ROUTER_FILE).write_text(json.dumps({**meta, "fitted": stored}))
+    back = HeadRouter.load(tmp_path / "r")
+    assert back.fitted.fusion == FusionParams(1.0, 2.0, 0.5, -0.1, 1.0, 0.3, 0.2, 20)
+    assert back.fitted.calibration == stored["calibration"] and back.fitted.extra == {"other": {"x": 1}}
+    assert back.fitted.to_json() == {**stored, "fusion": {**old_fusion, "domain_weight": {}}}
+    back.save(tmp_path / "r2")
+    assert HeadRouter.load(tmp_path / "r2").fitted == back.fitted
+    (tmp_path / "r" / ROUTER_FILE).write_text(json.dumps({**meta, "fitted": {"fusion": {}}}))
+    assert HeadRouter.load(tmp_path / "r").fitted == RouterFitted()  # an empty fusion: not fitted, as fused has read it
+    (tmp_path / "r" / ROUTER_FILE).write_text(json.dumps({**meta, "fitted": {"fusion": {"sharpness": 0.5}}}))
+    with pytest.raises(RouterFormatError, match="incomplete"):
+        HeadRouter.load(tmp_path / "r")
 
 
 def test_an_older_bert_router_is_refused_with_a_message_and_the_service_searches_everything(tmp_path, demo_home):
@@ -101,7 +125,7 @@ def test_an_older_bert_router_is_refused_with_a_message_and_the_service_searches
 
     warnings: list[str] = []
     registry = Registry(demo_home)
-    version = registry.active()["router"]
+    version = present(registry.active()["router"])
     ok = load_router(registry, version, "base", ["ledger"], warnings)
     assert ok.version == version and not warnings
     other = load_router(registry, version, "retriever-other", ["ledger"], warnings)

@@ -3,6 +3,9 @@ real uvicorn server on a free port (demo home, extractive answers)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import openai
 import pytest
 
@@ -11,13 +14,19 @@ from service.api.state import ServiceState
 from tests.utils import ambiguous_question, make_settings, served_app
 
 
+@asynccontextmanager
+async def _keep_open(app: object) -> AsyncIterator[None]:
+    """A lifespan that does nothing: the app's own would close the shared pipeline when the server stops."""
+    yield
+
+
 @pytest.fixture(scope="module")
 def base_url(demo_pipeline):
     settings = make_settings(demo_pipeline.settings.home_dir, api_keys="chat-key")
     state = ServiceState(settings)
     state.pipeline = demo_pipeline
     app = create_app(settings, state)
-    app.router.lifespan_context = None  # type: ignore[assignment] - the shared pipeline stays open
+    app.router.lifespan_context = _keep_open  # the shared pipeline stays open
     with served_app(app) as url:
         yield f"{url}/v1"
 

@@ -17,6 +17,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from tests.utils import present
+
 ROOT = Path(__file__).resolve().parents[1]
 K8S = ROOT / "k8s"
 K8S_VERSION = "1.30.0"  # oldest version the manifests claim to support (autoscaling/v2, policy/v1)
@@ -48,7 +50,7 @@ def test_each_manifest_file_validates(path):
 
 
 def _render(folder: Path) -> list[dict]:
-    out = subprocess.run([KUBECTL, "kustomize", str(folder)], capture_output=True, text=True, timeout=120, check=False)
+    out = subprocess.run([present(KUBECTL), "kustomize", str(folder)], capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stderr
     return [d for d in yaml.safe_load_all(out.stdout) if d]
 

@@ -16,6 +16,7 @@ from service.demo import DOCS, QUERIES
 from service.retrieval.encoder import Encoder, EncoderBackend, QueryCache
 from service.retrieval.onnx_encoder import META_FILE, ONNX_FILE, RECIPE, cpu_session, exported
 from tests.conftest import make_settings
+from tests.utils import present
 
 
 def _demo() -> tuple[list[dict], list[dict]]:
@@ -195,8 +196,9 @@ def test_query_cache_off_and_lru_order():
     assert cache.get("a") is not None  # "b" is now least recent
     cache.put("c", np.zeros(3, dtype=np.float32))
     assert cache.get("b") is None and cache.get("a") is not None and cache.get("c") is not None
+    cached = present(cache.get("a"))
     with pytest.raises(ValueError):
-        cache.get("a")[0] = 1.0  # cached vectors are read-only
+        cached[0] = 1.0  # cached vectors are read-only
 
 
 def test_index_records_its_backend_and_queries_follow_it(tmp_path: Path, onnx_dir: Path, monkeypatch):
@@ -211,7 +213,7 @@ def test_index_records_its_backend_and_queries_follow_it(tmp_path: Path, onnx_di
     cache.parent.mkdir(parents=True)
     shutil.copytree(onnx_dir, cache)
     report = ingest([DOCS], settings, progress=False)
-    manifest = Registry(settings.home_dir).manifest("index", report.version)
+    manifest = Registry(settings.home_dir).manifest("index", present(report.version))
     assert manifest["encoder_backend"] == "onnx"
     # A server configured for PyTorch still embeds queries as this index's passages were.
     pipeline = load_pipeline(make_settings(settings.home_dir, encoder_backend="torch"), with_llm=False)
@@ -227,7 +229,7 @@ def test_index_records_its_backend_and_queries_follow_it(tmp_path: Path, onnx_di
     extra.write_text(json.dumps({"doc_id": "newprod/1", "domain": "newprod", "title": "New", "text": "The new product ships monthly."}) + "\n")
     added = ingest([extra], settings, progress=False, mode=IngestMode.ADD)
     assert added.changed and added.added == 1 and added.unchanged == 0
-    assert Registry(settings.home_dir).manifest("index", added.version)["encoder_backend"] == "onnx"
+    assert Registry(settings.home_dir).manifest("index", present(added.version))["encoder_backend"] == "onnx"
 
 
 def test_a_new_home_loads_the_per_user_export_and_exports_nothing(tmp_path: Path, onnx_encoder, onnx_dir: Path, monkeypatch):
@@ -300,5 +302,6 @@ def test_router_training_vectors_are_the_served_ones_and_are_cached(onnx_dir: Pa
     assert not embed_cached(encoder, questions, tmp_path / "cache").any()
     # An export of another recipe gives other vectors: it does not read the file cached for this one.
     older = Encoder(backend="onnx", onnx_dir=onnx_dir, cache_size=0)
+    assert older._onnx is not None
     older._onnx.export = dataclasses.replace(older._onnx.export, recipe="an earlier recipe")
     assert older.query_runtime != encoder.query_runtime and embed_cached(older, questions, tmp_path / "cache").any()

@@ -17,6 +17,7 @@ from service.pipeline import Pipeline
 from service.schemas import EvalQuery, EvalSpec
 from tests.conftest import make_settings
 from tests.scripted_llm import ScriptedServer
+from tests.utils import present
 
 IN_SCOPE = [
     EvalQuery(
@@ -56,7 +57,7 @@ def test_answers_group_reports_per_strategy_and_answer_mode(demo_pipeline, tmp_p
     store = JobStore(tmp_path / "jobs.sqlite")
     spec = EvalSpec.model_validate({"strategies": ["mkpqa", "uis"], "metrics": ["retrieval", "answers"], "top_k": 5})
     job = create_job(store, spec, IN_SCOPE + OOS, "hand")
-    summary = run_job(demo_pipeline, None, store, job)  # no judge needed
+    summary = present(run_job(demo_pipeline, None, store, job))  # no judge needed
     for s in ("mkpqa", "uis"):
         a = summary["answers"][s]
         assert a["all"]["questions"] == 3 and a["all"]["n_answer_f1"] == 2
@@ -95,7 +96,7 @@ def test_a_missing_answer_scores_zero_and_is_not_a_judge_failure(demo_pipeline, 
         store = JobStore(tmp_path / "jobs.sqlite")
         spec = EvalSpec.model_validate({"strategies": ["mkpqa"], "metrics": ["answer", "answers"], "top_k": 5})
         job = create_job(store, spec, IN_SCOPE[:1], "hand")
-        summary = run_job(pipeline, Judge(server.llm("judge"), retries=0, concurrency=1), store, job)
+        summary = present(run_job(pipeline, Judge(server.llm("judge"), retries=0, concurrency=1), store, job))
     finally:
         server.close()
     record = store.results(job)[0]

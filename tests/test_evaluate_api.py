@@ -21,7 +21,7 @@ from service.files import copytree_sparse
 from service.pipeline import Pipeline
 from service.retrieval.strategies import StrategyName
 from service.schemas import EvalSpec, MetricGroup
-from tests.utils import free_port, make_settings
+from tests.utils import free_port, make_settings, present
 
 LIMIT = 60
 SPEC = EvalSpec(
@@ -149,7 +149,7 @@ def test_job_survives_a_restart_and_matches_the_in_process_run(demo_pipeline, tm
     assert not worker.running
     # The first service is gone (its worker stopped after the question in flight): the job is unfinished.
     store = JobStore.for_home(home)
-    mid = store.get(job_id)
+    mid = present(store.get(job_id))
     assert mid["status"] == "running" and mid["progress"]["done"] == block_at * len(strategies) + 1
     before = {(r["strategy"], r["qid"]): r for r in store.results(job_id)}
     assert set(before) == {(s, q["qid"]) for q in mini[:block_at] for s in strategies} | {(strategies[0], mini[block_at]["qid"])}
@@ -198,7 +198,8 @@ def test_cli_evaluate_writes_summary_and_report(demo_home, reference, tmp_path, 
     ref_summary, _ = reference
     home = tmp_path / "home"
     copytree_sparse(demo_home, home)  # its own copy: the session's pipeline holds the original open
-    (home / "eval").exists() and shutil.rmtree(home / "eval")
+    if (home / "eval").exists():
+        shutil.rmtree(home / "eval")
     monkeypatch.setenv("FEDQA_HOME", str(home))
     monkeypatch.setenv("FEDQA_LLM_BACKEND", "none")
     from service.config import get_settings
@@ -313,7 +314,7 @@ def test_kill_9_mid_job_then_restart_resumes(demo_home, reference, tmp_path):
         assert done == block_at * len(strategies)
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
-        mid = JobStore.for_home(home).get(job_id)
+        mid = present(JobStore.for_home(home).get(job_id))
         assert mid["status"] == "running" and mid["progress"]["done"] == block_at * len(strategies)
 
         release.set()

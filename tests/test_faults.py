@@ -7,8 +7,10 @@ up (/healthz 200) but not ready: /readyz 503 naming the missing file, /ask 503 w
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -17,8 +19,10 @@ from service.artifacts import Registry
 from service.config import Settings
 from service.files import copytree_sparse
 from service.pipeline import Pipeline
-from service.retrieval.store import StoreUnavailable
+from service.retrieval.passage import Hit, Passage
+from service.retrieval.store import Store, StoreUnavailable
 from tests.conftest import make_settings
+from tests.utils import present
 
 Q = {"query": "How do refunds work?", "generate": False}
 
@@ -55,7 +59,7 @@ def test_encoder_model_path_missing_at_startup(tmp_path):
 
 def test_router_weights_deleted_at_startup(home_copy):
     reg = Registry(home_copy)
-    router_dir = reg.path("router", reg.active()["router"])
+    router_dir = reg.path("router", present(reg.active()["router"]))
     (router_dir / "head.safetensors").unlink()
     _not_ready(make_settings(home_copy), str(router_dir / "head.safetensors"))
 
@@ -77,22 +81,41 @@ def test_llm_that_cannot_start_still_serves_sources(home_copy):
 
 
 class _FailingStore:
-    """The demo store, failing on search the way a lost Qdrant connection (or a bug) would."""
+    """The demo store, failing on search the way a lost Qdrant connection (or a bug) would; it reads the rest from
+    the demo store, writes nothing and leaves it open."""
 
-    def __init__(self, store, exc: Exception) -> None:
+    def __init__(self, store: Store, exc: Exception) -> None:
         self._store, self._exc = store, exc
         self.backend, self.version = store.backend, store.version
 
-    def domains(self):
+    def domains(self) -> list[str]:
         return self._store.domains()
 
-    def count(self, domain):
+    def count(self, domain: str) -> int:
         return self._store.count(domain)
 
-    def search(self, *args, **kwargs):
+    def search(self, domain: str, vector: np.ndarray, limit: int) -> list[Hit]:
         raise self._exc
 
-    def close(self):
+    def passages(self, domain: str, point_ids: Sequence[str]) -> dict[str, Passage]:
+        return self._store.passages(domain, point_ids)
+
+    def iter_passages(self, domain: str) -> Iterator[Passage]:
+        return self._store.iter_passages(domain)
+
+    def create_domain(self, domain: str, dim: int) -> None:
+        raise AssertionError("a test store is read-only")
+
+    def upsert(self, domain: str, passages: Sequence[Passage], vectors: np.ndarray) -> None:
+        raise AssertionError("a test store is read-only")
+
+    def delete(self, domain: str, doc_ids: Sequence[str]) -> None:
+        raise AssertionError("a test store is read-only")
+
+    def finish(self) -> None:
+        raise AssertionError("a test store is read-only")
+
+    def close(self) -> None:
         pass
 
 

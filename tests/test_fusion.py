@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
+from service.pipeline import Pipeline
 from service.retrieval.federated import merge, search_domains
 from service.retrieval.passage import Hit, point_id
+from service.routing.fitted import RouterFitted
 from service.routing.fusion import Evidence, FusionParams, domain_evidence, domain_weights, fuse
 from training.fusion import PRIOR_GRID, FitQuestion, as_uis, fit_fusion, prior_params, ranking_scores
 
@@ -58,12 +62,10 @@ def test_paper_parameters_leave_p_unchanged_and_evidence_moves_q():
     assert fuse(p, Evidence(np.zeros(2), np.full(2, 0.5)), FusionParams(1.0, 0.0, 0.0, 0.0, 1.0, 0.5, 0.0, 2)).tolist() == p.tolist()
 
 
-def _with_fusion(pipeline, params: FusionParams | None):  # noqa: ANN001, ANN202
-    saved = dict(pipeline.router.fitted)
-    if params is None:
-        pipeline.router.fitted.pop("fusion", None)
-    else:
-        pipeline.router.fitted["fusion"] = params.as_dict()
+def _with_fusion(pipeline: Pipeline, params: FusionParams | None) -> RouterFitted:
+    """Set the router's fused parameters (None: none fitted); what it had, to put back."""
+    saved = pipeline.router.fitted
+    pipeline.router.fitted = replace(saved, fusion=params)
     return saved
 
 
@@ -86,7 +88,7 @@ def test_fused_with_the_papers_parameters_ranks_as_mkpqa_and_without_parameters_
             assert [(h.passage.doc_id, round(h.unified_score, 9)) for h in fused.hits] == [
                 (h.passage.doc_id, round(h.unified_score, 9)) for h in mk.hits
             ]
-        demo_pipeline.router.fitted.pop("fusion")
+        _with_fusion(demo_pipeline, None)
         for query in QUERIES:
             prep = demo_pipeline.prepare(query)
             fused = demo_pipeline.retrieve(query, top_k=5, strategy="fused", prepared=prep)
@@ -94,8 +96,7 @@ def test_fused_with_the_papers_parameters_ranks_as_mkpqa_and_without_parameters_
             assert [h.passage.doc_id for h in fused.hits] == [h.passage.doc_id for h in uis.hits]
             assert fused.routing.fallback and fused.routing.active_domains == demo_pipeline.domains
     finally:
-        demo_pipeline.router.fitted.clear()
-        demo_pipeline.router.fitted.update(saved)
+        demo_pipeline.router.fitted = saved
 
 
 def test_fitted_fusion_is_at_least_uis_on_its_fitting_questions(demo_pipeline):
@@ -212,8 +213,7 @@ def test_served_fused_ranking_applies_the_stored_per_domain_weights(demo_pipelin
     try:
         fused = demo_pipeline.retrieve(query, top_k=10, strategy="fused")
     finally:
-        demo_pipeline.router.fitted.clear()
-        demo_pipeline.router.fitted.update(saved)
+        demo_pipeline.router.fitted = saved
     assert fused.routing.active_domains == demo_pipeline.domains
     for h in fused.hits:
         assert h.unified_score == pytest.approx(weights[h.passage.domain] * max(h.score, 0.0))
@@ -223,8 +223,6 @@ def test_served_fused_ranking_applies_the_stored_per_domain_weights(demo_pipelin
 
 def test_fused_searches_only_the_top_k_when_its_q_reads_no_evidence():
     """The prior family (q = p) needs each domain's top-k only; a fit that reads the evidence gets its top evidence_k."""
-    from dataclasses import replace
-
     from service.retrieval.strategies.base import StrategyInput
     from service.retrieval.strategies.fused import select
 
@@ -236,6 +234,6 @@ def test_fused_searches_only_the_top_k_when_its_q_reads_no_evidence():
 
     prior = prior_params(0.0, 20, {"a": 1.04})
     for params, expected in ((prior, 5), (replace(prior, w_share=0.5), 20), (None, 5)):
-        fitted = {"fusion": params.as_dict()} if params else {}
+        fitted = RouterFitted(fusion=params)
         selection = select(StrategyInput({"a": 0.7, "b": 0.3}, ["a", "b"], 0.5, search=search, top_k=5, fitted=fitted))
         assert limits[-1] == expected and set(selection.active) == {"a", "b"}

@@ -11,10 +11,12 @@ from indexes.build import EmptyBuild
 from indexes.ingest import IngestMode, ingest
 from indexes.loaders import LoadError, load_jsonl
 from service.artifacts import Registry
+from service.config import Settings
 from service.retrieval.edge_store import EdgeBackend
 from service.retrieval.federated import merge
 from service.retrieval.passage import Hit, point_id
 from tests.conftest import make_settings
+from tests.utils import present
 
 
 def _write_site(root: Path) -> None:
@@ -39,7 +41,7 @@ def test_folder_ingest_makes_one_collection_per_domain_with_provenance(tmp_path,
     settings = make_settings(tmp_path / "home")
     report = ingest([site], settings, encoder=encoder, progress=False)
     assert report.domains == {"ledger": 3, "orbit": 3}
-    store = EdgeBackend(Registry(settings.home_dir)).open(report.version)
+    store = EdgeBackend(Registry(settings.home_dir)).open(present(report.version))
     orbit = {p.doc_id: p for p in store.iter_passages("orbit")}
     assert orbit["orbit/contacts#001"].title == "Contacts > Importing"
     assert orbit["orbit/contacts#001"].source == "orbit/contacts.md"
@@ -109,8 +111,9 @@ def _sections(n: int) -> str:
     return "# Setup\n\n" + "".join(f"## Step {i}\n\nStep {i} of the setup turns on feature number {i}.\n\n" for i in range(n))
 
 
-def _doc_ids(settings, version: str) -> dict[str, set[str]]:
-    store = EdgeBackend(Registry(settings.home_dir)).open(version)
+def _doc_ids(settings: Settings, version: str | None) -> dict[str, set[str]]:
+    """Every domain's doc ids in the index version an ingest reported."""
+    store = EdgeBackend(Registry(settings.home_dir)).open(present(version))
     try:
         return {d: {p.doc_id for p in store.iter_passages(d)} for d in store.domains()}
     finally:
@@ -226,7 +229,7 @@ def test_a_page_deleted_from_the_folder_is_gone_from_ask_after_reingest_and_relo
     registry = Registry(settings.home_dir)
 
     def loader(settings, backend_=None, store=None):  # noqa: ANN001 - ServiceState's loader signature
-        store = EdgeBackend(registry).open(registry.active()["index"])
+        store = EdgeBackend(registry).open(present(registry.active()["index"]))
         return Pipeline(settings, router=UniformRouter(store.domains()), encoder=encoder, store=store)
 
     ask = {"query": "How many years of invoices does Ledger keep?", "strategy": "uis", "generate": False, "top_k": 10}

@@ -19,6 +19,7 @@ from service.evaluation.worker import EvalWorker
 from service.pipeline import Pipeline
 from service.retrieval.strategies import StrategyName
 from service.schemas import EvalQuery, EvalSpec, MetricGroup
+from tests.utils import present
 
 SPEC = EvalSpec(strategies=[StrategyName.MKPQA, StrategyName.UIS], metrics=[MetricGroup.RETRIEVAL], top_k=5, gate="stochastic", seed=11)
 
@@ -52,11 +53,11 @@ def test_resumed_job_equals_the_uninterrupted_one_for_the_same_seed(demo_pipelin
     store = JobStore(tmp_path / "jobs.sqlite")
     qs = _questions()
     whole = create_job(store, SPEC, qs, "demo", pinned_versions(demo_pipeline, None, SPEC))
-    reference = run_job(demo_pipeline, None, store, whole)
+    reference = present(run_job(demo_pipeline, None, store, whole))
     parted = create_job(store, SPEC, qs, "demo", pinned_versions(demo_pipeline, None, SPEC))
     assert run_job(demo_pipeline, None, store, parted, should_stop=_stop_after(store, parted, 23)) is None
     assert 23 <= len(store.done_keys(parted)) < 2 * len(qs)
-    resumed = run_job(demo_pipeline, None, store, parted)
+    resumed = present(run_job(demo_pipeline, None, store, parted))
     assert _strip_timing(store.results(parted)) == _strip_timing(store.results(whole))
     assert resumed["results"] == reference["results"] and resumed["ci95"] == reference["ci95"]
     # The seed is used: the stochastic gate drew differently for some question than the deterministic one would.
@@ -70,26 +71,26 @@ def test_a_resume_with_other_versions_is_refused_or_restarted(demo_pipeline, tmp
     store = JobStore(tmp_path / "jobs.sqlite")
     qs = _questions(12)
     job = create_job(store, SPEC, qs, "demo", pinned_versions(demo_pipeline, None, SPEC))
-    assert store.versions(job)["router"] == demo_pipeline.versions["router"]
+    assert present(store.versions(job))["router"] == demo_pipeline.versions["router"]
     run_job(demo_pipeline, None, store, job, should_stop=_stop_after(store, job, 5))
     done = store.done_keys(job)
     retrained = _retrained(demo_pipeline)
     try:
         with pytest.raises(EvaluationError, match="other versions"):
             run_job(retrained, None, store, job)
-        failed = store.get(job)
+        failed = present(store.get(job))
         assert failed["status"] == "failed" and "router-retrained" in failed["error"]
         assert store.done_keys(job) == done  # nothing computed by the other system
 
         again = create_job(store, SPEC, qs, "demo", pinned_versions(demo_pipeline, None, SPEC))
         run_job(demo_pipeline, None, store, again, should_stop=_stop_after(store, again, 5))
-        summary = run_job(retrained, None, store, again, restart=True)  # start over with the new versions
-        assert summary["versions"]["router"] == "router-retrained" and store.versions(again)["router"] == "router-retrained"
-        assert store.get(again)["progress"] == {"done": 2 * len(qs), "total": 2 * len(qs)}
+        summary = present(run_job(retrained, None, store, again, restart=True))  # start over with the new versions
+        assert summary["versions"]["router"] == "router-retrained" and present(store.versions(again))["router"] == "router-retrained"
+        assert present(store.get(again))["progress"] == {"done": 2 * len(qs), "total": 2 * len(qs)}
 
         # A job that has not started yet is simply pinned to the versions that start it.
         queued = create_job(store, SPEC, qs, "demo", pinned_versions(demo_pipeline, None, SPEC))
-        assert run_job(retrained, None, store, queued)["versions"]["router"] == "router-retrained"
+        assert present(run_job(retrained, None, store, queued))["versions"]["router"] == "router-retrained"
     finally:
         retrained.close(close_store=False)
 
@@ -115,7 +116,7 @@ def test_a_slow_question_keeps_its_claim_through_the_heartbeat_thread(tmp_path, 
     finally:
         finish.set()
         worker.stop()
-    assert store.get(job)["status"] == "done"
+    assert present(store.get(job))["status"] == "done"
 
 
 def test_claims_know_their_host(tmp_path, monkeypatch):
@@ -163,7 +164,7 @@ def test_a_cancel_received_by_another_process_stops_the_job(tmp_path):
         assert stopped.wait(10), "the running worker never heard of the cancel"
     finally:
         running.stop()
-    assert store.get(job)["status"] == "cancelled" and running.running is False
+    assert present(store.get(job))["status"] == "cancelled" and running.running is False
 
 
 def test_a_worker_that_lost_its_claim_stops_and_leaves_the_job_to_the_new_owner(tmp_path):
@@ -224,7 +225,7 @@ def test_a_locked_database_does_not_end_the_worker_thread(tmp_path, monkeypatch)
         assert worker.running
     finally:
         worker.stop()
-    assert store.get(job)["status"] == "done" and calls == [job, job]  # resumed, not failed, after the locked save
+    assert present(store.get(job))["status"] == "done" and calls == [job, job]  # resumed, not failed, after the locked save
 
 
 def test_unfinished_jobs_are_capped_per_client_and_finished_ones_purged(tmp_path):
@@ -244,7 +245,7 @@ def test_unfinished_jobs_are_capped_per_client_and_finished_ones_purged(tmp_path
     assert store.purge(time.time() - 60) == 0  # finished just now: kept
     assert store.purge(time.time() + 1) == 1  # the finished one only; unfinished jobs are never purged
     assert store.get(first) is None and store.results(first) == [] and store.cache_get(first, "k") is None
-    assert store.get(third)["status"] == "queued" and len(store.unfinished()) == 3
+    assert present(store.get(third))["status"] == "queued" and len(store.unfinished()) == 3
 
 
 def test_a_jobs_spec_and_questions_come_back_typed_from_the_store(tmp_path):
@@ -255,7 +256,7 @@ def test_a_jobs_spec_and_questions_come_back_typed_from_the_store(tmp_path):
     qs = [JobQuestion(qid="q1", query="q", domains=["orbit"], gold_doc_ids=["orbit/a#0"], answer="a")]
     job = store.create(scoped, qs)
     assert store.spec(job) == scoped and store.queries(job) == qs
-    assert store.get(job)["spec"] == {**scoped.view(), "dataset": "demo"} and scoped.view()["scope"] == ["orbit"]
+    assert present(store.get(job))["spec"] == {**scoped.view(), "dataset": "demo"} and scoped.view()["scope"] == ["orbit"]
     whole = store.create(JobSpec(strategies=[StrategyName.UIS]), qs)
-    assert "scope" not in store.get(whole)["spec"] and store.spec(whole).scope is None  # type: ignore[union-attr]
+    assert "scope" not in present(store.get(whole))["spec"] and present(store.spec(whole)).scope is None
     assert store.spec("no-such-job") is None

@@ -19,6 +19,7 @@ from service.pipeline import Pipeline
 from service.retrieval.strategies import StrategyName
 from service.schemas import EvalQuery, EvalSpec, MetricGroup
 from tests.scripted_llm import ScriptedServer
+from tests.utils import present
 
 SPEC = EvalSpec(
     strategies=[StrategyName.MKPQA, StrategyName.UIS],
@@ -97,7 +98,7 @@ def test_every_judged_group_end_to_end_against_a_scripted_judge(demo_pipeline, j
     judge, server, pipeline = judged()
     store = JobStore(tmp_path / "jobs.sqlite")
     job = create_job(store, SPEC, qs, "hand")
-    summary = run_job(pipeline, judge, store, job)
+    summary = present(run_job(pipeline, judge, store, job))
     for s in SPEC.strategies:
         got = summary["results"][s]["all"]
         assert got["relevancy"] == 8.0 and got["faithfulness"] == 0.5
@@ -138,7 +139,7 @@ def test_the_judge_cache_carries_over_a_stop_and_resume(demo_pipeline, judged, t
     with_ref = [q for q in qs if q.answer]
     store = JobStore(tmp_path / "jobs.sqlite")
     judge, whole_server, pipeline = judged()
-    whole = run_job(pipeline, judge, store, create_job(store, SPEC, qs, "hand"))
+    whole = present(run_job(pipeline, judge, store, create_job(store, SPEC, qs, "hand")))
 
     job = create_job(store, SPEC, qs, "hand")
     judge, first, pipeline = judged()
@@ -147,7 +148,7 @@ def test_the_judge_cache_carries_over_a_stop_and_resume(demo_pipeline, judged, t
     extracted_before = first.count("Extract the key points")
     assert extracted_before == 2
     judge, second, pipeline = judged()
-    resumed = run_job(pipeline, judge, store, job)
+    resumed = present(run_job(pipeline, judge, store, job))
     assert second.count("Extract the key points") == len(with_ref) - extracted_before  # none extracted twice
     assert first.count("Extract the key points") + second.count("Extract the key points") == len(with_ref)
     assert resumed["results"] == whole["results"] and resumed["failures"] == whole["failures"]

@@ -15,7 +15,7 @@ from service.generation.openai_llm import OpenAILLM
 from service.retrieval.strategies import StrategyName
 from service.schemas import EvalQuery, EvalSpec, MetricGroup
 from tests.scripted_llm import ScriptedServer
-from tests.utils import free_port, pipeline_with
+from tests.utils import free_port, pipeline_with, present
 
 
 @pytest.fixture()
@@ -36,7 +36,7 @@ def test_unparseable_replies_are_retried_then_counted_as_parse_failures(scripted
     server = scripted(lambda prompt: "I would say it is quite relevant, maybe seven.")
     judge = Judge(server.llm("junk-model"), retries=2)
     out = relevancy(judge, "How do I undo a commit?", "Use git revert.")
-    assert out.value is None and out.kind == "parse" and "unparseable" in out.error
+    assert out.value is None and out.kind == "parse" and out.error is not None and "unparseable" in out.error
     assert out.calls == 3 and len(server.prompts) == 3  # one try and two retries
     assert judge.info() == {"model": "openai:junk-model", "requests": 1, "llm_calls": 3, "parse_failures": 1, "call_failures": 0, "retries": 2}
 
@@ -65,7 +65,7 @@ def test_faithfulness_two_steps(scripted):
     judge = Judge(scripted(reply).llm())
     out = faithfulness(judge, "undo?", "Revert makes a new commit. It deletes history.", [("git-revert", "Revert adds a commit.")])
     assert out.value == pytest.approx(2 / 3) and out.calls == 2
-    assert out.detail["verdicts"] == [1, 0, 1] and "Revert deletes history." in out.explanation
+    assert out.detail["verdicts"] == [1, 0, 1] and out.explanation is not None and "Revert deletes history." in out.explanation
 
 
 def test_missing_answer_is_skipped_not_scored():
@@ -96,7 +96,7 @@ def test_job_counts_judge_failures_in_its_summary(demo_pipeline, scripted, tmp_p
     ]
     spec = EvalSpec(strategies=[StrategyName.MKPQA], metrics=[MetricGroup.RETRIEVAL, MetricGroup.ANSWER], top_k=5, gate="deterministic", seed=None)
     job = create_job(store, spec, queries, "hand")
-    summary = run_job(pipeline, Judge(server.llm("judge-model"), retries=1, concurrency=1), store, job)
+    summary = present(run_job(pipeline, Judge(server.llm("judge-model"), retries=1, concurrency=1), store, job))
     assert summary["results"]["mkpqa"]["all"]["relevancy"] == 9.0
     assert summary["failures"]["mkpqa"] == {"relevancy": {"parse": 1}}
     assert summary["results"]["mkpqa"]["all"]["faithfulness"] == 1.0
@@ -112,4 +112,4 @@ def test_embedded_model_as_judge_gives_a_score_or_a_counted_failure(embedded_llm
     out = relevancy(judge, "How do I undo the last commit in git?", "Run git reset --soft HEAD~1 to undo the last commit.")
     assert (out.value is not None and 1 <= out.value <= 10) or out.kind == "parse"
     assert judge.stats["parse_failures"] == (1 if out.value is None else 0)
-    assert judge.name.startswith("transformers:")
+    assert present(judge.name).startswith("transformers:")

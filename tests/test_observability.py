@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -89,7 +91,7 @@ def test_every_secret_setting_is_blanked_in_the_log(tmp_path):
 
     names = [name for name, field in Settings.model_fields.items() if "SecretStr" in str(field.annotation)]
     assert {"judge_api_key", "llm_api_key", "qdrant_api_key", "admin_key", "api_keys"} <= set(names)
-    values = {name: f"s3cr3t-{name}-0123456789" for name in names}
+    values: dict[str, Any] = {name: f"s3cr3t-{name}-0123456789" for name in names}
     settings = Settings(home=tmp_path, **values)
     stream = io.StringIO()
     root = logging.getLogger()

@@ -66,6 +66,7 @@ def test_extractive_answer_quotes_an_answer_for_each_question(demo_pipeline):
     alone = [demo_pipeline.answerer.extractor.extract([Question(q)], demo_pipeline.retrieve(q, top_k=5).hits).spans[0].text for q in (first, second)]
     joint = answer(demo_pipeline, AskRequest(query=f"{first} And, {second}"))
     assert joint.answer_mode == "extractive"
+    assert joint.answer is not None
     assert all(text in joint.answer for text in alone)  # each question's own quote
     assert len(set(joint.citations)) >= 2
     single = answer(demo_pipeline, AskRequest(query=first))

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -31,18 +33,22 @@ def _site(root):
         (root / domain / "page.md").write_text(text, encoding="utf-8")
 
 
-class _FailingEncoder:
-    """The base encoder, failing (or interrupted) after the first batch of passages."""
+class _FailingEncoder(Encoder):
+    """The base encoder, failing (or interrupted) after the first batch of passages (only what a rebuild reads)."""
 
-    def __init__(self, inner: Encoder, exc: BaseException) -> None:
+    def __init__(self, inner: Encoder, exc: BaseException) -> None:  # no super().__init__: nothing loaded
         self.inner, self.exc, self.calls = inner, exc, 0
-        self.version, self.path, self.dim = inner.version, inner.path, inner.dim
+        self.version, self.path = inner.version, inner.path
 
-    def embed_passages(self, texts, **kw):
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed_passages(self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False, bulk: bool = False) -> np.ndarray:
         self.calls += 1
         if self.calls > 1:
             raise self.exc
-        return self.inner.embed_passages(texts, **kw)
+        return self.inner.embed_passages(texts, batch_size=batch_size, progress=progress, bulk=bulk)
 
 
 @pytest.fixture()

@@ -24,7 +24,7 @@ from service.files import copytree_sparse
 from service.pipeline import Pipeline
 from service.retrieval.edge_store import EdgeBackend
 from service.retrieval.store import StoreError
-from tests.utils import make_settings, served_app
+from tests.utils import make_settings, present, served_app
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 DURATION_S = 4.0
@@ -37,7 +37,7 @@ def _cloning_loader(demo_home, demo_pipeline, tmp_path) -> tuple[Path, Callable[
     copytree_sparse(demo_home, home)
     registry = Registry(home)
     backend = EdgeBackend(registry)
-    base = registry.active()["index"]
+    base = present(registry.active()["index"])
     loaded: list[Pipeline] = []
     counter = itertools.count()
 
@@ -98,7 +98,8 @@ def test_reload_during_a_burst_of_requests_streams_and_a_job_loses_nothing(serve
         users = [threading.Thread(target=_burst, args=(url, stop, errors, counts, lock, k)) for k in range(4)]
         for t in users:
             t.start()
-        reloads, t0 = [], time.monotonic()
+        reloads: list[float] = []
+        t0 = time.monotonic()
         while (
             (time.monotonic() - t0 < DURATION_S or len(reloads) < 8 or sum(counts.values()) < 24)
             and time.monotonic() - t0 < 180
@@ -139,7 +140,7 @@ def test_a_lease_keeps_the_old_pipeline_open_until_it_is_given_back(demo_home, d
     home, loader, _ = _cloning_loader(demo_home, demo_pipeline, tmp_path)
     state = ServiceState(make_settings(home), loader=loader)
     state.load()
-    first = state.pipeline
+    first = present(state.pipeline)
     vector = demo_pipeline.encoder.embed_query("refund a payment")
     with state.lease() as held:
         assert held is first
@@ -150,7 +151,7 @@ def test_a_lease_keeps_the_old_pipeline_open_until_it_is_given_back(demo_home, d
     assert first._pool._shutdown and state.in_use(first) == 0
     with pytest.raises(StoreError):
         first.store.search("ledger", vector, 1)  # closed once the lease was given back
-    second = state.pipeline
+    second = present(state.pipeline)
     state.close()
     assert second._pool._shutdown
     assert json.dumps(state._retired) == "{}"
@@ -199,7 +200,7 @@ def test_reloads_on_a_qdrant_server_share_one_client_closed_with_the_service(tmp
     assert len(opened) == 1, f"{len(opened)} QdrantClients for two loads"
 
     def put(version: str) -> None:  # write the index version's collections on the "server"
-        store = state.backend.open(version, create=True)
+        store = present(state.backend).open(version, create=True)
         vectors = encoder.embed_passages([p.text for p in passages])
         for d in ("alpha", "beta"):
             store.create_domain(d, vectors.shape[1])

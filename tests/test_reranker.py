@@ -17,6 +17,7 @@ from service.files import copytree_sparse
 from service.loading import load_pipeline
 from service.reranking.params import RerankParams, reranked_order
 from tests.conftest import make_settings
+from tests.utils import present
 from training.data.general import general_negatives
 from training.reranker_data import Candidates
 from training.reranker_fit import fit_combination, top1_correct
@@ -157,7 +158,7 @@ def test_weight_zero_reproduces_the_unreranked_ranking(reranker_home):
     settings, _, _ = reranker_home
     pipeline = load_pipeline(settings, with_llm=False)
     try:
-        zero = pipeline.reranker.with_params(RerankParams(weight=0.0, depth=10))
+        zero = present(pipeline.reranker).with_params(RerankParams(weight=0.0, depth=10))
         for q in ["How do I rotate an API key?", "Can I export invoices as PDF?", "enforce SSO for users"]:
             plain = pipeline.retrieve(q, top_k=5, gate_mode="deterministic", rerank=False)
             pipeline.reranker = zero
@@ -182,7 +183,7 @@ def test_a_reranker_with_titles_reads_each_passages_title_in_training_and_servin
     try:
         q = "How do I rotate an API key?"
         hits = pipeline.retrieve(q, top_k=5, gate_mode="deterministic", rerank=False).hits
-        base = pipeline.reranker
+        base = present(pipeline.reranker)
         for titles in (False, True):
             reranker = base.with_params(replace(base.params, titles=titles, depth=5))
             read = [f"{h.passage.title}: {h.passage.text}" if titles else h.passage.text for h in hits]

@@ -16,6 +16,7 @@ from service.evaluation.jobs import JobStore
 from service.evaluation.spec import JobQuestion, JobSpec
 from service.retrieval.strategies import StrategyName
 from tests.conftest import make_settings
+from tests.utils import present
 
 
 @pytest.fixture
@@ -78,7 +79,7 @@ def test_prune_keeps_the_newest_the_active_the_pinned_and_running_builds(tmp_pat
     versions = []
     for i in range(4):
         docs.write_text(json.dumps({"doc_id": "a#0", "domain": "orbit", "text": f"Release {i} ships in spring."}) + "\n", encoding="utf-8")
-        versions.append(ingest([docs], settings, encoder=encoder, progress=False).version)
+        versions.append(present(ingest([docs], settings, encoder=encoder, progress=False).version))
     reg.activate("index", versions[1])  # a rollback: the active version is not the newest
     JobStore.for_settings(settings).create(JobSpec(strategies=[StrategyName.UIS]), [JobQuestion(qid="q", query="x")], versions={"index": versions[0]})
     killed = reg.new_version("index")  # a build killed before its manifest: no lock held

@@ -13,6 +13,7 @@ from service.demo import DOCS, QUERIES
 from service.queries import load_queries
 from service.retrieval.encoder import packaged_minilm_path
 from tests.conftest import make_settings
+from tests.utils import present
 from training.checkpoint import StopFlag, TrainingInterrupted, load_checkpoint_state
 from training.data.build import DataConfig, build_training_data
 from training.data.corpus import load_corpus
@@ -85,7 +86,7 @@ def test_interrupted_retriever_training_keeps_a_checkpoint_and_resumes(tmp_path,
     stop.request()  # Ctrl-C arrived during the first step
     with pytest.raises(TrainingInterrupted) as info:
         train_retriever(examples, demo_data.passages, config=TINY, progress=False, stop=stop, checkpoint_dir=tmp_path / "ckpt")
-    last = info.value.checkpoint
+    last = present(info.value.checkpoint)
     assert last == tmp_path / "ckpt" / "last" and load_checkpoint_state(last)["global_step"] == 1
     assert (last / "model" / "modules.json").is_file() and (last / "optimizer.pt").is_file()
     model = train_retriever(examples, demo_data.passages, config=TINY, progress=False, resume=last)

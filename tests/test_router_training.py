@@ -144,7 +144,8 @@ def test_train_and_activate_saves_metrics_fingerprint_and_retriever(tmp_path, en
     assert metrics["fusion"]["questions"] == 3
     router = HeadRouter.load(registry.path("router", version))
     assert router.retriever == "base" and router.temperature == pytest.approx(metrics["calibration"]["temperature"], abs=1e-5)
-    assert set(router.fitted) == {"calibration", "fusion"}
+    assert router.fitted.calibration is not None and router.fitted.fusion is not None and not router.fitted.extra
+    assert set(router.fitted.to_json()) == {"calibration", "fusion"}
 
 
 def test_a_too_small_validation_split_is_warned_about_and_fitted_out_of_fold(tmp_path, encoder, caplog):

@@ -3,13 +3,16 @@ number of products or versions, writes proportional to what changed, domain-filt
 
 from __future__ import annotations
 
+import inspect
 import json
 import subprocess
 import sys
 import threading
 from collections import Counter
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,6 +24,7 @@ from service.retrieval.client_layout import Topology, cluster_topology
 from service.retrieval.client_store import ClientBackend
 from service.retrieval.passage import Passage
 from tests.conftest import make_settings
+from tests.utils import present
 
 ROOT = Path(__file__).resolve().parents[1]
 DIM = 16
@@ -29,22 +33,33 @@ DIM = 16
 class Observed(QdrantClient):
     """The real local-mode client; every passage point it is asked to write (upserts, payload changes) is counted."""
 
-    def __init__(self, **kw) -> None:
+    def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self.written: Counter[str] = Counter()
-        self.created: list[dict] = []
+        self.created: list[dict[str, Any]] = []
 
-    def upsert(self, collection_name, points, **kw):
-        self.written["upsert"] += len(points) if "space" in collection_name else 0
-        return super().upsert(collection_name, points, **kw)
+    # The overrides take any arguments (so they stay compatible with the client's long signatures) and read them
+    # by name, as the client's own method binds them.
+    def upsert(self, *args: Any, **kw: Any) -> Any:
+        a = _bound(QdrantClient.upsert, self, *args, **kw)
+        self.written["upsert"] += len(a["points"]) if "space" in a["collection_name"] else 0
+        return super().upsert(*args, **kw)
 
-    def set_payload(self, collection_name, payload, points, **kw):
-        self.written["set_payload"] += len(points) if "space" in collection_name else 0
-        return super().set_payload(collection_name, payload, points, **kw)
+    def set_payload(self, *args: Any, **kw: Any) -> Any:
+        a = _bound(QdrantClient.set_payload, self, *args, **kw)
+        self.written["set_payload"] += len(a["points"]) if "space" in a["collection_name"] else 0
+        return super().set_payload(*args, **kw)
 
-    def create_collection(self, collection_name, vectors_config=None, **kw):
-        self.created.append({"name": collection_name, **kw})
-        return super().create_collection(collection_name, vectors_config, **kw)
+    def create_collection(self, *args: Any, **kw: Any) -> Any:
+        a = _bound(QdrantClient.create_collection, self, *args, **kw)
+        others = {k: v for k, v in a.items() if k not in ("self", "collection_name", "vectors_config", "kwargs")}
+        self.created.append({"name": a["collection_name"], **others, **a.get("kwargs", {})})
+        return super().create_collection(*args, **kw)
+
+
+def _bound(method: Callable[..., Any], *args: Any, **kw: Any) -> dict[str, Any]:
+    """A call's arguments by parameter name, as ``method`` binds them."""
+    return dict(inspect.signature(method).bind(*args, **kw).arguments)
 
 
 def _passages(domains: int, per: int, tag: str = "") -> list[Passage]:
@@ -124,7 +139,7 @@ def test_a_reingest_that_changes_one_page_writes_only_that_pages_points(tmp_path
     assert client.written["upsert"] == 3 and client.written["set_payload"] == 3  # 3 new points, 3 old ones retired
     assert len(client.get_collections().collections) == 2
 
-    old, new = backend.open(first.version), backend.open(second.version)
+    old, new = backend.open(present(first.version)), backend.open(present(second.version))
     changed = {p.doc_id for p in new.iter_passages("orbit") if "release 2" in p.text}
     assert len(changed) == 3 and not any("release 2" in p.text for p in old.iter_passages("orbit"))  # the old version is intact
     assert Registry(settings.home_dir).active()["index"] == second.version

@@ -20,8 +20,8 @@ def test_every_strategy_name_has_its_registry_entry_and_the_schemas_accept_it():
 
     assert list(REGISTRY) == list(StrategyName) and all(callable(f) for f in REGISTRY.values())
     for name in StrategyName:
-        assert AskRequest(query="q", strategy=name.value).strategy == name and str(name) == name.value
-    assert set(EvalSpec(strategies=["uis", "lfs"]).strategies) == {
+        assert AskRequest.model_validate({"query": "q", "strategy": name.value}).strategy == name and str(name) == name.value
+    assert set(EvalSpec.model_validate({"strategies": ["uis", "lfs"]}).strategies) == {
         StrategyName.UIS,
         StrategyName.LFS,
     }
@@ -81,7 +81,7 @@ def selector_llm():
     """An OpenAI-protocol endpoint that says yes for the products in ``yes`` and answers junk for ``junk``."""
     servers = []
 
-    def make(yes: set[str], junk: set[str] = frozenset()):
+    def make(yes: set[str], junk: set[str] | frozenset[str] = frozenset()):
         def reply(prompt: str) -> str:
             product = prompt.split("Product: ")[1].split("\n")[0]
             return "perhaps" if product in junk else ("Yes" if product in yes else "No")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator, Sequence
 
 import pytest
 
@@ -85,16 +86,19 @@ class _ScriptedLLM:
 
     name = "scripted"
 
-    def __init__(self, answers):
+    def __init__(self, answers: Sequence[str | Exception]) -> None:
         self.answers = list(answers)
-        self.prompts = []
+        self.prompts: list[str] = []
 
-    def complete(self, prompt, *, max_tokens, stop, timeout_s):
+    def complete(self, prompt: str, *, max_tokens: int, stop: Sequence[str], timeout_s: float) -> str:
         self.prompts.append(prompt)
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
         return answer
+
+    def stream(self, prompt: str, *, max_tokens: int, stop: Sequence[str], timeout_s: float) -> Iterator[str]:
+        yield self.complete(prompt, max_tokens=max_tokens, stop=stop, timeout_s=timeout_s)
 
 
 def test_llm_generator_uses_the_query_generation_prompt_and_tags_its_rows():
@@ -116,10 +120,11 @@ def test_llm_generator_uses_the_query_generation_prompt_and_tags_its_rows():
 def test_relevance_judge_parses_yes_and_no():
     assert parse_judgement(" Yes.") is True and parse_judgement("No, it does not") is False and parse_judgement("maybe") is None
     p = _corpus()[0]
-    judge = LLMRelevanceJudge(_ScriptedLLM(["Yes", "No"]))
+    llm = _ScriptedLLM(["Yes", "No"])
+    judge = LLMRelevanceJudge(llm)
     assert judge.label("q1", "import contacts", p).relevant is True
     assert judge.label("q1", "refunds", p).relevant is False
-    assert "Does the passage contain the answer" in judge.llm.prompts[0]
+    assert judge.llm is llm and "Does the passage contain the answer" in llm.prompts[0]
 
 
 def _queries() -> list[LabelledQuery]:

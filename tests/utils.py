@@ -8,11 +8,19 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import uvicorn
 
 from service.config import Settings
+
+T = TypeVar("T")
+
+
+def present(value: T | None) -> T:
+    """``value``, asserted not None: where a test expects a value that the API's type allows to be missing."""
+    assert value is not None
+    return value
 
 
 def make_settings(home: Path, **overrides: Any) -> Settings:

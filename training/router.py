@@ -20,7 +20,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -212,7 +212,7 @@ def _fit_held_out(
     calibration = fit_calibration(raw, val_labels)
     metrics["validation_uncalibrated"] = routing_report(1.0 / (1.0 + np.exp(-raw)), val, domains)
     router.temperature, router.bias = calibration.temperature, list(calibration.bias)
-    router.fitted["calibration"] = calibration.as_dict()
+    router.fitted = replace(router.fitted, calibration=calibration.as_dict())
     held = HeldOut(list(val), val_vectors, calibration.apply(raw), val_labels, domains)
     metrics["validation"] = routing_report(held.probs, val, domains)
     metrics["calibration"] = calibration.as_dict()
@@ -223,10 +223,11 @@ def _fit_held_out(
         fit_qs, metrics["fusion"] = [], {"skipped": f"index {index_version} could not be searched: {exc}"}
     if fit_qs:
         params, report = fit_fusion(fit_qs, domains, top_k=cfg.top_k, evidence_k=cfg.evidence_k)
-        router.fitted["fusion"] = params.as_dict()
+        router.fitted = replace(router.fitted, fusion=params)
         metrics["fusion"] = {**report, "params": params.as_dict()}
-    for name, fit in fitters.items():
-        router.fitted[name] = fit(held)
+    if fitters:
+        extra = {**router.fitted.extra, **{name: fit(held) for name, fit in fitters.items()}}
+        router.fitted = replace(router.fitted, extra=extra)
 
 
 def _fit_out_of_fold(
@@ -300,7 +301,7 @@ def train_and_activate(
     """Train a router for the active index (its domains, its retriever's vectors), fit calibration and fusion on
     ``val`` (out of fold when it is too small), save it as a new version and activate it. ``queries``: expert, cross
     and out-of-scope questions (``origins`` says which are ``synthetic``); ``synthetic``: more (None: heuristic ones);
-    ``fitters``: name -> function of the held-out set, stored under ``fitted[name]``."""
+    ``fitters``: name -> function of the held-out set, stored under ``fitted.extra[name]``."""
     from service.retrieval.encoder import index_encoder_backend, load_encoder
 
     t0 = time.perf_counter()

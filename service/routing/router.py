@@ -6,7 +6,8 @@ MLP (or linear layer) trained with binary cross-entropy per domain (training/rou
 ``b`` are a temperature and per-domain biases fitted on held-out questions (training/calibration.py),
 which give back the products' prior odds that domain-balanced training removes. A router version records
 the retriever version whose vectors it reads, and the fitted parameters of the strategies that use
-it (``fitted``: calibration, fusion, ...), all in ``router.json`` beside ``head.safetensors``.
+it (``fitted``: calibration, fusion, ...; :class:`~service.routing.fitted.RouterFitted`), all in ``router.json``
+beside ``head.safetensors``.
 
 Router versions of earlier releases (a fine-tuned BERT classifier, ``config.json`` + weights, no
 ``router.json``) are refused with :class:`RouterFormatError`; the pipeline then searches every
@@ -18,11 +19,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import torch
 from torch import nn
+
+from service.routing.fitted import RouterFitted
 
 ROUTER_FILE = "router.json"
 HEAD_FILE = "head.safetensors"
@@ -39,7 +42,7 @@ class Router(Protocol):
     domains: list[str]
     version: str | None
     retriever: str | None  # the retriever version whose vectors it reads (None: any)
-    fitted: dict[str, Any]  # parameters fitted with this router (calibration, fusion, ...)
+    fitted: RouterFitted  # parameters fitted with this router (calibration, fusion, ...)
 
     def predict_vectors(self, vectors: np.ndarray) -> np.ndarray:
         """Probabilities, shape (n, len(domains)), each in [0, 1], independent (not a softmax)."""
@@ -69,7 +72,7 @@ class HeadRouter:
         retriever: str | None,
         temperature: float = 1.0,
         bias: Sequence[float] | None = None,
-        fitted: dict[str, Any] | None = None,
+        fitted: RouterFitted | None = None,
         version: str | None = None,
     ) -> None:
         if not domains:
@@ -83,7 +86,7 @@ class HeadRouter:
         self.bias = [float(b) for b in bias] if bias else []
         if self.bias and len(self.bias) != len(self.domains):
             raise ValueError(f"{len(self.bias)} biases for {len(self.domains)} domains")
-        self.fitted: dict[str, Any] = dict(fitted or {})
+        self.fitted = fitted if fitted is not None else RouterFitted()
         self.version = version
         self._layers_key: tuple[int, ...] | None = None
         self._layers_np: list[tuple[np.ndarray, np.ndarray]] = []
@@ -148,7 +151,7 @@ class HeadRouter:
             "retriever": self.retriever,
             "temperature": self.temperature,
             "bias": self.bias,
-            "fitted": self.fitted,
+            "fitted": self.fitted.to_json(),
         }
         (path / ROUTER_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True), encoding="utf-8")
 
@@ -171,6 +174,10 @@ class HeadRouter:
             raise RouterFormatError(f"router {path} has format {meta.get('format')!r}; this release reads {FORMAT!r}")
         if not (path / HEAD_FILE).is_file():
             raise FileNotFoundError(f"router model weights missing: {path / HEAD_FILE}")
+        try:
+            fitted = RouterFitted.from_json(meta.get("fitted"))
+        except ValueError as exc:
+            raise RouterFormatError(f"router {path}: {exc}; retrain it (fedqa train router --data DIR)") from exc
         module = head_module(int(meta["dim"]), len(meta["domains"]), int(meta["hidden"]))
         module.load_state_dict(load_file(str(path / HEAD_FILE)))
         module.eval()
@@ -182,7 +189,7 @@ class HeadRouter:
             retriever=meta.get("retriever"),
             temperature=float(meta.get("temperature", 1.0)),
             bias=meta.get("bias") or None,
-            fitted=meta.get("fitted") or {},
+            fitted=fitted,
             version=version,
         )
 
@@ -194,7 +201,7 @@ class UniformRouter:
         self.domains = list(domains)
         self.version: str | None = None
         self.retriever: str | None = None
-        self.fitted: dict[str, Any] = {}
+        self.fitted = RouterFitted()
 
     def predict_vectors(self, vectors: np.ndarray) -> np.ndarray:
         m = len(self.domains)

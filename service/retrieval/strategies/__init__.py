@@ -24,6 +24,7 @@ from service.choices import Choice
 from service.retrieval.strategies import fused, lfs, mkpqa, rfs, uis
 from service.retrieval.strategies.base import Search, Selection, StrategyInput
 from service.retrieval.strategies.lfs import LFS_PROMPT, LLMDomainSelector, describe_domains, parse_yes_no
+from service.routing.fitted import RouterFitted
 from service.routing.gate import GateMode
 
 
@@ -75,7 +76,7 @@ def select(
     selector: Any = None,
     search: Search | None = None,
     top_k: int = 5,
-    fitted: Mapping[str, Any] | None = None,
+    fitted: RouterFitted | None = None,
 ) -> Selection:
     """The domains ``strategy`` searches for a query with router probabilities ``probs``."""
     name = strategy.value if isinstance(strategy, Enum) else str(strategy)
@@ -91,6 +92,6 @@ def select(
         selector=selector,
         search=search,
         top_k=top_k,
-        fitted=fitted or {},
+        fitted=fitted if fitted is not None else RouterFitted(),
     )
     return REGISTRY[StrategyName(name)](inp)

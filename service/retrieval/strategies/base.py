@@ -10,6 +10,7 @@ import numpy as np
 from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
 
 from service.retrieval.passage import Hit
+from service.routing.fitted import RouterFitted
 from service.routing.gate import GateMode
 
 Search = Callable[[Sequence[str], int], dict[str, list[Hit]]]
@@ -78,7 +79,7 @@ class StrategyInput:
     selector: Any = None  # an LLMDomainSelector (lfs), or a callable making one
     search: Search | None = None  # searches domains with the query vector: (domains, limit) -> hits
     top_k: int = 5
-    fitted: Mapping[str, Any] = field(default_factory=dict)  # the router version's fitted parameters
+    fitted: RouterFitted = field(default_factory=RouterFitted)  # the router version's fitted parameters
 
     def p(self) -> np.ndarray:
         """Router probabilities in ``domains`` order."""

@@ -3,7 +3,7 @@ paper's gate on the fused q with a fitted tau0, U = c_j * q_j^lambda * s+ (c_j a
 and every domain when unsure.
 
 Every domain is searched first (top evidence_k for the evidence, or top-k when the fitted q ignores it),
-so the final merge reuses those hits. The parameters come from the router version (``fitted["fusion"]``, fitted by ``fedqa train
+so the final merge reuses those hits. The parameters come from the router version (``fitted.fusion``, fitted by ``fedqa train
 router``); without them (no trained router, or an older one) it searches every domain and ranks by
 raw s, i.e. it is uis: it never does worse than searching everything for want of parameters. When
 the fit itself does not beat uis out of fold on the held-out questions (training/fusion.py's guard),
@@ -14,15 +14,14 @@ Always deterministic: its parameters are fitted for the deterministic gate.
 from __future__ import annotations
 
 from service.retrieval.strategies.base import Selection, StrategyDetail, StrategyInput
-from service.routing.fusion import FusionParams, domain_evidence, domain_weights, fuse, per_domain
+from service.routing.fusion import domain_evidence, domain_weights, fuse, per_domain
 from service.routing.gate import gate
 
 
 def select(inp: StrategyInput) -> Selection:
     """Search all, fuse p with the evidence, gate, weight c_j q^lambda."""
     domains = list(inp.domains)
-    stored = inp.fitted.get("fusion")
-    params = FusionParams.from_dict(stored) if stored else None
+    params = inp.fitted.fusion
     # The evidence reads each domain's top evidence_k; parameters without evidence (q = p) need only the top-k.
     limit = inp.top_k if params is None or params.is_identity else max(inp.top_k, params.evidence_k)
     if inp.search is None:

@@ -1,0 +1,62 @@
+"""What was fitted with a router version on its held-out questions, stored as ``fitted`` in its ``router.json``.
+
+``calibration``: the report of the temperature and per-domain biases' fit (training/calibration.py; the values
+themselves are the router's ``temperature`` and ``bias``). ``fusion``: the fused strategy's parameters
+(:class:`~service.routing.fusion.FusionParams`; None: not fitted, and the fused strategy ranks as uis).
+``extra``: the values of any further fitter (``train_router(fitters=...)``), and keys this release does not
+know, kept as they were read so that a router saved again writes them back.
+
+The stored form is a JSON object ``{"calibration": {...}, "fusion": {...}, <name>: ...}`` (a key absent when
+nothing was fitted), the form every release has written: :meth:`RouterFitted.from_json` reads it and
+:meth:`RouterFitted.to_json` writes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from service.routing.fusion import FusionParams
+
+CALIBRATION = "calibration"
+FUSION = "fusion"
+
+
+@dataclass(frozen=True)
+class RouterFitted:
+    """The parameters fitted with a router version (see the module docstring); empty when nothing was fitted."""
+
+    calibration: Mapping[str, Any] | None = None
+    fusion: FusionParams | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        clash = {CALIBRATION, FUSION} & set(self.extra)
+        if clash:
+            raise ValueError(f"{sorted(clash)} are fields of RouterFitted, not extra values")
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> RouterFitted:
+        """Read the stored form (None or an empty object: nothing fitted). A stored ``fusion`` that is empty counts as
+        not fitted, as the fused strategy has always read it; ValueError when it is not a FusionParams."""
+        data = dict(data or {})
+        calibration = data.pop(CALIBRATION, None)
+        fusion = data.pop(FUSION, None)
+        if fusion:
+            try:
+                params: FusionParams | None = FusionParams.from_dict(fusion)
+            except TypeError as exc:  # a missing field
+                raise ValueError(f"stored fusion parameters are incomplete: {exc}") from exc
+        else:
+            params = None
+        return cls(calibration=dict(calibration) if calibration else None, fusion=params, extra=data)
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form (only what was fitted)."""
+        out: dict[str, Any] = dict(self.extra)
+        if self.calibration:
+            out[CALIBRATION] = dict(self.calibration)
+        if self.fusion is not None:
+            out[FUSION] = self.fusion.as_dict()
+        return out
