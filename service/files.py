@@ -30,6 +30,19 @@ def copy_sparse(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> str
     return str(dst)
 
 
+def copy_if_present(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> str | None:
+    """``copy_sparse``, or nothing (None) when ``src`` was removed after its folder was listed: SQLite removes its
+    ``-wal`` and ``-shm`` files when the last connection closes, so a live home's folder can lose files mid-copy."""
+    try:
+        return copy_sparse(src, dst)
+    except FileNotFoundError:
+        if os.path.lexists(src):
+            raise
+        Path(dst).unlink(missing_ok=True)
+        return None
+
+
 def copytree_sparse(src: Path, dst: Path, *, dirs_exist_ok: bool = False) -> Path:
-    """``shutil.copytree`` with ``copy_sparse``: a copied index takes the disk space of the original."""
-    return Path(shutil.copytree(src, dst, copy_function=copy_sparse, dirs_exist_ok=dirs_exist_ok))
+    """``shutil.copytree`` with ``copy_sparse``: a copied index takes the disk space of the original. A file that
+    disappears while the tree is copied is left out (:func:`copy_if_present`)."""
+    return Path(shutil.copytree(src, dst, copy_function=copy_if_present, dirs_exist_ok=dirs_exist_ok))

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from service.artifacts import Registry
-from service.files import copy_sparse
+from service.files import copy_if_present, copy_sparse
 from service.retrieval.edge_store import EdgeBackend
 from service.retrieval.passage import Passage
 from tests.test_store import _fill
@@ -32,6 +34,16 @@ def test_copy_keeps_contents_and_holes(tmp_path):
     assert dst.read_bytes() == src.read_bytes()
     assert dst.stat().st_mtime == 1_000_000
     assert _allocated(dst) < 1 << 20  # the holes stay holes (a plain copy allocates 80 MiB)
+
+
+def test_a_file_removed_before_it_is_copied_is_left_out(tmp_path):
+    gone, dst = tmp_path / "jobs.sqlite-wal", tmp_path / "copy" / "jobs.sqlite-wal"
+    dst.parent.mkdir()
+    assert copy_if_present(gone, dst) is None and not dst.exists()  # listed, then removed by its owner: not copied
+    (tmp_path / "here").write_bytes(b"x")
+    assert copy_if_present(tmp_path / "here", dst) == str(dst) and dst.read_bytes() == b"x"
+    with pytest.raises(FileNotFoundError):  # a source that exists but a destination folder that does not: an error
+        copy_if_present(tmp_path / "here", tmp_path / "no-such-folder" / "x")
 
 
 def test_a_cloned_index_takes_the_disk_of_the_original(tmp_path, faq6_sample, encoder):
