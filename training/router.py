@@ -19,8 +19,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -67,15 +67,13 @@ class RouterConfig:
 
 @dataclass
 class HeldOut:
-    """The held-out questions a fitter sees: vectors, calibrated probabilities, labels (all zeros: out of scope);
-    ``extra["hits"]``: each question's per-domain top hits (domain -> list of Hit) when the index could be searched."""
+    """The held-out questions the fits see: vectors, calibrated probabilities, labels (all zeros: out of scope)."""
 
     queries: list[LabelledQuery]
     vectors: np.ndarray
     probs: np.ndarray
     labels: np.ndarray
     domains: list[str]
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def bce_loss(logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
@@ -132,17 +130,15 @@ def routing_report(probs: np.ndarray, queries: Sequence[LabelledQuery], domains:
 
 
 def fit_questions(settings: Settings, index_version: str, held: HeldOut, limit: int) -> list[FitQuestion]:
-    """Every domain's top ``limit`` hits of each held-out question (in ``held.extra["hits"]``, aligned with
-    ``held.queries``), and the in-scope ones with gold passages as fusion-fitting questions."""
+    """The held-out questions with gold passages, each with every domain's top ``limit`` hits: the fusion-fitting
+    questions."""
     from service.retrieval.backends import open_backend
 
     store = open_backend(settings).open(index_version)
     try:
         out = []
-        held.extra["hits"] = []
         for q, v, p in zip(held.queries, held.vectors, held.probs, strict=True):
             hits, _ = search_domains(store, v, held.domains, limit)
-            held.extra["hits"].append(hits)  # every held-out question's per-domain hits, for further fitters
             if q.domains and q.gold_doc_ids:
                 out.append(FitQuestion(p=p, hits=hits, domains=list(q.domains), gold=set(q.gold_doc_ids)))
         return out
@@ -197,11 +193,10 @@ def _fit_held_out(
     val_vectors: np.ndarray,
     val: list[LabelledQuery],
     cfg: RouterConfig,
-    fitters: Mapping[str, Callable[[HeldOut], dict]],
     metrics: dict[str, Any],
     logits: np.ndarray | None = None,
 ) -> None:
-    """Calibration, the fused strategy's parameters and the further fitters, on the held-out questions; their
+    """Calibration and the fused strategy's parameters, on the held-out questions; their
     reports go into ``metrics``, the fitted values into ``router``. ``logits``: the held-out questions' raw logits
     when they are not ``router``'s own (out of fold), else the router's."""
     from service.retrieval.store import StoreUnavailable
@@ -225,9 +220,6 @@ def _fit_held_out(
         params, report = fit_fusion(fit_qs, domains, top_k=cfg.top_k, evidence_k=cfg.evidence_k)
         router.fitted = replace(router.fitted, fusion=params)
         metrics["fusion"] = {**report, "params": params.as_dict()}
-    if fitters:
-        extra = {**router.fitted.extra, **{name: fit(held) for name, fit in fitters.items()}}
-        router.fitted = replace(router.fitted, extra=extra)
 
 
 def _fit_out_of_fold(
@@ -238,17 +230,16 @@ def _fit_out_of_fold(
     origins: Sequence[str],
     arrays: tuple[np.ndarray, np.ndarray, np.ndarray],
     cfg: RouterConfig,
-    fitters: Mapping[str, Callable[[HeldOut], dict]],
     metrics: dict[str, Any],
     stop: StopFlag | None,
 ) -> None:
-    """Calibration, fused parameters and fitters on every labelled question of ``train``, each scored by a head
+    """Calibration and fused parameters on every labelled question of ``train``, each scored by a head
     trained without its fold (``arrays``: the training rows' vectors, labels and weights)."""
     vectors, labels, weights = arrays
     labelled = [i for i, o in enumerate(origins) if o != "synthetic"]
     logits = out_of_fold_logits(vectors, labels, weights, labelled, router.domains, cfg, retriever=router.retriever, stop=stop)
     held = [train[i] for i in labelled]
-    _fit_held_out(settings, index_version, router, vectors[labelled], held, cfg, fitters, metrics, logits=logits)
+    _fit_held_out(settings, index_version, router, vectors[labelled], held, cfg, metrics, logits=logits)
 
 
 def _manifest(
@@ -296,12 +287,10 @@ def train_and_activate(
     data_path: str | None = None,
     domains: Sequence[str] | None = None,
     stop: StopFlag | None = None,
-    fitters: Mapping[str, Callable[[HeldOut], dict]] | None = None,
 ) -> str:
     """Train a router for the active index (its domains, its retriever's vectors), fit calibration and fusion on
     ``val`` (out of fold when it is too small), save it as a new version and activate it. ``queries``: expert, cross
-    and out-of-scope questions (``origins`` says which are ``synthetic``); ``synthetic``: more (None: heuristic ones);
-    ``fitters``: name -> function of the held-out set, stored under ``fitted.extra[name]``."""
+    and out-of-scope questions (``origins`` says which are ``synthetic``); ``synthetic``: more (None: heuristic ones)."""
     from service.retrieval.encoder import index_encoder_backend, load_encoder
 
     t0 = time.perf_counter()
@@ -326,12 +315,12 @@ def train_and_activate(
     metrics: dict[str, Any] = {"train": routing_report(router.predict_vectors(vectors), train, domains)}
     if thin:
         warning = small_split_warning(val, thin, cfg.min_val_per_domain, sum(o != "synthetic" for o in origins), cfg.kfold)
-        _fit_out_of_fold(settings, index_version, router, train, origins, (vectors, labels, weights), cfg, fitters or {}, metrics, stop)
+        _fit_out_of_fold(settings, index_version, router, train, origins, (vectors, labels, weights), cfg, metrics, stop)
         metrics.update(held_out="kfold", warnings=[warning])
         val = []  # trained on: no question is held out of this version
     elif val:
         val_vectors = embed_cached(encoder, [q.query for q in val], cache)  # as /ask embeds them, like the training questions
-        _fit_held_out(settings, index_version, router, val_vectors, val, cfg, fitters or {}, metrics)
+        _fit_held_out(settings, index_version, router, val_vectors, val, cfg, metrics)
         metrics["held_out"] = "validation"
     metrics.update(train_seconds=round(time.perf_counter() - t0, 1), head_seconds=round(t_train, 1))
     manifest = _manifest(cfg, domains, encoder.version, index_version, train, val, metrics, data_fingerprint, data_path)

@@ -3,8 +3,7 @@
 ``calibration``: the report of the temperature and per-domain biases' fit (training/calibration.py; the values
 themselves are the router's ``temperature`` and ``bias``). ``fusion``: the fused strategy's parameters
 (:class:`~service.routing.fusion.FusionParams`; None: not fitted, and the fused strategy ranks as uis).
-``extra``: the values of any further fitter (``train_router(fitters=...)``), and keys this release does not
-know, kept as they were read so that a router saved again writes them back.
+``extra``: keys this release does not know, kept as they were read so that a router saved again writes them back.
 
 The stored form is a JSON object ``{"calibration": {...}, "fusion": {...}, <name>: ...}`` (a key absent when
 nothing was fitted), the form every release has written: :meth:`RouterFitted.from_json` reads it and
