@@ -192,6 +192,8 @@ def _manifest(encoder: Encoder, backend: StoreBackend, base: str | None, report:
         # Encoders that do not say (test doubles, older callers) run PyTorch.
         "encoder_backend": getattr(getattr(encoder, "backend", None), "value", "torch"),
         "passage_runtime": getattr(encoder, "passage_runtime", "torch"),
+        # What the ONNX export's int8 smoothing was calibrated on (None on PyTorch): queries use that export.
+        "encoder_calibration": getattr(encoder, "calibration", None),
         "dim": encoder.dim,
         "backend": backend.name,
         "base": base,

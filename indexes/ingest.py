@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Iterator
 from enum import Enum
 from pathlib import Path
 
@@ -11,7 +12,9 @@ from indexes.loaders import load_paths
 from service.artifacts import Registry
 from service.config import Settings
 from service.retrieval.backends import open_backend
-from service.retrieval.encoder import Encoder, index_encoder_backend, load_encoder
+from service.retrieval.encoder import Encoder, EncoderBackend, encoder_path, index_encoder_backend, load_encoder, token_counter
+from service.retrieval.onnx_smoothing import corpus_calibration
+from service.retrieval.passage import Passage
 from service.retrieval.store import StoreBackend
 
 
@@ -37,24 +40,28 @@ def ingest(
     Only new or changed passages are embedded; with :attr:`IngestMode.MIRROR` the passages the input no
     longer holds are removed. Re-ingesting the same input changes nothing (same doc_ids, same content,
     no new version). An input that yields no passages is refused (:class:`~indexes.build.EmptyBuild`).
-    The new version is embedded with the retriever and encoder runtime of the active index (or
-    the active retriever and FEDQA_ENCODER_BACKEND when there is no index yet).
+    The new version is embedded with the retriever and encoder runtime of the active index, and its ONNX export (the
+    one calibrated on what the index recorded); with no index yet, by the active retriever and FEDQA_ENCODER_BACKEND,
+    an ONNX export calibrated on a sample of the input's passages.
     """
     t0 = time.perf_counter()  # the report's seconds include loading the encoder (and a first ONNX export)
     registry = Registry(settings.home_dir)
     base = registry.active()["index"]
     base_manifest = registry.manifest("index", base) if base else {}
     retriever = base_manifest.get("retriever") if base else registry.active()["retriever"]
-    # New passages join the base index's vector space: same retriever, same runtime.
+    # New passages join the base index's vector space: same retriever, same runtime, same export.
     encoder_backend = index_encoder_backend(base_manifest) if base else None
-    encoder = encoder or load_encoder(settings, registry, retriever, backend=encoder_backend)
+    passages: Iterable[Passage]
+    if encoder is None and not base and EncoderBackend(settings.encoder_backend) is EncoderBackend.ONNX:
+        # A new vector space: the passages are segmented first, then the export is calibrated on a sample of them.
+        passages = list(_load(paths, domain, token_counter(encoder_path(settings, registry, retriever)), settings))
+        calibration = corpus_calibration(p.text for p in passages)
+        encoder = load_encoder(settings, registry, retriever, calibration=calibration)
+    else:
+        calibrated = base_manifest.get("encoder_calibration")
+        encoder = encoder or load_encoder(settings, registry, retriever, backend=encoder_backend, calibration=calibrated)
+        passages = _load(paths, domain, encoder.count_tokens, settings)
     backend = backend or open_backend(settings)
-    passages = load_paths(
-        [Path(p) for p in paths],
-        domain=domain,
-        count_tokens=encoder.count_tokens,
-        max_tokens=settings.max_passage_tokens,
-    )
     report = build_index(
         passages,
         registry=registry,
@@ -67,3 +74,8 @@ def ingest(
     )
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _load(paths: list[Path], domain: str | None, count_tokens: Callable[[str], int], settings: Settings) -> Iterator[Passage]:
+    """The passages of ``paths``, segmented to FEDQA_MAX_PASSAGE_TOKENS as ``count_tokens`` counts."""
+    return load_paths([Path(p) for p in paths], domain=domain, count_tokens=count_tokens, max_tokens=settings.max_passage_tokens)

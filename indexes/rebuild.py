@@ -16,6 +16,7 @@ from service.artifacts import ArtifactError, Registry
 from service.config import Settings
 from service.retrieval.backends import open_backend
 from service.retrieval.encoder import Encoder, load_encoder
+from service.retrieval.onnx_smoothing import corpus_calibration
 from service.retrieval.passage import Passage
 from service.retrieval.store import Store, StoreBackend, StoreUnavailable
 
@@ -71,14 +72,14 @@ def rebuild_index(
     retriever = retriever or registry.active()["retriever"] or "base"
     if retriever != "base":
         registry.manifest("retriever", retriever)  # raises unless complete
-    if encoder is None:
-        encoder = load_encoder(settings, registry, retriever)
-    elif encoder.version != retriever:
+    if encoder is not None and encoder.version != retriever:
         raise ArtifactError(f"the encoder given is {encoder.version!r}, not retriever {retriever!r}")
     backend = backend or open_backend(settings)
     passages = read_index(backend, registry, source)
     if not passages:
         raise StoreUnavailable(f"index {source} has no passages to re-embed")
+    if encoder is None:  # a new vector space: the base model's ONNX export is calibrated on a sample of its passages
+        encoder = load_encoder(settings, registry, retriever, calibration=corpus_calibration(p.text for p in passages))
     return build_index(
         passages,
         registry=registry,

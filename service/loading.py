@@ -88,7 +88,7 @@ def _active_index(settings: Settings, registry: Registry) -> tuple[str, dict[str
 def _index_encoder(settings: Settings, registry: Registry, index_version: str, manifest: dict[str, Any], warnings: list[str]) -> Encoder:
     """The encoder of the index's retriever on the runtime its passages were embedded with (warned when it differs)."""
     embedded_with = index_encoder_backend(manifest)
-    encoder = load_encoder(settings, registry, manifest.get("retriever"), backend=embedded_with)
+    encoder = load_encoder(settings, registry, manifest.get("retriever"), backend=embedded_with, calibration=manifest.get("encoder_calibration"))
     if encoder.backend.value != embedded_with:
         warnings.append(
             f"queries are embedded with {encoder.backend.value} but index {index_version}'s passages with "

@@ -13,7 +13,7 @@ from service.artifacts import Registry
 from service.demo import DOCS, QUERIES
 from service.retrieval.bf16_encoder import RUNTIME, cpu_flags, has_bf16_matrix_unit
 from service.retrieval.encoder import Encoder, EncoderBackend, base_onnx_dir, bulk_bf16, packaged_minilm_path
-from tests.utils import make_settings, present
+from tests.utils import ingest_calibration, make_settings, present
 
 
 def _read(path: Path) -> list[dict]:
@@ -26,8 +26,17 @@ def onnx_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def bf16_encoder(onnx_dir: Path) -> Encoder:
-    return Encoder(backend="onnx", onnx_dir=onnx_dir, bulk_bf16=True)
+def docs60(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The first 60 demo passages, the corpus the index tests ingest."""
+    docs = tmp_path_factory.mktemp("bf16-docs") / "docs.jsonl"
+    docs.write_text("".join(json.dumps(d) + "\n" for d in _read(DOCS)[:60]), encoding="utf-8")
+    return docs
+
+
+@pytest.fixture(scope="module")
+def bf16_encoder(onnx_dir: Path, docs60: Path) -> Encoder:
+    """Its ONNX export calibrated as a first ingest of ``docs60`` calibrates it, so the index tests reuse it."""
+    return Encoder(backend="onnx", onnx_dir=onnx_dir, bulk_bf16=True, calibration=ingest_calibration(docs60))
 
 
 def test_bulk_bf16_passages_are_close_to_fp32_and_rank_as_well(bf16_encoder: Encoder, encoder: Encoder):
@@ -78,17 +87,17 @@ def test_cpu_flags_and_the_auto_choice(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 @pytest.mark.parametrize(("choice", "runtime"), [("on", RUNTIME), ("off", "onnx")])
-def test_index_records_its_passage_runtime_and_serves_its_passages(tmp_path: Path, onnx_dir: Path, choice: str, runtime: str):
+def test_index_records_its_passage_runtime_and_serves_its_passages(
+    tmp_path: Path, bf16_encoder: Encoder, onnx_dir: Path, docs60: Path, choice: str, runtime: str
+):  # bf16_encoder: its export, in onnx_dir, is the one the ingest needs
     from indexes.ingest import ingest
     from service.loading import load_pipeline
 
     settings = make_settings(tmp_path / "home", encoder_backend="onnx", passage_bf16=choice)
-    cache = base_onnx_dir(settings, packaged_minilm_path())
+    cache = base_onnx_dir(settings, packaged_minilm_path(), ingest_calibration(docs60).fingerprint)
     cache.parent.mkdir(parents=True)
     shutil.copytree(onnx_dir, cache)
-    docs = tmp_path / "docs.jsonl"
-    docs.write_text("".join(json.dumps(d) + "\n" for d in _read(DOCS)[:60]), encoding="utf-8")
-    report = ingest([docs], settings, progress=False)
+    report = ingest([docs60], settings, progress=False)
     manifest = Registry(settings.home_dir).manifest("index", present(report.version))
     assert manifest["passage_runtime"] == runtime and manifest["encoder_backend"] == "onnx"
     pipeline = load_pipeline(settings, with_llm=False)

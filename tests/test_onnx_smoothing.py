@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +10,17 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from service.retrieval.onnx_smoothing import calibration_texts, int8_activations, smooth
+from service.demo import DOCS
+from service.jsonl import read_objects
+from service.retrieval.onnx_smoothing import (
+    CALIBRATION_PASSAGES,
+    Calibration,
+    CalibrationSource,
+    calibration_texts,
+    corpus_calibration,
+    int8_activations,
+    smooth,
+)
 
 
 def _matmul_model(weights: dict[str, np.ndarray], uses: list[str]) -> onnx.ModelProto:
@@ -81,6 +92,31 @@ def test_simulated_activation_quantisation_matches_the_uint8_grid():
     assert np.abs(int8_activations(x) - x).max() > step / 4  # it does quantise
 
 
-def test_calibration_uses_the_shipped_demo_passages():
+def test_without_corpus_passages_the_calibration_is_the_shipped_demo_passages():
     texts = calibration_texts(8)
     assert len(texts) == 8 and all(isinstance(t, str) and len(t) > 40 for t in texts)
+    demo = corpus_calibration(["", "  "])  # no passage to sample
+    assert demo.source is CalibrationSource.DEMO and list(demo.texts) == calibration_texts()
+    assert demo.term == "demo-calibration" and demo.record()["source"] == "demo"
+
+
+def test_corpus_calibration_is_a_seeded_sample_of_the_corpus_whatever_its_order(faq6_sample: list[dict], tmp_path: Path):
+    demo = [rec["text"] for _, rec in read_objects(Path(DOCS))]
+    first = corpus_calibration(demo)
+    assert first.source is CalibrationSource.CORPUS and len(first.texts) == CALIBRATION_PASSAGES
+    assert set(first.texts) <= set(demo) and list(first.texts) != demo[:CALIBRATION_PASSAGES]  # spread, not the head
+    assert corpus_calibration(demo[::-1]) == first and corpus_calibration(demo + demo[:10]) == first  # order, repeats
+    assert corpus_calibration(demo, seed=1).fingerprint != first.fingerprint
+    # The recipe's term and the record name the corpus, the sample's size and its fingerprint.
+    assert first.term == f"corpus-calibration({CALIBRATION_PASSAGES},{first.fingerprint})"
+    assert first.record() == {"source": "corpus", "passages": CALIBRATION_PASSAGES, "fingerprint": first.fingerprint}
+    # Another corpus, another sample; a small corpus is taken whole.
+    other = corpus_calibration(r["text"] for r in faq6_sample)
+    assert other.fingerprint != first.fingerprint and set(other.texts) <= {r["text"] for r in faq6_sample}
+    assert len(corpus_calibration(demo[:5]).texts) == 5
+    # Saved with the export (and in the home), read back only while its texts match its fingerprint.
+    first.save(tmp_path / "calibration.json")
+    assert Calibration.load(tmp_path / "calibration.json") == first
+    stored = json.loads((tmp_path / "calibration.json").read_text())
+    (tmp_path / "calibration.json").write_text(json.dumps({**stored, "texts": stored["texts"][1:]}))
+    assert Calibration.load(tmp_path / "calibration.json") is None and Calibration.load(tmp_path / "missing.json") is None

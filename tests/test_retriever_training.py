@@ -76,6 +76,11 @@ def test_train_and_save_makes_a_retriever_version_with_base_and_fine_tuned_metri
     before = export.stat().st_mtime_ns
     fast = Encoder(registry.path("retriever", version), version=version, backend="onnx")
     assert fast.backend.value == "onnx" and export.stat().st_mtime_ns == before
+    # Its int8 smoothing was calibrated on a sample of the training corpus (the passages the version will embed).
+    from service.retrieval.onnx_smoothing import corpus_calibration
+
+    calibrated = corpus_calibration(p.text for p in demo_data.passages.values())
+    assert fast.calibration == calibrated.record() and calibrated.term in fast.query_runtime
     assert float(fast.embed_query("refund") @ enc.embed_query("refund")) > 0.97
 
 

@@ -13,6 +13,7 @@ from typing import Any, Literal, TypeVar
 import uvicorn
 
 from service.config import Settings
+from service.retrieval.onnx_smoothing import Calibration, corpus_calibration
 
 T = TypeVar("T")
 
@@ -28,6 +29,16 @@ def make_settings(home: Path, **overrides: Any) -> Settings:
     in the home, so tests leave the user's cache alone)."""
     overrides.setdefault("cache", Path(home) / "cache")
     return Settings(home=home, llm_backend="none", **overrides)
+
+
+def ingest_calibration(path: Path) -> Calibration:
+    """The :class:`~service.retrieval.onnx_smoothing.Calibration` a first ingest of ``path`` into an ONNX home
+    makes: a sample of its passages as the ingest segments them (its base-model export lies under that fingerprint)."""
+    from indexes.loaders import load_paths
+    from service.retrieval.encoder import packaged_minilm_path, token_counter
+
+    passages = load_paths([path], domain=None, count_tokens=token_counter(packaged_minilm_path()), max_tokens=512)
+    return corpus_calibration(p.text for p in passages)
 
 
 def free_port() -> int:

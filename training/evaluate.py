@@ -28,7 +28,9 @@ def evaluate_index(
     if not version:
         raise StoreUnavailable(f"no index in {settings.home_dir}")
     manifest = registry.manifest("index", version)
-    encoder = load_encoder(settings, registry, manifest.get("retriever"), backend=index_encoder_backend(manifest))
+    encoder = load_encoder(
+        settings, registry, manifest.get("retriever"), backend=index_encoder_backend(manifest), calibration=manifest.get("encoder_calibration")
+    )
     queries = [q for q in queries if q.gold_doc_ids]
     vectors = encoder.embed_queries([q.query for q in queries])
     store = (backend or open_backend(settings)).open(version)

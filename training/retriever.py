@@ -19,7 +19,7 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -247,17 +247,19 @@ def evaluate_on_pool(model: SentenceTransformer, val: Sequence[LabelledQuery], p
     return out
 
 
-def _save_with_onnx(model, path: Path) -> None:  # noqa: ANN001 - a SentenceTransformer
-    """Save the model and its ONNX int8 export beside it (``onnx/``), so serving need not export it.
+def _save_with_onnx(model, path: Path, passages: Iterable[str]) -> None:  # noqa: ANN001 - a SentenceTransformer
+    """Save the model and its ONNX int8 export beside it (``onnx/``), so serving need not export it; the export's
+    smoothing is calibrated on a sample of ``passages`` (the training corpus', which the version will embed).
 
     A failed export is logged, not fatal: the service then exports at first use or runs PyTorch.
     """
     from service.retrieval.encoder import model_fingerprint
     from service.retrieval.onnx_encoder import OnnxExportError, export_onnx
+    from service.retrieval.onnx_smoothing import corpus_calibration
 
     model.save(str(path))
     try:
-        export_onnx(model, path / "onnx", source=model_fingerprint(path))
+        export_onnx(model, path / "onnx", source=model_fingerprint(path), calibration=corpus_calibration(passages))
     except OnnxExportError as exc:
         log.warning("retriever saved without its ONNX export: %s", exc)
 
@@ -317,9 +319,9 @@ def train_and_save(
         metrics["fine_tuned"] = evaluate_on_pool(model, val, pool, progress=progress)
         log.info("fine-tuned retriever on the validation pool: %s", metrics["fine_tuned"])
     metrics["total_seconds"] = round(time.perf_counter() - t0, 1)
-    version = save_version(
-        registry, "retriever", lambda path: _save_with_onnx(model, path), metrics, _manifest(model, base, cfg, examples, data), activate=activate
-    )
+    texts = [p.text for p in data.passages.values()]
+    manifest = _manifest(model, base, cfg, examples, data)
+    version = save_version(registry, "retriever", lambda path: _save_with_onnx(model, path, texts), metrics, manifest, activate=activate)
     return version, metrics
 
 

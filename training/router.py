@@ -298,7 +298,9 @@ def train_and_activate(
     if epochs is not None:
         cfg.epochs = epochs
     registry, index_version, index, domains = _active_index(settings)
-    encoder: Encoder = load_encoder(settings, registry, index.get("retriever"), backend=index_encoder_backend(index))
+    encoder: Encoder = load_encoder(
+        settings, registry, index.get("retriever"), backend=index_encoder_backend(index), calibration=index.get("encoder_calibration")
+    )
     origins = list(origins) if origins is not None else ["labelled"] * len(queries)
     val = [q for q in val if not q.domains or any(d in domains for d in q.domains)]
     thin = thin_domains(val, domains, cfg.min_val_per_domain) if val else []

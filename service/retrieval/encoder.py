@@ -11,7 +11,7 @@ import hashlib
 import importlib.util
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +25,7 @@ from service.config import Settings
 
 if TYPE_CHECKING:
     from service.retrieval.onnx_encoder import OnnxExport
+    from service.retrieval.onnx_smoothing import Calibration
 
 log = logging.getLogger("fedqa.encoder")
 
@@ -102,9 +103,11 @@ class Encoder:
         cache_size: int = 0,
         threads: int | None = None,
         bulk_bf16: bool = False,
+        calibration: Calibration | None = None,
     ) -> None:
         """Load the model; with ``backend="onnx"`` its ONNX export from ``onnx_dir`` (default:
-        ``<model>/onnx``), exporting it there first when missing. An ONNX encoder whose export is
+        ``<model>/onnx``) calibrated on ``calibration`` (None: on any passages), exporting it there first when missing
+        (None: on the passages stored with a stale export there, else the shipped demo's). An ONNX encoder whose export is
         stored loads only the export and the tokenizer (the PyTorch model, when wanted, on first use).
         Whatever fails to export or load falls back to PyTorch with a logged warning (see :attr:`backend`).
         ``bulk_bf16``: passages embedded in bulk (``embed_passages(..., bulk=True)``) run the PyTorch model in
@@ -127,7 +130,7 @@ class Encoder:
         self.threads = threads
         self._bf16: Any = None  # a Bf16PassageEncoder, loaded on first bulk use
         if EncoderBackend(backend) is EncoderBackend.ONNX:
-            self._onnx = self._load_onnx(onnx_dir or path / "onnx", threads)
+            self._onnx = self._load_onnx(onnx_dir or path / "onnx", threads, calibration)
         if self._onnx is None:
             _ = self.model
 
@@ -141,13 +144,14 @@ class Encoder:
                 self._model = SentenceTransformer(str(self.path), device=self.device, local_files_only=True)
             return self._model
 
-    def _load_onnx(self, onnx_dir: Path, threads: int | None):  # noqa: ANN202 - an OnnxSession or None
+    def _load_onnx(self, onnx_dir: Path, threads: int | None, calibration: Calibration | None):  # noqa: ANN202 - an OnnxSession or None
         from service.retrieval.onnx_encoder import OnnxExportError, OnnxSession, exported
         from service.retrieval.tokens import EncoderTokenizer
 
         try:
             source = model_fingerprint(self.path)
-            export = exported(onnx_dir, source) or self._export_or_stale(onnx_dir, source)
+            wanted = calibration.fingerprint if calibration is not None else None
+            export = exported(onnx_dir, source, calibration=wanted) or self._export_or_stale(onnx_dir, source, calibration)
             tokenizer = EncoderTokenizer.load(self.path, max_length=export.max_seq_length, lower_case=export.lower_case)
             return OnnxSession(export, tokenizer=tokenizer, threads=threads)
         except (OnnxExportError, OSError, ImportError) as exc:
@@ -155,13 +159,13 @@ class Encoder:
             log.warning("ONNX encoder unavailable, falling back to PyTorch: %s", exc)
             return None
 
-    def _export_or_stale(self, onnx_dir: Path, source: str) -> OnnxExport:
+    def _export_or_stale(self, onnx_dir: Path, source: str, calibration: Calibration | None) -> OnnxExport:
         """Export the model to ``onnx_dir``; when that fails (a read-only home after an upgrade) an export of an
         earlier recipe that is there still serves, with a warning, rather than falling back to PyTorch."""
         from service.retrieval.onnx_encoder import OnnxExportError, export_onnx, exported
 
         try:
-            return export_onnx(self.model, onnx_dir, source=source)
+            return export_onnx(self.model, onnx_dir, source=source, calibration=calibration)
         except (OnnxExportError, OSError) as exc:
             stale = exported(onnx_dir, source, any_recipe=True)
             if stale is None:
@@ -213,6 +217,11 @@ class Encoder:
     def embed_query(self, query: str) -> np.ndarray:
         """Embed one query; shape (dim,)."""
         return self.embed_queries([query])[0]
+
+    @property
+    def calibration(self) -> dict[str, str | int] | None:
+        """What the ONNX export's smoothing was calibrated on (:meth:`Calibration.record`); None on PyTorch."""
+        return dict(self._onnx.export.calibration) if self._onnx is not None else None
 
     @property
     def query_runtime(self) -> str:
@@ -277,12 +286,21 @@ def _with_bar(total: int, progress: bool, encode: Callable[[Any], np.ndarray]) -
         return encode(bar)
 
 
-def load_encoder(settings: Settings, registry: Registry, retriever_version: str | None, *, backend: str | None = None) -> Encoder:
+def load_encoder(
+    settings: Settings,
+    registry: Registry,
+    retriever_version: str | None,
+    *,
+    backend: str | None = None,
+    calibration: Calibration | Mapping[str, Any] | None = None,
+) -> Encoder:
     """The bi-encoder of a retriever version (None: the configured or shipped base model).
 
     ``backend``: the runtime (default FEDQA_ENCODER_BACKEND). A trained version's ONNX export lies in
-    its own folder (``onnx/``); the base model's in the per-user cache (:func:`base_onnx_dir`), exported once for
-    every home.
+    its own folder (``onnx/``, made with the version, calibrated on its training corpus); the base model's in the
+    per-user cache (:func:`base_onnx_dir`), one per calibration: ``calibration`` is the passages of a new vector space
+    (a :class:`Calibration`: a corpus sample, exported on when missing), or what an index recorded (its manifest's
+    ``encoder_calibration``: the export its passages were embedded with), or None (the demo-calibrated export).
     """
     backend = backend or settings.encoder_backend
     common: dict[str, Any] = {
@@ -291,22 +309,78 @@ def load_encoder(settings: Settings, registry: Registry, retriever_version: str 
         "threads": settings.torch_threads,
         "bulk_bf16": bulk_bf16(settings, backend),
     }
+    path = encoder_path(settings, registry, retriever_version)
     if retriever_version and retriever_version != "base":
-        path = registry.path("retriever", retriever_version)
         return Encoder(path, version=retriever_version, onnx_dir=path / "onnx", **common)
-    path = Path(settings.encoder_model) if settings.encoder_model else packaged_minilm_path()
-    return Encoder(path, version="base", onnx_dir=base_onnx_dir(settings, path), **common)
+    onnx_dir, texts = _base_export(settings, path, calibration if EncoderBackend(backend) is EncoderBackend.ONNX else None)
+    return Encoder(path, version="base", onnx_dir=onnx_dir, calibration=texts, **common)
 
 
-def base_onnx_dir(settings: Settings, model_path: Path) -> Path:
-    """Where the base model's ONNX export lives: the per-user cache (FEDQA_CACHE), keyed by the model's fingerprint
-    and the export recipe, so a new home reuses it and a changed recipe exports beside it."""
+def encoder_path(settings: Settings, registry: Registry, retriever_version: str | None) -> Path:
+    """The model folder of a retriever version (None or ``base``: the configured or shipped base model)."""
+    if retriever_version and retriever_version != "base":
+        return registry.path("retriever", retriever_version)
+    return Path(settings.encoder_model) if settings.encoder_model else packaged_minilm_path()
+
+
+def token_counter(model_path: Path) -> Callable[[str], int]:
+    """Counts a text's tokens as the ONNX encoder of the model at ``model_path`` does (its tokenizer and
+    sentence-transformers lower-casing), loading neither the model nor an export: to segment passages before the
+    export calibrated on them is made."""
+    import json
+
+    from service.retrieval.tokens import EncoderTokenizer
+
+    try:
+        config = json.loads((model_path / "sentence_bert_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}
+    length, lower = int(config.get("max_seq_length") or 512), bool(config.get("do_lower_case", False))
+    return EncoderTokenizer.load(model_path, max_length=length, lower_case=lower).count
+
+
+def _base_export(settings: Settings, model_path: Path, calibration: Calibration | Mapping[str, Any] | None) -> tuple[Path, Calibration | None]:
+    """The base model's export folder for ``calibration`` (see :func:`load_encoder`) and the passages to export it on
+    when it is missing. A corpus sample is saved in the home (:func:`calibration_file`), so that the export an index
+    was embedded with can be made again (a cleared cache, the home on another machine); where neither the export nor
+    the sample is found, the demo-calibrated export serves, with a warning (vectors a little off the index's)."""
+    from service.retrieval.onnx_encoder import ONNX_FILE
+    from service.retrieval.onnx_smoothing import Calibration, CalibrationSource
+
+    if isinstance(calibration, Calibration):
+        if calibration.source is not CalibrationSource.CORPUS:
+            return base_onnx_dir(settings, model_path), None  # the demo's folder holds its export (of any time)
+        try:
+            calibration.save(calibration_file(settings, calibration.fingerprint))
+        except OSError as exc:
+            log.warning("cannot save the encoder's calibration passages in the home (%s)", exc)
+        return base_onnx_dir(settings, model_path, calibration.fingerprint), calibration
+    fingerprint = str(calibration.get("fingerprint", "")) if calibration and calibration.get("source") == CalibrationSource.CORPUS.value else ""
+    if not fingerprint:
+        return base_onnx_dir(settings, model_path), None
+    onnx_dir, stored = base_onnx_dir(settings, model_path, fingerprint), Calibration.load(calibration_file(settings, fingerprint))
+    if stored is None and not (onnx_dir / ONNX_FILE).is_file():
+        log.warning("the index's encoder export (calibrated on corpus passages %s) and those passages are gone: the demo's serves", fingerprint)
+        return base_onnx_dir(settings, model_path), None
+    return onnx_dir, stored
+
+
+def base_onnx_dir(settings: Settings, model_path: Path, calibration: str | None = None) -> Path:
+    """Where the base model's ONNX export lives: the per-user cache (FEDQA_CACHE), keyed by the model's fingerprint,
+    the export recipe and the fingerprint of its calibration passages (None: the shipped demo's), so a new home of the
+    same corpus reuses it and a changed recipe or corpus exports beside it."""
     import hashlib
 
     from service.retrieval.onnx_encoder import RECIPE
 
     recipe = hashlib.sha256(RECIPE.encode()).hexdigest()[:12]
-    return settings.cache_dir / "onnx" / f"{model_fingerprint(model_path)}-{recipe}"
+    suffix = f"-{calibration}" if calibration else ""
+    return settings.cache_dir / "onnx" / f"{model_fingerprint(model_path)}-{recipe}{suffix}"
+
+
+def calibration_file(settings: Settings, fingerprint: str) -> Path:
+    """Where the home keeps the corpus passages a base-model export was calibrated on (by their fingerprint)."""
+    return settings.home_dir / "calibration" / f"{fingerprint}.json"
 
 
 def bulk_bf16(settings: Settings, backend: str) -> bool:

@@ -6,12 +6,13 @@ graph-optimised into fused Attention/EmbedLayerNormalization ops (the residual A
 bias Add + Gelu are left unfused, in the export and when a session loads it: :data:`UNFUSED`) and
 dynamically quantised to int8 (the dense weights and the attention's input projection, per channel;
 activations are quantised per batch at run time, after a per-channel smoothing of each op's input chosen
-on calibration passages: :mod:`service.retrieval.onnx_smoothing`). On faq6 the passages' vectors lie at
+on calibration passages, a sample of the corpus the export embeds: :mod:`service.retrieval.onnx_smoothing`). On faq6 the passages' vectors lie at
 cosine 0.998 from fp32 on average (0.995 at worst), the questions' at 0.999. Pooling and normalisation are
 read from the model's own sentence-transformers modules, so the vectors match ``SentenceTransformer.encode``.
 
-An export is stored with the recipe that made it (:data:`RECIPE`): a changed recipe makes every
-stored export stale, and the next load exports again.
+An export is stored with the recipe that made it (:data:`RECIPE`, with its calibration term: :func:`recipe`) and
+its calibration passages (:data:`CALIBRATION_FILE`): a changed recipe makes every stored export stale, and the next
+load exports again, on the same passages.
 An :class:`onnxruntime.InferenceSession` is thread-safe: concurrent requests need no lock.
 """
 
@@ -21,17 +22,18 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from service.retrieval.batching import by_length, unit_rows
-from service.retrieval.onnx_smoothing import calibration_texts, smooth
+from service.retrieval.onnx_smoothing import Calibration, demo_calibration, smooth
 from service.retrieval.tokens import EncoderTokenizer
 
 log = logging.getLogger("fedqa.encoder")
@@ -39,10 +41,15 @@ log = logging.getLogger("fedqa.encoder")
 ONNX_DIR = "onnx"
 ONNX_FILE = "model_qint8.onnx"
 META_FILE = "fedqa_onnx.json"
+#: The calibration passages of an export, stored with it (:meth:`Calibration.save`).
+CALIBRATION_FILE = "calibration.json"
+#: The recipe of an export calibrated on the shipped demo passages; :func:`recipe` names another calibration.
 RECIPE = (
     "torch.onnx(opset17,eager-attention)+ort-bert-optimizer(fused-attention,unfused-skip-layernorm-and-bias-gelu)"
     "+smoothed-inputs(per-op-grid,demo-calibration)+dynamic-int8(matmul,attention,per-channel)/4"
 )
+DEMO_TERM = "demo-calibration"
+CORPUS_TERM = re.compile(r"corpus-calibration\([^)]*\)")
 #: Ops the BERT optimizer must fuse for the recipe to pay off; counts are logged and stored with the export.
 FUSED_OPS = ("Attention", "EmbedLayerNormalization")
 #: ONNX Runtime fusions left out of the export and turned off when a session loads it: the CPU kernels of
@@ -67,11 +74,24 @@ class OnnxExport:
     pooling: str
     dim: int
     lower_case: bool = False
+    #: What the smoothing was calibrated on (:meth:`Calibration.record`); exports from before it was recorded: demo.
+    calibration: Mapping[str, str | int] = field(default_factory=lambda: {"source": "demo"})
 
 
-def exported(onnx_dir: Path, source: str, *, any_recipe: bool = False) -> OnnxExport | None:
-    """The export in ``onnx_dir`` when it is complete and was made from ``source`` by this recipe (``any_recipe``: by
-    any recipe; an earlier one runs the same model, only slower)."""
+def recipe(calibration: Calibration) -> str:
+    """The recipe of an export calibrated on ``calibration``: :data:`RECIPE` with its calibration term."""
+    return RECIPE.replace(DEMO_TERM, calibration.term)
+
+
+def same_steps(stored: str) -> bool:
+    """Whether recipe ``stored`` is :data:`RECIPE` but for what it was calibrated on (the same steps, this code)."""
+    return CORPUS_TERM.sub(DEMO_TERM, stored) == RECIPE
+
+
+def exported(onnx_dir: Path, source: str, *, any_recipe: bool = False, calibration: str | None = None) -> OnnxExport | None:
+    """The export in ``onnx_dir`` when it is complete and was made from ``source`` by this recipe, calibrated on any
+    passages (``calibration``: on those of this fingerprint). ``any_recipe``: by any recipe; an earlier one runs the
+    same model, only slower."""
     meta_path = onnx_dir / META_FILE
     if not (onnx_dir / ONNX_FILE).is_file() or not meta_path.is_file():
         return None
@@ -79,7 +99,10 @@ def exported(onnx_dir: Path, source: str, *, any_recipe: bool = False) -> OnnxEx
         meta = json.loads(meta_path.read_text())
     except (OSError, ValueError):
         return None
-    if meta.get("source") != source or (meta.get("recipe") != RECIPE and not any_recipe):
+    if meta.get("source") != source or not (any_recipe or same_steps(str(meta.get("recipe")))):
+        return None
+    record = meta.get("calibration") if isinstance(meta.get("calibration"), dict) else {"source": "demo"}
+    if calibration is not None and record.get("fingerprint") != calibration:
         return None
     try:
         return OnnxExport(
@@ -90,33 +113,41 @@ def exported(onnx_dir: Path, source: str, *, any_recipe: bool = False) -> OnnxEx
             str(meta["pooling"]),
             int(meta["dim"]),
             bool(meta.get("lower_case", False)),
+            dict(record),
         )
     except (KeyError, TypeError, ValueError):
         return None
 
 
-def export_onnx(model, onnx_dir: Path, *, source: str) -> OnnxExport:  # noqa: ANN001 - a SentenceTransformer
-    """Export ``model``'s transformer to ``onnx_dir`` (optimised, int8), unless already there.
+def export_onnx(model, onnx_dir: Path, *, source: str, calibration: Calibration | None = None) -> OnnxExport:  # noqa: ANN001 - a SentenceTransformer
+    """Export ``model``'s transformer to ``onnx_dir`` (optimised, int8) with its smoothing calibrated on
+    ``calibration``, unless such an export is there (None: any; an export is made on the passages stored with a
+    stale one in ``onnx_dir``, else on the shipped demo's).
 
     Written into a temporary folder and renamed into place, so a crash never leaves half an export.
     """
-    done = exported(onnx_dir, source)
+    done = exported(onnx_dir, source, calibration=calibration.fingerprint if calibration else None)
     if done:
         return done
+    calibration = calibration or Calibration.load(onnx_dir / CALIBRATION_FILE) or demo_calibration()
     try:
         import onnxruntime.quantization  # noqa: F401
         import onnxruntime.transformers.optimizer  # noqa: F401
     except ImportError as exc:  # pragma: no cover - onnxruntime is a dependency
         raise OnnxExportError(f"onnxruntime is not installed: {exc}") from exc
     hf = _transformer(model)
-    log.info("exporting the encoder to ONNX int8 at %s (once per model and recipe; about a minute on 2 cores)", onnx_dir)
+    log.info(
+        "exporting the encoder to ONNX int8 at %s, %s (once per model, recipe and calibration; about a minute on 2 cores)",
+        onnx_dir,
+        calibration.term,
+    )
     onnx_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".onnx-", dir=onnx_dir.parent))
     # The exporter and quantizer chat on the root logger (INFO, and a WARNING advising pre-processing)
     # and warn about tracing: keep the log readable.
     with warnings.catch_warnings(), quiet_logs():
         warnings.simplefilter("ignore")
-        result = _export(model, hf, tmp, onnx_dir, source)
+        result = _export(model, hf, tmp, onnx_dir, source, calibration)
     fused = json.loads((onnx_dir / META_FILE).read_text())["fused_ops"]
     if not all(fused.values()):
         log.warning("the ONNX optimizer left some ops unfused (a slower encoder): %s", fused)
@@ -182,17 +213,21 @@ def optimize_smooth_quantize(
     return fused, smoothing
 
 
-def _export(model, hf, tmp: Path, onnx_dir: Path, source: str) -> OnnxExport:  # noqa: ANN001
+def _export(model, hf, tmp: Path, onnx_dir: Path, source: str, calibration: Calibration) -> OnnxExport:  # noqa: ANN001
     try:
         names = _trace(model, hf, tmp / "fp32.onnx")
-        fused, smoothing = optimize_smooth_quantize(tmp / "fp32.onnx", tmp / ONNX_FILE, hf.config, _calibration_feeds(model, names))
+        feeds = _calibration_feeds(model, names, calibration.texts)
+        fused, smoothing = optimize_smooth_quantize(tmp / "fp32.onnx", tmp / ONNX_FILE, hf.config, feeds)
         spec = {
             "max_seq_length": int(model.max_seq_length),
             "pooling": model[1].pooling_mode,
             "dim": int(model.get_embedding_dimension()),
             "lower_case": bool(getattr(model[0], "do_lower_case", False)),
         }
-        meta = {"source": source, "recipe": RECIPE, "inputs": names, "fused_ops": fused, "smoothing": smoothing, **spec}
+        made = recipe(calibration)
+        meta = {"source": source, "recipe": made, "calibration": calibration.record(), "inputs": names, "fused_ops": fused}
+        meta |= {"smoothing": smoothing, **spec}
+        calibration.save(tmp / CALIBRATION_FILE)
         (tmp / META_FILE).write_text(json.dumps(meta))
         if onnx_dir.exists():
             shutil.rmtree(onnx_dir)
@@ -201,12 +236,12 @@ def _export(model, hf, tmp: Path, onnx_dir: Path, source: str) -> OnnxExport:  #
         raise OnnxExportError(f"ONNX export to {onnx_dir} failed: {exc}") from exc
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return OnnxExport(onnx_dir / ONNX_FILE, source, RECIPE, **spec)
+    return OnnxExport(onnx_dir / ONNX_FILE, source, made, calibration=calibration.record(), **spec)
 
 
-def _calibration_feeds(model, names: Sequence[str], batch_size: int = 8) -> Iterator[dict[str, np.ndarray]]:  # noqa: ANN001
-    """Batches of the calibration passages, in length order, tokenised as the model's own tokenizer does."""
-    texts = sorted(calibration_texts(), key=len)
+def _calibration_feeds(model, names: Sequence[str], texts: Sequence[str], batch_size: int = 8) -> Iterator[dict[str, np.ndarray]]:  # noqa: ANN001
+    """Batches of the calibration passages ``texts``, in length order, tokenised as the model's own tokenizer does."""
+    texts = sorted(texts, key=len)
     for i in range(0, len(texts), batch_size):
         features = model.tokenizer(texts[i : i + batch_size], padding=True, truncation=True, max_length=model.max_seq_length, return_tensors="np")
         yield {n: features[n].astype(np.int64) if n in features else np.zeros_like(features["input_ids"], dtype=np.int64) for n in names}

@@ -6,7 +6,9 @@ value and the rest lose precision. For any per-channel ``s > 0``, ``X @ W == (X 
 ``Mul`` by ``1 / s`` before the op and the weight's rows multiplied by ``s`` leave the fp32 function
 unchanged and move range from the activations into the (per-column quantised) weights. ``s`` is picked
 per op from a small grid by the int8 error it gives on calibration activations, simulated the way ONNX
-Runtime quantises (uint8 activations per tensor, int8 weights per output column, reduced range).
+Runtime quantises (uint8 activations per tensor, int8 weights per output column, reduced range). The
+calibration passages (:class:`Calibration`) are a seeded sample of the corpus being indexed
+(:func:`corpus_calibration`), or the shipped demo's where no corpus is at hand; the export's recipe names which.
 On faq6 (base MiniLM, 256 tokens) this halves the passages' distance from fp32 (docs/speed.md).
 
 Written by hand: neither onnxruntime's quantizer nor optimum smooths activations for dynamic int8.
@@ -14,16 +16,75 @@ Written by hand: neither onnxruntime's quantizer nor optimum smooths activations
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
 import numpy as np
 
 from service.jsonl import read_objects
 
-#: How many of the shipped demo passages calibrate the smoothing (generic product documentation).
+#: How many passages calibrate the smoothing: a seeded sample of the corpus being indexed, else the first of the
+#: shipped demo's.
 CALIBRATION_PASSAGES = 64
+#: The seed of the corpus sample (the sample is a function of the corpus' texts, whatever their order).
+CALIBRATION_SEED = 0
+
+
+class CalibrationSource(str, Enum):
+    """What the smoothing was calibrated on."""
+
+    CORPUS = "corpus"  # a sample of the passages the export embeds
+    DEMO = "demo"  # the shipped demo passages (no corpus at hand; every export before corpus calibration)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The passages an export's smoothing is calibrated on, and where they came from."""
+
+    source: CalibrationSource
+    texts: tuple[str, ...]
+
+    @property
+    def fingerprint(self) -> str:
+        """Identifies the texts (sha256 of them in order, 16 hex digits)."""
+        digest = hashlib.sha256()
+        for text in self.texts:
+            digest.update(text.encode("utf-8") + b"\0")
+        return digest.hexdigest()[:16]
+
+    @property
+    def term(self) -> str:
+        """The calibration's part of an export's recipe: ``demo-calibration`` or
+        ``corpus-calibration(<passages>,<fingerprint>)``."""
+        if self.source is CalibrationSource.DEMO:
+            return "demo-calibration"
+        return f"corpus-calibration({len(self.texts)},{self.fingerprint})"
+
+    def record(self) -> dict[str, str | int]:
+        """What an export's metadata and an index's manifest record of it (not the texts)."""
+        return {"source": self.source.value, "passages": len(self.texts), "fingerprint": self.fingerprint}
+
+    def save(self, path: Path) -> None:
+        """Write the texts with their record to ``path`` (JSON), so an export can be made again identically."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(json.dumps({**self.record(), "texts": list(self.texts)}), encoding="utf-8")
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: Path) -> Calibration | None:
+        """The calibration saved at ``path``; None when missing, unreadable or not matching its fingerprint."""
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            found = cls(CalibrationSource(data["source"]), tuple(str(t) for t in data["texts"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return found if found.fingerprint == data.get("fingerprint") else None
 
 
 def calibration_texts(n: int = CALIBRATION_PASSAGES) -> list[str]:
@@ -31,6 +92,22 @@ def calibration_texts(n: int = CALIBRATION_PASSAGES) -> list[str]:
     from service.demo import DOCS
 
     return [rec["text"] for (_, rec), _ in zip(read_objects(Path(DOCS)), range(n), strict=False)]
+
+
+def demo_calibration(n: int = CALIBRATION_PASSAGES) -> Calibration:
+    """The first ``n`` shipped demo passages: the calibration where no corpus passages are at hand."""
+    return Calibration(CalibrationSource.DEMO, tuple(calibration_texts(n)))
+
+
+def corpus_calibration(texts: Iterable[str], n: int = CALIBRATION_PASSAGES, *, seed: int = CALIBRATION_SEED) -> Calibration:
+    """A seeded sample of ``n`` distinct non-empty passages of a corpus (all of them when fewer): the texts ranked by
+    a hash of the seed and the text, so the sample depends on the corpus' texts, not on their order. No passages:
+    the demo's (:func:`demo_calibration`)."""
+    distinct = {t for t in texts if t.strip()}
+    if not distinct:
+        return demo_calibration(n)
+    ranked = sorted(distinct, key=lambda t: hashlib.sha256(f"{seed}\0{t}".encode()).digest())
+    return Calibration(CalibrationSource.CORPUS, tuple(sorted(ranked[:n])))
 
 
 def int8_op(node, consts: set[str]) -> bool:  # noqa: ANN001 - an onnx.NodeProto
