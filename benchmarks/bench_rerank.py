@@ -1,6 +1,6 @@
 """What reranking costs per depth: the active reranker's logits for each dev question's top N, in-process.
 
-    FEDQA_HOME=~/fedqa-faq6 python benchmarks/bench_rerank.py --n 100 [--depths 5 10 20 30] [--backend onnx|torch]
+    FEDQA_HOME=~/fedqa-faq6 python benchmarks/bench_rerank.py --n 100 [--depths 5 10 20 30] [--backend onnx|torch] [--threads N]
 
 For each depth N, every question's merged top-N (the default strategy, not reranked) is scored by the reranker of
 $FEDQA_HOME (its ONNX int8 export, or PyTorch): p50/p95 milliseconds per question, next to one bare PyTorch encode
@@ -27,6 +27,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--depths", type=int, nargs="+", default=[5, 10, 20, 30])
     ap.add_argument("--backend", choices=["onnx", "torch"], default="onnx")
+    ap.add_argument("--threads", type=int, default=None, help="ONNX Runtime threads (default: FEDQA_RERANK_THREADS, else every CPU)")
     args = ap.parse_args()
     from sentence_transformers import SentenceTransformer
 
@@ -40,7 +41,8 @@ def main() -> None:
     try:
         if pipeline.reranker is None:
             raise SystemExit(f"no reranker serves {get_settings().home_dir}: {pipeline.warnings}")
-        reranker = Reranker.load(pipeline.reranker.path, pipeline.reranker.version, backend=RerankBackend(args.backend))
+        threads = args.threads or get_settings().rerank_threads
+        reranker = Reranker.load(pipeline.reranker.path, pipeline.reranker.version, backend=RerankBackend(args.backend), threads=threads)
         rankings = []
         for q in queries:
             hits = pipeline.retrieve(q, top_k=max(args.depths), gate_mode="deterministic", rerank=False).hits
@@ -53,6 +55,7 @@ def main() -> None:
     out: dict[str, object] = {
         "figure": "reranking cost per depth",
         "backend": reranker.backend.value,
+        "threads": reranker.threads,
         "n": len(queries),
         "reranker": reranker.version,
     }

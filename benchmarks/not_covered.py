@@ -10,7 +10,8 @@ chosen by k-fold, threshold at ``--false-refusal`` of the in-scope fitting quest
 the other folds, the out-of-scope questions of every other product and the general ones shipped with the package;
 then P's questions (all, and those that name P) and the held-out in-scope fold are scored. Each in-scope question
 and each of P's questions is scored by a model that never saw it. ``no out-of-scope file`` is the same with the
-shipped general questions alone: what a home without an out-of-scope file gets.
+shipped general questions alone: what a home without an out-of-scope file gets. ``--without F...``: the same again
+with each feature F held constant (left out of the fit), to see what it adds; the rows say which.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from service.config import get_settings  # noqa: E402
+from service.generation.abstention import FEATURES  # noqa: E402
 from service.queries import load_queries  # noqa: E402
-from training.abstention import choose_features, confidences, fit  # noqa: E402
+from training.abstention import SOURCED, choose_features, confidences, fit  # noqa: E402
 from training.data.general import general_negatives  # noqa: E402
 
 
@@ -55,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", help="write the table as JSON here")
+    ap.add_argument("--without", nargs="*", default=[], choices=SOURCED, help="also fit without each of these features")
     args = ap.parse_args(argv)
 
     from service.loading import load_pipeline
@@ -78,18 +81,30 @@ def main(argv: list[str] | None = None) -> int:
     for i, q in enumerate(oos):
         by_product[products.get(q.qid, "?")].append(i)
     kw = {"false_refusal": args.false_refusal, "folds": args.folds, "seed": args.seed}
-    for product, idx in sorted(by_product.items()):
-        rest = np.array([i for i in range(len(oos)) if i not in set(idx)], dtype=int)
-        for setting, negatives in (("leave one product out", np.vstack([ev_oos[rest], ev_gen])), ("no out-of-scope file", ev_gen)):
-            fr, refused = _rates(ev_in, negatives, ev_oos[idx], **kw)
-            is_named = np.array([oos[i].qid in named for i in idx])
-            rows.append(_row(product, setting, fr, refused, is_named))
+    for without in [None, *args.without]:
+        e_in, e_oos, e_gen = (_held_constant(e, without) for e in (ev_in, ev_oos, ev_gen))
+        for product, idx in sorted(by_product.items()):
+            rest = np.array([i for i in range(len(oos)) if i not in set(idx)], dtype=int)
+            for setting, negatives in (("leave one product out", np.vstack([e_oos[rest], e_gen])), ("no out-of-scope file", e_gen)):
+                fr, refused = _rates(e_in, negatives, e_oos[idx], **kw)
+                is_named = np.array([oos[i].qid in named for i in idx])
+                label = setting if without is None else f"{setting}, without {without}"
+                rows.append(_row(product, label, fr, refused, is_named))
     _print(rows)
     if args.out:
         Path(args.out).write_text(
             json.dumps({"versions": versions, "in_scope": len(in_scope), "rows": rows, **vars(args)}, indent=2), encoding="utf-8"
         )
     return 0
+
+
+def _held_constant(evidence: np.ndarray, feature: str | None) -> np.ndarray:
+    """``evidence`` with ``feature``'s column set to 0 (a constant sourced feature is left out of the fit)."""
+    if feature is None:
+        return evidence
+    out = evidence.copy()
+    out[:, FEATURES.index(feature)] = 0.0
+    return out
 
 
 def _products(paths: list[str]) -> dict[str, str]:
@@ -116,11 +131,11 @@ def _row(product: str, setting: str, false_refusal: float, refused: np.ndarray, 
 
 
 def _print(rows: list[dict]) -> None:
-    print(f"{'product':<12}{'setting':<24}{'n':>5}{'not covered':>13}{'named n':>9}{'named':>8}{'in-scope refused':>18}")
+    print(f"{'product':<12}{'setting':<48}{'n':>5}{'not covered':>13}{'named n':>9}{'named':>8}{'in-scope refused':>18}")
     for r in rows:
         named = "-" if r["not_covered_named"] is None else f"{r['not_covered_named']:.3f}"
         print(
-            f"{r['product']:<12}{r['setting']:<24}{r['questions']:>5}{r['not_covered']:>13.3f}{r['named']:>9}{named:>8}{r['in_scope_refused']:>18.3f}"
+            f"{r['product']:<12}{r['setting']:<48}{r['questions']:>5}{r['not_covered']:>13.3f}{r['named']:>9}{named:>8}{r['in_scope_refused']:>18.3f}"
         )
 
 

@@ -11,7 +11,7 @@ import logging
 import shutil
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from tqdm.auto import tqdm
@@ -20,6 +20,7 @@ from service.artifacts import Registry
 from service.retrieval.encoder import Encoder
 from service.retrieval.passage import Passage
 from service.retrieval.store import Store, StoreBackend
+from service.retrieval.vocabulary import Vocabulary
 
 log = logging.getLogger("fedqa.indexes")
 EMBED_BATCH = 512  # passages handed to the encoder at once (it batches them by 32 inside)
@@ -88,8 +89,10 @@ def build_index(
     report = BuildReport(version=None, previous=base, duplicates=dropped)
     with registry.building("index") as version:
         try:
-            changed = _write(version, items, backend=backend, encoder=encoder, base=base, mirror=mirror, progress=progress, report=report)
-            if changed:
+            vocabulary = _write(version, items, backend=backend, encoder=encoder, base=base, mirror=mirror, progress=progress, report=report)
+            changed = vocabulary is not None
+            if vocabulary is not None:
+                vocabulary.save(registry.path("index", version))
                 registry.complete("index", version, _manifest(encoder, backend, base, report, meta))
         except BaseException:
             _discard(registry, backend, version)  # leave nothing half-built behind; the active version is untouched
@@ -124,8 +127,9 @@ def _write(
     mirror: bool,
     progress: bool,
     report: BuildReport,
-) -> bool:
-    """Fill ``version`` (a copy of ``base``) with the changes ``items`` make; False when there are none."""
+) -> Vocabulary | None:
+    """Fill ``version`` (a copy of ``base``) with the changes ``items`` make; the vocabulary of the passages it then
+    holds, or None when there are no changes."""
     if base:
         backend.clone(base, version)
     store = backend.open(version, create=True)
@@ -136,15 +140,25 @@ def _write(
         report.removed = sum(len(v) for v in stale.values())
         if not todo and not stale and base:
             report.domains = {d: len(v) for d, v in existing.items()}
-            return False
+            return None
         for domain, doc_ids in sorted(stale.items()):
             store.delete(domain, doc_ids)
         _embed(store, todo, encoder, progress=progress)
         store.finish()
         report.domains = {d: store.count(d) for d in store.domains()}
-        return True
+        return Vocabulary.of(_held(existing, todo, stale))
     finally:
         store.close()
+
+
+def _held(existing: dict[str, dict[str, Passage]], todo: dict[str, list[Passage]], stale: dict[str, list[str]]) -> Iterator[Passage]:
+    """The passages the new version holds: the base's, less the stale ones, with the new and changed ones."""
+    for domain in set(existing) | set(todo):
+        held = dict(existing.get(domain, {}))
+        for doc_id in stale.get(domain, []):
+            held.pop(doc_id, None)
+        held.update((p.doc_id, p) for p in todo.get(domain, []))
+        yield from held.values()
 
 
 def _changes(items: list[Passage], existing: dict[str, dict[str, Passage]], report: BuildReport) -> dict[str, list[Passage]]:

@@ -100,6 +100,13 @@ class Settings(BaseSettings):
         description="Rerank the merged top-N with the trained reranker (fedqa train reranker) when one fits the active index; "
         "off: rank as the strategy does ('rerank': false on a request does the same for it).",
     )
+    rerank_threads: int | None = Field(
+        default=None,
+        ge=1,
+        description="ONNX Runtime threads that score one request's (question, passage) pairs. Default: the CPUs this "
+        "process may use. On 2 cores 2 threads take ~35% off a depth-5 reranking of one request (docs/speed.md); "
+        "1 leaves the other cores to concurrent requests.",
+    )
     domain_descriptions: dict[str, str] = Field(
         default_factory=dict,
         description='JSON {"domain": "description"} for the lfs resource-selection prompt; '

@@ -9,6 +9,7 @@ and :func:`index_encoder_backend` to embed with the same retriever the service a
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from service.artifacts import ArtifactError, Registry
@@ -22,6 +23,7 @@ from service.reranking.loading import load_reranker
 from service.retrieval.backends import open_backend
 from service.retrieval.encoder import Encoder, index_encoder_backend, load_encoder
 from service.retrieval.store import Store, StoreBackend, StoreUnavailable
+from service.retrieval.vocabulary import Vocabulary
 from service.routing.router import HeadRouter, Router, RouterFormatError, UniformRouter
 from service.routing.split import load_split, split_path
 
@@ -55,7 +57,7 @@ def load_pipeline(settings: Settings, backend: StoreBackend | None = None, *, wi
         raise
     llm, llm_error = _open_llm(settings, warnings) if with_llm else (None, None)
     abstention = _abstention(registry, router_version, index_version, router, warnings)
-    reranker = load_reranker(registry, encoder.version, store.domains(), warnings)
+    reranker = load_reranker(registry, encoder.version, store.domains(), warnings, threads=settings.rerank_threads)
     policy = load_policy(policy_path(registry, router_version, index_version))
     if policy is None:
         warnings.append("no answer policy fitted: extractive answers use FEDQA_EXTRACTIVE_* (fedqa train answer)")
@@ -71,7 +73,19 @@ def load_pipeline(settings: Settings, backend: StoreBackend | None = None, *, wi
         policy=policy,
         reranker=reranker,
         split=load_split(split_path(registry, router_version)) if isinstance(router, HeadRouter) else None,
+        vocabulary=_vocabulary(registry, store),
     )
+
+
+def _vocabulary(registry: Registry, store: Store) -> Vocabulary:
+    """The index version's stored vocabulary; one built before vocabularies were stored is counted from its passages."""
+    stored = Vocabulary.load(registry.path("index", store.version))
+    if stored is not None:
+        return stored
+    t0 = time.perf_counter()
+    counted = Vocabulary.of(p for d in store.domains() for p in store.iter_passages(d))
+    log.info("index %s has no stored vocabulary: counted from its %d passages in %.1f s", store.version, counted.passages, time.perf_counter() - t0)
+    return counted
 
 
 def _active_index(settings: Settings, registry: Registry) -> tuple[str, dict[str, Any]]:

@@ -32,6 +32,7 @@ from service.retrieval.results import Prepared, ProductRetrieval, Retrieval
 from service.retrieval.store import Store, StoreUnavailable
 from service.retrieval.strategies import DEFAULT_STRATEGY, LLMDomainSelector, Selection, StrategyName, describe_domains, select
 from service.retrieval.strategies.base import Search, StrategyDetail
+from service.retrieval.vocabulary import Vocabulary
 from service.routing.gate import GateMode
 from service.routing.router import Router, UniformRouter
 from service.routing.split import SplitRule, best_score
@@ -71,6 +72,7 @@ class Pipeline:
         policy: AnswerPolicy | None = None,
         reranker: Reranker | None = None,
         split: SplitRule | None = None,
+        vocabulary: Vocabulary | None = None,
     ) -> None:
         self._settings = settings
         self.reranker = reranker
@@ -92,7 +94,14 @@ class Pipeline:
         self.split = split  # when an answer covers several products (None: always one)
         self.abstention = abstention
         self.answerer = Answerer(
-            settings, encoder, llm=llm, llm_error=llm_error, abstention=abstention, vectors=shared_vectors(encoder, store.version), policy=policy
+            settings,
+            encoder,
+            llm=llm,
+            llm_error=llm_error,
+            abstention=abstention,
+            vectors=shared_vectors(encoder, store.version),
+            policy=policy,
+            vocabulary=vocabulary,
         )
         self._closed = threading.Event()
         self._warm_thread = self.answerer.warm_up(store, self.domains, settings.sentence_vectors_precompute, self._closed)

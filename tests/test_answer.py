@@ -23,7 +23,7 @@ from service.retrieval.results import Question
 from service.schemas import AskRequest, AskResponse
 from service.text import sentence_bounds
 from tests.conftest import make_settings
-from training.abstention import CHEAP_FEATURES, choose_features, collect_evidence, fit, measure
+from training.abstention import CHEAP_FEATURES, SOURCED, choose_features, collect_evidence, fit, measure
 
 
 def _hit(i: int, text: str) -> RankedHit:
@@ -127,13 +127,15 @@ def test_span_score_is_kept_only_when_it_separates_more_questions(demo_evidence)
     only_span_in, only_span_out = ev_in.copy(), ev_out.copy()
     for rows in (only_span_in, only_span_out):  # every other feature made uninformative
         rows[:, [i for i in range(len(FEATURES)) if i != span]] = 0.5
-    # the demo pipeline has no reranker: its score (constant) is no feature
-    every, cheap = [f for f in FEATURES if f != "rerank_best"], [f for f in CHEAP_FEATURES if f != "rerank_best"]
+    # constant columns of a sourced feature (no reranker here; rare_word made constant above) are no feature
+    every, cheap = [f for f in FEATURES if f not in SOURCED], [f for f in CHEAP_FEATURES if f not in SOURCED]
     assert choose_features(only_span_in, only_span_out, false_refusal=0.05)["features"] == every
     no_span_in, no_span_out = ev_in.copy(), ev_out.copy()
     no_span_in[:, span] = no_span_out[:, span] = 0.5
     chosen = choose_features(no_span_in, no_span_out, false_refusal=0.05)
-    assert chosen["features"] == cheap and chosen["abstention_rate"] >= 0.8
+    rows = np.vstack([no_span_in, no_span_out])  # the demo's vocabulary makes rare_word a feature here
+    cheap = [f for i, f in enumerate(FEATURES) if f in CHEAP_FEATURES and (f not in SOURCED or np.ptp(rows[:, i]) > 0)]
+    assert "rare_word" in cheap and chosen["features"] == cheap and chosen["abstention_rate"] >= 0.8
     model = fit(no_span_in, no_span_out, false_refusal=0.05, features=cheap)
     assert model.features == cheap and len(model.coef) == len(cheap)
 
@@ -161,7 +163,7 @@ def test_not_covered_answer_lists_sources_and_the_confidence(demo_pipeline, demo
     assert len(off.sources) == 5
     assert off.confidence is not None and off.confidence.value is not None and off.confidence.threshold is not None
     assert not off.confidence.covered and off.confidence.value < off.confidence.threshold
-    assert set(off.confidence.evidence) == {"max_prob", "p_sum", "best_similarity", "span_score", "rerank_best"}
+    assert set(off.confidence.evidence) == set(FEATURES)
     on = answer(pipeline, AskRequest(query="How do I import contacts from a spreadsheet?"))
     assert on.confidence is not None and on.confidence.value is not None and on.confidence.threshold is not None
     assert on.answer_mode == "extractive" and on.confidence.covered and on.confidence.value >= on.confidence.threshold
@@ -169,7 +171,9 @@ def test_not_covered_answer_lists_sources_and_the_confidence(demo_pipeline, demo
 
 def test_evidence_reads_router_similarity_and_span():
     ev = Evidence.of({"a": 0.2, "b": 0.7}, [_hit(0, "x"), RankedHit(_hit(1, "y").passage, 0.8, 1, 0.8)], 0.4)
-    assert ev.vector() == [0.7, pytest.approx(0.9), 0.8, 0.4, 0.0]  # not reranked: no reranker score
+    assert ev.vector() == [0.7, pytest.approx(0.9), 0.8, 0.4, 0.0, 0.0]  # not reranked, no vocabulary: both 0
+    rare = Evidence.of({"a": 0.2}, [_hit(0, "x")], 0.4, rare_word=0.5)
+    assert rare.vector(["rare_word", "max_prob"]) == [0.5, 0.2]
 
 
 def test_llm_backends_by_name(tmp_path):

@@ -137,6 +137,25 @@ def test_onnx_int8_logits_follow_pytorch(reranker_home):
 
 
 @pytest.mark.slow
+def test_rerank_threads_set_the_sessions_pool_and_leave_the_logits_alone(reranker_home):
+    from service.reranking.model import Reranker, default_threads
+
+    settings, version, _ = reranker_home
+    path = Registry(settings.home_dir).path("reranker", version)
+    one, two = Reranker.load(path, version, threads=1), Reranker.load(path, version, threads=2)
+    assert one._session.get_session_options().intra_op_num_threads == 1
+    assert two._session.get_session_options().intra_op_num_threads == 2
+    assert Reranker.load(path, version).threads == default_threads() >= 1
+    texts = ["Import contacts from a CSV file under Contacts > Import.", "Rotate an API key in Settings."]
+    np.testing.assert_allclose(one.logits("How do I import contacts?", texts), two.logits("How do I import contacts?", texts), atol=1e-4)
+    pipeline = load_pipeline(make_settings(settings.home_dir, rerank_threads=1), with_llm=False)
+    try:
+        assert pipeline.reranker is not None and pipeline.reranker.threads == 1
+    finally:
+        pipeline.close()
+
+
+@pytest.mark.slow
 def test_served_ranking_is_reranked_unless_asked_not_to(reranker_home):
     settings, version, _ = reranker_home
     with TestClient(create_app(settings, ServiceState(settings))) as client:

@@ -54,6 +54,8 @@ def collect_evidence(pipeline, queries: Sequence[str], *, top_k: int = 5, strate
 
 # Without the span score no sentence is embedded at request time when the answer policy quotes whole passages.
 CHEAP_FEATURES = tuple(f for f in FEATURES if f != "span_score")
+#: Features that are constant without their source: the reranker's score, the rarest word's (the index's vocabulary).
+SOURCED = ("rerank_best", "rare_word")
 
 
 def fit(in_scope: np.ndarray, out_of_scope: np.ndarray, *, false_refusal: float, features: Sequence[str] = FEATURES) -> AbstentionModel:
@@ -133,10 +135,9 @@ def cross_validate(
 def choose_features(in_scope: np.ndarray, out_of_scope: np.ndarray, *, false_refusal: float, folds: int = 5, seed: int = 0) -> dict[str, Any]:
     """The k-fold figures of the feature set kept: every feature when that separates at least one more
     held-out question (abstained minus refused) than the set without the span score, else the cheaper set.
-    The reranker's score is a feature only when the rankings were reranked (the column is not constant)."""
+    A feature that needs a source (:data:`SOURCED`: a reranker, a vocabulary) is left out when its column is constant."""
     rows = np.vstack([in_scope, out_of_scope])
-    reranked = float(np.ptp(rows[:, FEATURES.index("rerank_best")])) > 0 if len(rows) else False
-    every = tuple(f for f in FEATURES if reranked or f != "rerank_best")
+    every = tuple(f for i, f in enumerate(FEATURES) if f not in SOURCED or (len(rows) and float(np.ptp(rows[:, i])) > 0))
     full = cross_validate(in_scope, out_of_scope, false_refusal=false_refusal, folds=folds, seed=seed, features=every)
     cheap = cross_validate(
         in_scope, out_of_scope, false_refusal=false_refusal, folds=folds, seed=seed, features=tuple(f for f in every if f in CHEAP_FEATURES)

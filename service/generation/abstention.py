@@ -4,7 +4,9 @@ The evidence for one question is a few numbers the answering path has anyway: th
 probability and the sum of its probabilities (multi-label sigmoids: all low = no product; the sum also
 counts a question spread over several products), the best similarity s of the ranking, the score of
 the best sentence of the passage the extractive answer quotes, and (with a reranker) the best calibrated
-reranker score: whether any passage, read together with the question, answers it. A logistic model over them (fitted by
+reranker score: whether any passage, read together with the question, answers it; and how rare the question's rarest
+word is in the documentation (:meth:`service.retrieval.vocabulary.Vocabulary.rarity`: 1 when no passage holds it, the
+mark of a question about something the documentation never names). A logistic model over them (fitted by
 :mod:`training.abstention` on in-scope and out-of-scope questions) gives the confidence that the
 documentation covers the question; below the fitted threshold the answer is ``not_covered``.
 The fitted model is a JSON file stored with the router version it was fitted for.
@@ -22,7 +24,7 @@ from service.artifacts import Registry, load_fitted, write_json_atomic
 from service.retrieval.passage import RankedHit
 
 ABSTENTION_FILE = "abstention.json"
-FEATURES = ("max_prob", "p_sum", "best_similarity", "span_score", "rerank_best")
+FEATURES = ("max_prob", "p_sum", "best_similarity", "span_score", "rerank_best", "rare_word")
 
 
 @dataclass(frozen=True)
@@ -34,17 +36,19 @@ class Evidence:
     best_similarity: float
     span_score: float
     rerank_best: float = 0.0
+    rare_word: float = 0.0
 
     @classmethod
-    def of(cls, probabilities: Mapping[str, float], hits: Sequence[RankedHit], span_score: float) -> Evidence:
+    def of(cls, probabilities: Mapping[str, float], hits: Sequence[RankedHit], span_score: float, rare_word: float = 0.0) -> Evidence:
         """Evidence from the routing probabilities, the ranking (with the reranker's calibrated scores, 0 when it
-        was not reranked) and the extractive span's score."""
+        was not reranked), the extractive span's score and the question's rarest word (0: no vocabulary)."""
         return cls(
             max_prob=max(probabilities.values(), default=0.0),
             p_sum=float(sum(probabilities.values())),
             best_similarity=max((h.score for h in hits), default=0.0),
             span_score=span_score,
             rerank_best=max((h.rerank_score for h in hits if h.rerank_score is not None), default=0.0),
+            rare_word=rare_word,
         )
 
     def vector(self, names: Sequence[str] = FEATURES) -> list[float]:

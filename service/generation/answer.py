@@ -34,6 +34,7 @@ from service.retrieval.encoder import Encoder
 from service.retrieval.passage import RankedHit
 from service.retrieval.results import Question
 from service.retrieval.store import Store
+from service.retrieval.vocabulary import Vocabulary
 
 log = logging.getLogger("fedqa.answer")
 
@@ -93,8 +94,10 @@ class Answerer:
         abstention: AbstentionModel | None = None,
         vectors: SentenceVectors | None = None,
         policy: AnswerPolicy | None = None,
+        vocabulary: Vocabulary | None = None,
     ) -> None:
         self.settings = settings
+        self.vocabulary = vocabulary
         self.llm = llm
         self.llm_error = llm_error
         self.abstention = abstention
@@ -131,7 +134,8 @@ class Answerer:
         """The abstention evidence of a ranking for the questions ``parts``, and the meaning extract it was read from
         (``score_sentences``: compute the span score even when the abstention model does not read it)."""
         meaning = self.extractor.meaning(parts, hits, score_sentences=score_sentences)
-        return Evidence.of(probabilities, hits, meaning.score), meaning
+        rare = self.vocabulary.rarity([q.text for q in parts]) if self.vocabulary is not None else 0.0
+        return Evidence.of(probabilities, hits, meaning.score, rare), meaning
 
     def _decide(self, evidence: Evidence) -> Confidence:
         return self.abstention.decide(evidence) if self.abstention else undecided(evidence)

@@ -11,8 +11,9 @@ from service.reranking.model import Reranker
 log = logging.getLogger("fedqa.rerank")
 
 
-def load_reranker(registry: Registry, retriever: str, domains: list[str], warnings: list[str]) -> Reranker | None:
-    """The active reranker for an index of ``retriever``'s vectors over ``domains``, or None with a warning saying why."""
+def load_reranker(registry: Registry, retriever: str, domains: list[str], warnings: list[str], *, threads: int | None = None) -> Reranker | None:
+    """The active reranker for an index of ``retriever``'s vectors over ``domains``, or None with a warning saying why
+    (``threads``: its ONNX Runtime intra-op threads, :func:`~service.reranking.model.default_threads` when None)."""
     version = registry.active()["reranker"]
     if not version:
         warnings.append("no trained reranker: rankings are not reranked (fedqa train reranker --data DIR)")
@@ -30,7 +31,7 @@ def load_reranker(registry: Registry, retriever: str, domains: list[str], warnin
         )
         return None
     try:
-        return Reranker.load(registry.path("reranker", version), version)
+        return Reranker.load(registry.path("reranker", version), version, threads=threads)
     except (OSError, ValueError, KeyError) as exc:
         warnings.append(f"reranker {version} could not be loaded ({exc}): rankings are not reranked")
         log.error(warnings[-1])

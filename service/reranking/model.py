@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 from enum import Enum
@@ -43,15 +44,24 @@ def pair_features(tokenizer: Any, query: str, texts: Sequence[str], max_length: 
     return {k: np.asarray(v, dtype=np.int64) for k, v in enc.items()}
 
 
+def default_threads() -> int:
+    """The CPUs this process may run on: one request's pairs are scored on all of them (ONNX Runtime's pool)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
 class Reranker:
     """A trained cross-encoder version and its fitted combination."""
 
-    def __init__(self, path: Path, version: str, params: RerankParams, *, backend: RerankBackend | None = None) -> None:
+    def __init__(self, path: Path, version: str, params: RerankParams, *, backend: RerankBackend | None = None, threads: int | None = None) -> None:
         self.path = Path(path)
         self.version = version
         self.params = params
         self._session: Any = None
         self._model: Any = None
+        self.threads = threads or default_threads()
         from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.path / MODEL_DIR), local_files_only=True)
@@ -59,17 +69,17 @@ class Reranker:
         if backend is not RerankBackend.TORCH and onnx_file.is_file():
             from service.retrieval.onnx_encoder import cpu_session
 
-            self._session = cpu_session(onnx_file, 1)
+            self._session = cpu_session(onnx_file, self.threads)
             self._inputs = [i.name for i in self._session.get_inputs()]
             self.backend = RerankBackend.ONNX
         else:
             self.backend = RerankBackend.TORCH
 
     @classmethod
-    def load(cls, path: Path, version: str, *, backend: RerankBackend | None = None) -> Reranker:
-        """The version in ``path`` (its ``rerank.json`` must exist)."""
+    def load(cls, path: Path, version: str, *, backend: RerankBackend | None = None, threads: int | None = None) -> Reranker:
+        """The version in ``path`` (its ``rerank.json`` must exist); ``threads``: ONNX Runtime's intra-op threads."""
         params = RerankParams.from_json(json.loads((Path(path) / PARAMS_FILE).read_text(encoding="utf-8")))
-        return cls(path, version, params, backend=backend)
+        return cls(path, version, params, backend=backend, threads=threads)
 
     def with_params(self, params: RerankParams) -> Reranker:
         """The same model with other fitted parameters (fitting, tests)."""

@@ -1,0 +1,82 @@
+"""An index version's vocabulary: in how many passages each word occurs (title and text).
+
+"Not covered" reads from it how rare the rarest word of a question is in the documentation: a question about a
+product the documentation does not describe often names something no passage mentions ("ksh", "TortoiseHg";
+``benchmarks/probes/unseen_terms.py``: 21% of faq6's named neighbouring-product questions hold a word no passage
+holds, 1.6% of its in-scope ones). ``fedqa index build`` stores it with the version (:data:`VOCABULARY_FILE`, a
+gzipped ``word<TAB>passages`` list); an older version's is counted from its passages when the pipeline loads.
+Words are :func:`service.text.terms` of 3 or more characters (shorter ones are names of nothing in particular).
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from service.retrieval.passage import Passage
+from service.text import terms
+
+log = logging.getLogger("fedqa.store")
+
+VOCABULARY_FILE = "vocabulary.tsv.gz"
+MIN_CHARS = 3
+
+
+def passage_terms(text: str) -> set[str]:
+    """The words of ``text`` that the vocabulary counts."""
+    return {t for t in terms(text) if len(t) >= MIN_CHARS}
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """Passage counts per word of one index version."""
+
+    counts: dict[str, int]
+    passages: int
+
+    @classmethod
+    def of(cls, passages: Iterable[Passage]) -> Vocabulary:
+        """Count the words of ``passages`` (title and text)."""
+        counts: Counter[str] = Counter()
+        n = 0
+        for p in passages:
+            counts.update(passage_terms(f"{p.title} {p.text}"))
+            n += 1
+        return cls(dict(counts), n)
+
+    def rarity(self, questions: Sequence[str]) -> float:
+        """1 / (1 + the passage count of the rarest word of ``questions``): 1 when a word occurs in no passage,
+        1/2 when in one, about 0 when every word is common (0 for a question with no counted word)."""
+        words = set().union(*(passage_terms(q) for q in questions)) if questions else set()
+        if not words:
+            return 0.0
+        return 1.0 / (1.0 + min(self.counts.get(w, 0) for w in words))
+
+    def save(self, folder: Path) -> Path:
+        """Write :data:`VOCABULARY_FILE` into ``folder`` (words sorted; the first line is the passage count)."""
+        path = Path(folder) / VOCABULARY_FILE
+        lines = [f"#passages\t{self.passages}"] + [f"{w}\t{c}" for w, c in sorted(self.counts.items())]
+        with gzip.open(path, "wt", encoding="utf-8", compresslevel=6) as f:
+            f.write("\n".join(lines) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, folder: Path) -> Vocabulary | None:
+        """The vocabulary stored in ``folder``, or None when there is none."""
+        path = Path(folder) / VOCABULARY_FILE
+        if not path.is_file():
+            return None
+        counts: dict[str, int] = {}
+        passages = 0
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            for line in f:
+                word, _, count = line.rstrip("\n").rpartition("\t")
+                if word == "#passages":
+                    passages = int(count)
+                elif word:
+                    counts[word] = int(count)
+        return cls(counts, passages)

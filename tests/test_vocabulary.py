@@ -1,0 +1,86 @@
+"""The index's vocabulary: counted at build, kept in step by every re-ingest, and read by "not covered"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from indexes.ingest import ingest
+from service.artifacts import Registry
+from service.ask import answer
+from service.loading import load_pipeline
+from service.retrieval.edge_store import EdgeBackend
+from service.retrieval.passage import Passage
+from service.retrieval.vocabulary import VOCABULARY_FILE, Vocabulary
+from service.schemas import AskRequest
+from tests.conftest import make_settings
+from tests.utils import present
+
+
+def _passage(doc_id: str, title: str, text: str) -> Passage:
+    return Passage(doc_id=doc_id, domain="orbit", title=title, text=text, source=f"{doc_id}.md")
+
+
+def test_rarity_is_one_for_a_word_no_passage_holds_and_halves_for_one_that_one_holds(tmp_path):
+    vocab = Vocabulary.of(
+        [_passage("a", "Contacts", "Import contacts from a CSV file."), _passage("b", "Contacts > Merge", "Merge duplicate contacts.")]
+    )
+    assert vocab.passages == 2 and vocab.counts["contacts"] == 2 and vocab.counts["csv"] == 1
+    assert vocab.rarity(["Where are my contacts?"]) == 1 / 3  # "contacts": in two passages
+    assert vocab.rarity(["How do I import contacts?"]) == 1 / 2  # the rarest, "import": in one
+    assert vocab.rarity(["Does it run on TortoiseHg?"]) == 1.0
+    assert vocab.rarity(["How do I do it?"]) == 0.0  # no counted word (stop words, short words)
+    assert vocab.rarity(["Import contacts?", "And on TortoiseHg?"]) == 1.0  # the rarest word of every question
+    assert Vocabulary.load(vocab.save(tmp_path).parent) == vocab
+    assert Vocabulary.load(tmp_path / "nowhere") is None
+
+
+def _site(root: Path) -> Path:
+    (root / "orbit").mkdir(parents=True)
+    (root / "orbit" / "contacts.md").write_text("# Contacts\n\n## Importing\n\nImport a CSV file of contacts.\n", encoding="utf-8")
+    (root / "orbit" / "sync.md").write_text("# Sync\n\nOrbit synchronises calendars every hour.\n", encoding="utf-8")
+    return root
+
+
+def _stored(settings, version: str) -> Vocabulary:
+    return present(Vocabulary.load(Registry(settings.home_dir).path("index", version)))
+
+
+def _counted(settings, version: str) -> Vocabulary:
+    store = EdgeBackend(Registry(settings.home_dir)).open(version)
+    try:
+        return Vocabulary.of(p for d in store.domains() for p in store.iter_passages(d))
+    finally:
+        store.close()
+
+
+def test_every_index_version_stores_the_vocabulary_of_the_passages_it_holds(tmp_path, encoder):
+    site = _site(tmp_path / "site")
+    settings = make_settings(tmp_path / "home")
+    first = present(ingest([site], settings, encoder=encoder, progress=False).version)
+    assert _stored(settings, first) == _counted(settings, first)
+    assert _stored(settings, first).counts["calendars"] == 1
+
+    (site / "orbit" / "sync.md").unlink()  # a page leaves, another changes: the next version counts what it holds
+    (site / "orbit" / "contacts.md").write_text("# Contacts\n\nExport contacts to vCard.\n", encoding="utf-8")
+    second = present(ingest([site], settings, encoder=encoder, progress=False).version)
+    vocab = _stored(settings, second)
+    assert vocab == _counted(settings, second) and vocab.passages == 1
+    assert "calendars" not in vocab.counts and "csv" not in vocab.counts and vocab.counts["vcard"] == 1
+    assert _stored(settings, first).counts["calendars"] == 1  # the earlier version's is its own
+
+
+def test_the_pipeline_reads_the_stored_vocabulary_or_counts_an_older_versions(tmp_path, encoder):
+    settings = make_settings(tmp_path / "home")
+    version = present(ingest([_site(tmp_path / "site")], settings, encoder=encoder, progress=False).version)
+    stored = _stored(settings, version)
+    (Registry(settings.home_dir).path("index", version) / VOCABULARY_FILE).unlink()  # as built before vocabularies
+    pipeline = load_pipeline(settings, with_llm=False)
+    try:
+        assert pipeline.answerer.vocabulary == stored
+        # a question naming what no passage mentions carries rare_word 1 in its evidence; an in-scope one less
+        off = answer(pipeline, AskRequest(query="How do I import contacts into TortoiseHg?"))
+        on = answer(pipeline, AskRequest(query="How do I import a CSV of contacts?"))
+    finally:
+        pipeline.close()
+    assert present(off.confidence).evidence["rare_word"] == 1.0
+    assert present(on.confidence).evidence["rare_word"] == 0.5
