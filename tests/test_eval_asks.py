@@ -1,7 +1,7 @@
 """Evaluation asks as ``/ask`` answers (issue 30): each evaluated question is an :class:`AskRequest` through
 :mod:`service.ask`, so a record's ranking and routing are those ``service.ask.answer`` gives for the same request, its
-answer is the one ``/ask`` returns (an answer given by product included), and a ranking-only evaluation answers
-nothing."""
+answer is the one ``/ask`` returns (an answer given by product included, judged against the passages it was given
+from), and a ranking-only evaluation answers nothing."""
 
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ import pytest
 from service.ask import answer
 from service.demo import QUERIES
 from service.evaluation.jobs import JobStore
+from service.evaluation.judges import Judge
 from service.evaluation.runner import create_job, run_job
 from service.pipeline import Pipeline
 from service.retrieval.strategies import StrategyName
 from service.schemas import AskRequest, EvalQuery, EvalSpec
+from tests.scripted_llm import ScriptedServer
 from tests.utils import ambiguous_question, pipeline_with, present
 
 TOP_K = 5
@@ -98,3 +100,34 @@ def test_a_ranking_only_evaluation_stops_after_retrieval(demo_pipeline, tmp_path
     assert all("answer" not in r for r in records)
     with pytest.raises(AssertionError, match="asked for an answer"):  # the stand-in is live: answers would reach it
         _records(unanswering, tmp_path / "c.sqlite", queries[:1], ["fused"], ["answers"])
+
+
+def _judge_reply(prompt: str) -> str:
+    """A scripted judge: relevancy 8, one statement, supported."""
+    if prompt.startswith("You are an impartial judge"):
+        return '{"score": 8, "reason": "answers it"}'
+    if prompt.startswith("Break the answer"):
+        return '{"statements": ["One."]}'
+    return '{"verdicts": [{"statement": 1, "verdict": 1}]}'
+
+
+def test_an_answer_given_by_product_is_judged_against_the_passages_it_was_given_from(demo_pipeline, tmp_path):
+    """Faithfulness reads the response's sources (each product's passages in turn, which its [n] cite), not the merged
+    ranking's first top_k."""
+    question = ambiguous_question(demo_pipeline)
+    server = ScriptedServer(_judge_reply)
+    try:
+        store = JobStore(tmp_path / "jobs.sqlite")
+        spec = EvalSpec.model_validate({"strategies": ["fused"], "metrics": ["answer"], "top_k": TOP_K})
+        job = create_job(store, spec, [EvalQuery(qid="ambiguous", query=question)], "hand")
+        present(run_job(demo_pipeline, Judge(server.llm("judge"), retries=0, concurrency=1), store, job))
+    finally:
+        server.close()
+    record = store.results(job)[0]
+    resp = answer(demo_pipeline, _request(question, "fused", generate=True))
+    assert record["answer_mode"] == resp.answer_mode == "by_product" and len(resp.sources) > TOP_K
+    verdicts = [p for p in server.prompts if p.startswith("Your task is to judge the faithfulness")]
+    assert len(verdicts) == 1 and record["metrics"]["faithfulness"] == 1.0
+    context = verdicts[0].split("Context:\n", 1)[1].split("\n\nStatements:", 1)[0].splitlines()
+    assert len(context) == len(resp.sources)
+    assert all(line.startswith(f"[{i}] ({s.title}) ") for i, (line, s) in enumerate(zip(context, resp.sources, strict=True), 1))
