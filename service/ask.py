@@ -1,5 +1,6 @@
-"""One question through the pipeline to an :class:`~service.schemas.AskResponse`: the path ``/ask``, the chat and
-``fedqa ask`` share (:func:`answer` and :func:`answer_stream`). It calls :mod:`service.pipeline`, which never calls it.
+"""One question through the pipeline to an :class:`~service.schemas.AskResponse`: the path ``/ask``, the chat,
+``fedqa ask`` and evaluation share (:func:`answer` and :func:`answer_stream`). It calls :mod:`service.pipeline`, which
+never calls it.
 
 Validate the request, route and retrieve (:meth:`Pipeline.retrieve <service.pipeline.Pipeline.retrieve>`),
 answer (:class:`~service.generation.answer.Answerer`), and assemble the response once: one stream of typed events
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import asdict, dataclass
 
 from service.events import DoneEvent, Event, ResetEvent, RetrievalEvent, TokenEvent
@@ -18,7 +19,7 @@ from service.generation.answer import Answer
 from service.generation.modes import AnswerMode
 from service.pipeline import Pipeline
 from service.retrieval.passage import RankedHit
-from service.retrieval.results import ProductRetrieval, Retrieval
+from service.retrieval.results import Prepared, ProductRetrieval, Retrieval
 from service.retrieval.strategies import StrategyName
 from service.schemas import AnswerConfidence, AskRequest, AskResponse, ProductAnswer, Routing, Source
 
@@ -33,21 +34,36 @@ def answer(pipeline: Pipeline, req: AskRequest, *, retrieval_query: str | None =
 
 
 def answer_stream(
-    pipeline: Pipeline, req: AskRequest, *, retrieval_query: str | None = None, incremental: bool = True, allowed: frozenset[str] | None = None
-) -> Iterator[Event]:
+    pipeline: Pipeline,
+    req: AskRequest,
+    *,
+    retrieval_query: str | None = None,
+    incremental: bool = True,
+    allowed: frozenset[str] | None = None,
+    prepared: Prepared | None = None,
+    context_passages: int | None = None,
+) -> Generator[Event, None, None]:
     """Answer as events (:mod:`service.events`): retrieval, token pieces (reset: drop the pieces so far, a rejected
     generation), then done with the full response; ``retrieval_query`` as in :func:`answer`. ``incremental``: stream
-    the LLM's completion (False: one completion call)."""
+    the LLM's completion (False: one completion call). A caller that wants the ranking only (``generate`` false) may
+    stop after the :class:`RetrievalEvent`: nothing after it runs.
+
+    Evaluation's, which the public request has no field for: ``prepared``, the question's query vector and router
+    probabilities computed already (a batch's); ``context_passages``, passages in an LLM prompt (default
+    FEDQA_LLM_CONTEXT_PASSAGES)."""
     t_all = time.perf_counter()
-    ret = _retrieve(pipeline, req, retrieval_query, allowed)
-    answered = _by_product(pipeline, req, ret, retrieval_query, allowed)
+    ret = _retrieve(pipeline, req, retrieval_query, allowed, prepared)
+    answered = _by_product(pipeline, req, ret, retrieval_query, allowed, context_passages)
     if len(answered) > 1:
         yield from _product_events(pipeline, req, ret, answered, t_all)
         return
     cited = sources(ret.hits, ret.routing.probabilities)
-    yield RetrievalEvent(ret.routing, cited)
+    yield RetrievalEvent(ret.routing, cited, ret.hits)
     final: Answer | None = None
-    for item in pipeline.answerer.stream(req.query, ret.parts, ret.hits, ret.routing.probabilities, generate=req.generate, incremental=incremental):
+    parts, hits, probs = ret.parts, ret.hits, ret.routing.probabilities
+    for item in pipeline.answerer.stream(
+        req.query, parts, hits, probs, generate=req.generate, context_passages=context_passages, incremental=incremental
+    ):
         if isinstance(item, Answer):
             final = item
         elif item.reset:
@@ -71,7 +87,9 @@ class _Answered:
     answer: Answer
 
 
-def _by_product(pipeline: Pipeline, req: AskRequest, ret: Retrieval, retrieval_query: str | None, allowed: frozenset[str] | None) -> list[_Answered]:
+def _by_product(
+    pipeline: Pipeline, req: AskRequest, ret: Retrieval, retrieval_query: str | None, allowed: frozenset[str] | None, context_passages: int | None
+) -> list[_Answered]:
     """The products' answers when the fitted split rule finds several plausible products (each searched alone and
     answered like a one-product question); a product whose answer is "not covered" (or nothing) is left out. [] (or
     one): the question is answered for one product, as without a rule. Timed as ``by_product``."""
@@ -83,7 +101,7 @@ def _by_product(pipeline: Pipeline, req: AskRequest, ret: Retrieval, retrieval_q
     answered = []
     for g in groups:
         r = g.retrieval
-        a = pipeline.answerer.answer(req.query, r.parts, r.hits, r.routing.probabilities)
+        a = pipeline.answerer.answer(req.query, r.parts, r.hits, r.routing.probabilities, context_passages=context_passages)
         if a.text and a.mode not in (AnswerMode.NOT_COVERED, AnswerMode.NONE):
             answered.append(_Answered(g, a))
     if groups:
@@ -95,7 +113,7 @@ def _product_events(pipeline: Pipeline, req: AskRequest, ret: Retrieval, answere
     """The events of an answer given by product: its sources are the products' passages in turn, each product's
     answer cites them by their position there, and the answer's text is the products' answers, each labelled."""
     cited = sources([h for a in answered for h in a.product.retrieval.hits], ret.routing.probabilities)
-    yield RetrievalEvent(ret.routing, cited, products=[a.product.domain for a in answered])
+    yield RetrievalEvent(ret.routing, cited, ret.hits, products=[a.product.domain for a in answered])
     products, offset = [], 0
     for a in answered:
         products.append(product_answer(a.product, a.answer, offset))
@@ -125,10 +143,12 @@ def product_answer(product: ProductRetrieval, answer: Answer, offset: int) -> Pr
     )
 
 
-def _retrieve(pipeline: Pipeline, req: AskRequest, query: str | None = None, allowed: frozenset[str] | None = None) -> Retrieval:
+def _retrieve(
+    pipeline: Pipeline, req: AskRequest, query: str | None = None, allowed: frozenset[str] | None = None, prepared: Prepared | None = None
+) -> Retrieval:
     """Validate the request, then route and retrieve with ``query`` (default: the question). A ``query`` of the
     caller's making (a chat turn joined to the one before) is searched whole; the answer's questions are still those
-    of ``req.query``."""
+    of ``req.query``. ``prepared``: the query's vector and router probabilities, computed already."""
     top_k = pipeline.validate(req)
     return pipeline.retrieve(
         query or req.query,
@@ -140,6 +160,7 @@ def _retrieve(pipeline: Pipeline, req: AskRequest, query: str | None = None, all
         question=None if query is None else req.query,
         rerank=req.rerank,
         allowed=allowed,
+        prepared=prepared,
     )
 
 

@@ -9,17 +9,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from service.retrieval.passage import RankedHit
 from service.schemas import AskResponse, Routing, Source
 
 
 @dataclass(frozen=True)
 class RetrievalEvent:
-    """Retrieval is done: the routing and the sources the answer will cite; ``products``: the products an answer
-    given by product covers, in order (empty: one product answers, and the data has no ``products``)."""
+    """Retrieval is done: the routing and the sources the answer will cite; ``ranking``: the merged ranking retrieval
+    gave, typed (what evaluation scores; not sent: :meth:`data` leaves it out), which an answer given by product does
+    not cite as it is; ``products``: the products an answer given by product covers, in order (empty: one product
+    answers, the sources are the ranking's passages, and the data has no ``products``)."""
 
     name: ClassVar[str] = "retrieval"
     routing: Routing
     sources: list[Source]
+    ranking: list[RankedHit]
     products: list[str] = field(default_factory=list)
 
     def data(self) -> dict[str, Any]:

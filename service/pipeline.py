@@ -395,5 +395,6 @@ class Pipeline:
 
     # ---------------------------------------------------------------- answer
     def answer_retrieval(self, ret: Retrieval, *, generate: bool = True, context_passages: int | None = None) -> Answer:
-        """The :class:`Answer` for a retrieval, to its ``query`` and ``parts`` (the path evaluation and the benchmarks take)."""
+        """The :class:`Answer` for a retrieval, to its ``query`` and ``parts`` (the benchmarks' path; evaluation asks
+        through :mod:`service.ask`, as ``/ask`` does)."""
         return self.answerer.answer(ret.query, ret.parts, ret.hits, ret.routing.probabilities, generate=generate, context_passages=context_passages)

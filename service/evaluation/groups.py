@@ -18,7 +18,7 @@ from service.evaluation.mkpqa import faithfulness, relevancy
 from service.evaluation.retrieval_metrics import effective_information_rate, ranking_scores, recall_at_k
 from service.evaluation.spec import JobQuestion
 from service.retrieval.passage import RankedHit
-from service.schemas import EvalSpec, MetricGroup
+from service.schemas import EvalSpec, MetricGroup, Source
 
 ANSWER_METRICS = ("relevancy", "faithfulness")
 WIXQA_LEXICAL = ("token_f1", "bleu", "rouge1", "rouge2")
@@ -41,6 +41,7 @@ class Scoring:
     answer_mode: str | None = None
     answer_ms: float | None = None
     key_points: Callable[[], Outcome] | None = None
+    sources: list[Source] | None = None  # the passages the answer was given from (the response's); None: not answered
 
     @property
     def ranked(self) -> list[str]:
@@ -52,7 +53,10 @@ class Scoring:
 
     @property
     def context(self) -> list[tuple[str, str]]:
-        """(title, text) of the passages the answer was generated from."""
+        """(title, text) of the passages the answer was given from: the response's sources (an answer given by product:
+        each product's passages), else the ranking's first ``top_k``."""
+        if self.sources is not None:
+            return [(s.title, s.text) for s in self.sources]
         return [(h.passage.title, h.passage.text) for h in self.hits[: self.top_k]]
 
     def outcome(self, name: str, outcome: Outcome, judge: Judge | None) -> None:

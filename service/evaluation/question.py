@@ -1,25 +1,30 @@
-"""One question through one strategy: retrieve, score the ranking, answer and judge; the record that is stored.
+"""One question through one strategy: ask, score the ranking, score and judge the answer; the record that is stored.
 
 :func:`evaluate_question` is what :func:`service.evaluation.runner.run_job` calls for every question and
-strategy of a job; the metric groups' scoring functions are :mod:`.groups`'.
+strategy of a job. The question is answered as ``/ask`` answers it: one :class:`~service.schemas.AskRequest`
+(:func:`ask_request`) through :func:`service.ask.answer_stream` (:func:`reply_to`), so an evaluation measures what a user
+gets; the record is filled from its events. The metric groups' scoring functions are :mod:`.groups`'.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from service.ask import answer_stream
 from service.evaluation import ragxplain, wixqa
 from service.evaluation.groups import GROUPS, Scoring, judged_metric_names, metric_groups, needs_answers, needs_judge
 from service.evaluation.judges import Judge, Outcome
 from service.evaluation.spec import JobQuestion, JobSpec
 from service.evaluation.summary import kind_of
-from service.schemas import EvalSpec, MetricGroup, Strategy
+from service.events import DoneEvent, RetrievalEvent
+from service.schemas import AskRequest, AskResponse, EvalSpec, MetricGroup, Strategy
 
 if TYPE_CHECKING:
     from service.pipeline import Pipeline
-    from service.retrieval.results import Prepared, Retrieval
+    from service.retrieval.results import Prepared
 
 
 class EvaluationError(ValueError):
@@ -51,8 +56,41 @@ def _no_answer(record: dict[str, Any], names: Iterable[str], mode: str) -> None:
         }
 
 
-def _record(q: JobQuestion, position: int, strategy: Strategy, ret: Retrieval) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Reply:
+    """What :mod:`service.ask` gave for one evaluated question: its retrieval (routing, sources, the typed ranking) and,
+    when the request asked for an answer, the response (None: the ranking only, nothing answered)."""
+
+    retrieval: RetrievalEvent
+    response: AskResponse | None = None
+
+
+def ask_request(spec: EvalSpec, q: JobQuestion, position: int, strategy: Strategy, *, generate: bool) -> AskRequest:
+    """The ``/ask`` request of one question with one strategy: the spec's top_k, gate and product filter; the
+    stochastic gate's seed is ``spec.seed + position``; ``generate``: answer it (False: the ranking only)."""
+    seed = (spec.seed + position) if spec.seed is not None else None
+    return AskRequest(query=q.query, top_k=spec.top_k, strategy=strategy, domains=spec.domains, seed=seed, gate=spec.gate, generate=generate)
+
+
+def reply_to(pipeline: Pipeline, spec: JobSpec, req: AskRequest, prepared: Prepared | None) -> Reply:
+    """``req`` through :func:`service.ask.answer_stream`, within the products of the API key that made the job
+    (``spec.scope``), with the batch's ``prepared`` query vector and ``spec.top_k`` passages in an LLM prompt. A
+    request for the ranking only stops the stream after its retrieval event: nothing is answered."""
+    allowed = None if spec.scope is None else frozenset(spec.scope)
+    events = answer_stream(pipeline, req, incremental=False, allowed=allowed, prepared=prepared, context_passages=spec.top_k)
+    retrieved = next(events)
+    if not isinstance(retrieved, RetrievalEvent):
+        raise TypeError(f"answer_stream began with a {retrieved.name} event, not the retrieval")
+    if not req.generate:
+        events.close()
+        return Reply(retrieved)
+    done = [e for e in events if isinstance(e, DoneEvent)]
+    return Reply(retrieved, done[-1].response)
+
+
+def _record(q: JobQuestion, position: int, strategy: Strategy, retrieved: RetrievalEvent) -> dict[str, Any]:
     """A question's record before scoring: the question, the ranking and the routing."""
+    routing = retrieved.routing
     record: dict[str, Any] = {
         "qid": q.qid,
         "query": q.query,
@@ -69,15 +107,15 @@ def _record(q: JobQuestion, position: int, strategy: Strategy, ret: Retrieval) -
                 "score": round(h.score, 6),
                 "unified_score": round(h.unified_score, 6),
             }
-            for h in ret.hits
+            for h in retrieved.ranking
         ],
-        "active_domains": ret.routing.active_domains,
-        "fallback": ret.routing.fallback,
-        "probabilities": ret.routing.probabilities,
+        "active_domains": routing.active_domains,
+        "fallback": routing.fallback,
+        "probabilities": routing.probabilities,
         "metrics": {},
         "outcomes": {},
     }
-    detail = ret.routing.selector
+    detail = routing.selector
     if detail is not None and detail.model_fields_set:
         record["selector"] = {**detail.model_dump(exclude={"errors"}), "errors": list((detail.errors or {}).values())[:3]}
     return record
@@ -93,52 +131,36 @@ def evaluate_question(
     prepared: Prepared | None,
     key_points: Callable[[], Outcome] | None = None,
 ) -> dict[str, Any]:
-    """Retrieve (and answer, and judge) one question with one strategy; returns its record."""
-    top_k = spec.top_k
-    seed = (spec.seed + position) if spec.seed is not None else None
+    """Ask (the ranking only, or an answer when a metric group scores answers) and score one question with one
+    strategy; returns its record."""
     t0 = time.perf_counter()
-    ret = pipeline.retrieve(
-        q.query,
-        top_k=top_k,
-        seed=seed,
-        gate_mode=spec.gate,
-        strategy=strategy,
-        prepared=prepared,
-        domains=spec.domains,
-        allowed=None if spec.scope is None else frozenset(spec.scope),  # the products of the API key that made the job
-    )
-    record = _record(q, position, strategy, ret)
-    scoring = Scoring(record, q, ret.hits, ret.routing.active_domains, top_k, judge=judge, key_points=key_points)
-    groups = [GROUPS[g] for g in metric_groups(spec)]
-    for g in groups:
-        if g.score_ranking is not None:
-            g.score_ranking(scoring)
-    if needs_answers(spec):
-        _score_answer(pipeline, spec, record, scoring, ret, judge)
+    reply = reply_to(pipeline, spec, ask_request(spec, q, position, strategy, generate=needs_answers(spec)), prepared)
+    retrieved = reply.retrieval
+    record = _record(q, position, strategy, retrieved)
+    scoring = Scoring(record, q, retrieved.ranking, retrieved.routing.active_domains, spec.top_k, judge=judge, key_points=key_points)
+    for group in [GROUPS[g] for g in metric_groups(spec)]:
+        if group.score_ranking is not None:
+            group.score_ranking(scoring)
+    if reply.response is not None:
+        _score_answer(spec, record, scoring, reply.response, judge)
     record["ms"] = round((time.perf_counter() - t0) * 1000, 1)
     return record
 
 
-def _score_answer(
-    pipeline: Pipeline,
-    spec: EvalSpec,
-    record: dict[str, Any],
-    scoring: Scoring,
-    ret: Retrieval,
-    judge: Judge | None,
-) -> None:
-    """Answer through the configured answering path and score it; a missing answer scores 0 in every judged
-    metric (a failure of the system) without asking the judge."""
-    ans = pipeline.answer_retrieval(ret, context_passages=spec.top_k)
-    answer, mode = ans.text, ans.mode.value
+def _score_answer(spec: EvalSpec, record: dict[str, Any], scoring: Scoring, resp: AskResponse, judge: Judge | None) -> None:
+    """Score the response's answer (judged from the passages it was given from, its sources); a missing answer scores
+    0 in every judged metric (a failure of the system) without asking the judge. Its time is the response's from the
+    ranking to the answer (``by_product``, answering per product, and ``generate``)."""
+    answer, mode = resp.answer, str(resp.answer_mode)
+    answer_ms = round(resp.timings_ms.get("by_product", 0.0) + resp.timings_ms.get("generate", 0.0), 3)
     record.update(
         answer=answer,
         answer_mode=mode,
-        answer_error=ans.error,
-        generate_ms=ans.timings_ms["answer"],
-        confidence=None if ans.confidence is None else ans.confidence.__dict__,
+        answer_error=resp.error,
+        generate_ms=answer_ms,
+        confidence=None if resp.confidence is None else resp.confidence.model_dump(),
     )
-    scoring.answer, scoring.answer_mode, scoring.answer_ms = answer, mode, ans.timings_ms["answer"]
+    scoring.answer, scoring.answer_mode, scoring.answer_ms, scoring.sources = answer, mode, answer_ms, resp.sources
     groups = [GROUPS[g] for g in metric_groups(spec)]
     if needs_judge(spec) and judge is None:
         raise EvaluationError("judge metrics need a judge")

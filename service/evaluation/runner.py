@@ -62,7 +62,9 @@ def dedupe_qids(queries: Sequence[EvalQuery]) -> list[JobQuestion]:
 
 # --------------------------------------------------------------------------- dry run
 def plan(spec: EvalSpec, n_questions: int, n_domains: int, retries: int) -> dict[str, Any]:
-    """How many LLM calls a job makes: exact counts without retries, and the bound with every retry used."""
+    """How many LLM calls a job makes: exact counts without retries, and the bound with every retry used. With an LLM
+    answering and a fitted split rule, a question with several plausible products asks up to one ``generation`` more
+    per product (as ``/ask`` does), which no count made before retrieval can know."""
     groups = [GROUPS[g] for g in metric_groups(spec)]
     n_strat = len(spec.strategies)
     per_q_strategy: dict[str, int] = {"generation": 1} if needs_judge(spec) else {}

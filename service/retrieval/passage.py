@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 _NAMESPACE = uuid.UUID("6f1c3c9e-4f7a-4c55-9a51-0d1f3b1e8a11")
@@ -30,8 +30,9 @@ class Passage:
         return point_id(self.doc_id)
 
     def payload(self) -> dict[str, Any]:
-        """The payload stored beside the vector."""
-        return asdict(self)
+        """The payload stored beside the vector: the five fields (written out: ``dataclasses.asdict`` deep-copies, and
+        took most of the time of a response's sources)."""
+        return {"doc_id": self.doc_id, "domain": self.domain, "title": self.title, "source": self.source, "text": self.text}
 
     @classmethod
     def from_payload(cls, payload: dict[str, Any]) -> Passage:
