@@ -355,7 +355,14 @@ class Pipeline:
             raise RequestError("domains", f"unknown domain(s) {unknown}; this index has {list(probs)}")
         chosen = list(dict.fromkeys(domains))
         activation = {d: 1.0 if d in chosen else 0.0 for d in probs}
-        return Selection("given", chosen, {d: 1.0 for d in chosen}, 0.0, activation, detail=StrategyDetail(given=chosen))
+        return Selection(
+            strategy="given",
+            active=chosen,
+            weights={d: 1.0 for d in chosen},
+            threshold=0.0,
+            activation=activation,
+            detail=StrategyDetail(given=chosen),
+        )
 
     # ------------------------------------------------------------ by product
     def by_product(

@@ -101,7 +101,7 @@ def test_fitted_parameters_stored_by_an_earlier_release_load_typed_and_are_writt
     meta = json.loads((tmp_path / "r" / ROUTER_FILE).read_text())
     (tmp_path / "r" / ROUTER_FILE).write_text(json.dumps({**meta, "fitted": stored}))
     back = HeadRouter.load(tmp_path / "r")
-    assert back.fitted.fusion == FusionParams(1.0, 2.0, 0.5, -0.1, 1.0, 0.3, 0.2, 20)
+    assert back.fitted.fusion == FusionParams(w_prior=1.0, w_best=2.0, w_share=0.5, bias=-0.1, sharpness=1.0, tau0=0.3, unsure=0.2, evidence_k=20)
     assert back.fitted.calibration == stored["calibration"] and back.fitted.extra == {"other": {"x": 1}}
     assert back.fitted.to_json() == {**stored, "fusion": {**old_fusion, "domain_weight": {}}}
     back.save(tmp_path / "r2")

@@ -56,10 +56,17 @@ def test_paper_parameters_leave_p_unchanged_and_evidence_moves_q():
     assert ev.best.tolist() == pytest.approx([0.0, -0.3]) and ev.share.tolist() == [1.0, 0.0]
     p = np.array([0.2, 0.7])
     assert fuse(p, ev, FusionParams.paper(0.5)).tolist() == p.tolist()
-    trust_evidence = FusionParams(1.0, 5.0, 2.0, 0.0, 1.0, 0.5, 0.0, 2)
+    trust_evidence = FusionParams(w_prior=1.0, w_best=5.0, w_share=2.0, bias=0.0, sharpness=1.0, tau0=0.5, unsure=0.0, evidence_k=2)
     q = fuse(p, ev, trust_evidence)
     assert q[0] > p[0] and q[1] < p[1]  # the domain holding the best hits gains, the other loses
-    assert fuse(p, Evidence(np.zeros(2), np.full(2, 0.5)), FusionParams(1.0, 0.0, 0.0, 0.0, 1.0, 0.5, 0.0, 2)).tolist() == p.tolist()
+    assert (
+        fuse(
+            p,
+            Evidence(np.zeros(2), np.full(2, 0.5)),
+            FusionParams(w_prior=1.0, w_best=0.0, w_share=0.0, bias=0.0, sharpness=1.0, tau0=0.5, unsure=0.0, evidence_k=2),
+        ).tolist()
+        == p.tolist()
+    )
 
 
 def _with_fusion(pipeline: Pipeline, params: FusionParams | None) -> RouterFitted:

@@ -125,13 +125,15 @@ def _grid_search(questions: Sequence[FitQuestion], domains: Sequence[str], top_k
     w_prior, w_best, w_share, bias = fit_evidence_weights(questions, domains, evidence_k)
     prepared = [_prepare(q, domains) for q in questions]
     evidence = [domain_evidence(q.hits, domains, evidence_k) for q in questions]
-    base = FusionParams(w_prior, w_best, w_share, bias, 0.0, 0.0, 0.0, evidence_k)
+    base = FusionParams(w_prior=w_prior, w_best=w_best, w_share=w_share, bias=bias, sharpness=0.0, tau0=0.0, unsure=0.0, evidence_k=evidence_k)
     probs = [fuse(q.p, ev, base) for q, ev in zip(questions, evidence, strict=True)]
     best, best_score = base, (-1.0, -1.0)
     for sharp in SHARPNESS_GRID:
         for unsure in UNSURE_GRID:
             for tau0 in TAU0_GRID:
-                params = FusionParams(w_prior, w_best, w_share, bias, sharp, tau0, unsure, evidence_k)
+                params = FusionParams(
+                    w_prior=w_prior, w_best=w_best, w_share=w_share, bias=bias, sharpness=sharp, tau0=tau0, unsure=unsure, evidence_k=evidence_k
+                )
                 sc = np.array([_scores(pr, c, params, top_k) for pr, c in zip(probs, prepared, strict=True)]).mean(axis=0)
                 if (sc[0], sc[1]) > best_score:
                     best, best_score = params, (float(sc[0]), float(sc[1]))
@@ -169,7 +171,17 @@ def _prior_search(questions: Sequence[FitQuestion], domains: Sequence[str], top_
 
 def prior_params(sharpness: float, evidence_k: int = 20, domain_weight: dict[str, float] | None = None) -> FusionParams:
     """The prior family's setting: q = p (identity weights), no gate, no fallback, U = c_j * p^sharpness * s+."""
-    return FusionParams(1.0, 0.0, 0.0, 0.0, sharpness, 0.0, 0.0, evidence_k, {d: round(w, 4) for d, w in (domain_weight or {}).items() if w != 1.0})
+    return FusionParams(
+        w_prior=1.0,
+        w_best=0.0,
+        w_share=0.0,
+        bias=0.0,
+        sharpness=sharpness,
+        tau0=0.0,
+        unsure=0.0,
+        evidence_k=evidence_k,
+        domain_weight={d: round(w, 4) for d, w in (domain_weight or {}).items() if w != 1.0},
+    )
 
 
 Search = Callable[[Sequence[FitQuestion], Sequence[str], int, int], tuple[FusionParams, tuple[float, float]]]

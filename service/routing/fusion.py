@@ -30,7 +30,7 @@ from service.retrieval.passage import Hit
 _EPS = 1e-9
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FusionParams:
     """Parameters of the fused gate and merge (see the module docstring)."""
 
@@ -47,7 +47,7 @@ class FusionParams:
     @classmethod
     def paper(cls, tau0: float, evidence_k: int = 20) -> FusionParams:
         """The MKP-QA formula: q = p, U = p * s+, the gate with ``tau0``, no fallback to every domain."""
-        return cls(1.0, 0.0, 0.0, 0.0, 1.0, tau0, 0.0, evidence_k)
+        return cls(w_prior=1.0, w_best=0.0, w_share=0.0, bias=0.0, sharpness=1.0, tau0=tau0, unsure=0.0, evidence_k=evidence_k)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FusionParams:

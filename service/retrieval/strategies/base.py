@@ -47,7 +47,7 @@ class QuestionRouting(BaseModel):
 StrategyDetail.model_rebuild()
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Selection:
     """The domains a strategy searches and the weight of each in the merge.
 

@@ -31,14 +31,14 @@ def select(inp: StrategyInput) -> Selection:
     if params is None:
         decision = gate(p, inp.tau0, mode="deterministic")
         return Selection(
-            "fused",
-            domains,
-            {d: 1.0 for d in domains},
-            decision.threshold,
-            {d: float(a) for d, a in zip(domains, decision.activation, strict=True)},
-            True,
-            StrategyDetail(fused=None, reason="no fitted fusion parameters: every domain, ranked by s"),
-            hits,
+            strategy="fused",
+            active=domains,
+            weights={d: 1.0 for d in domains},
+            threshold=decision.threshold,
+            activation={d: float(a) for d, a in zip(domains, decision.activation, strict=True)},
+            fallback=True,
+            detail=StrategyDetail(fused=None, reason="no fitted fusion parameters: every domain, ranked by s"),
+            hits=hits,
         )
     q = fuse(p, domain_evidence(hits, domains, params.evidence_k), params)
     decision = gate(q, params.tau0, mode="deterministic")
@@ -46,16 +46,25 @@ def select(inp: StrategyInput) -> Selection:
     activation = {d: float(a) for d, a in zip(domains, decision.activation, strict=True)}
     if q.max() < params.unsure:
         detail = StrategyDetail(fused=fused, reason=f"router unsure (max q {q.max():.3f} < {params.unsure:.3f}): every domain, ranked by s")
-        return Selection("fused", domains, {d: 1.0 for d in domains}, decision.threshold, activation, True, detail, hits)
+        return Selection(
+            strategy="fused",
+            active=domains,
+            weights={d: 1.0 for d in domains},
+            threshold=decision.threshold,
+            activation=activation,
+            fallback=True,
+            detail=detail,
+            hits=hits,
+        )
     w = domain_weights(q, params.sharpness, per_domain(params, domains))
     active = [d for d, a in zip(domains, decision.active, strict=True) if a]
     return Selection(
-        "fused",
-        active,
-        {d: float(w[domains.index(d)]) for d in active},
-        decision.threshold,
-        activation,
-        decision.fallback,
-        StrategyDetail(fused=fused),
-        hits,
+        strategy="fused",
+        active=active,
+        weights={d: float(w[domains.index(d)]) for d in active},
+        threshold=decision.threshold,
+        activation=activation,
+        fallback=decision.fallback,
+        detail=StrategyDetail(fused=fused),
+        hits=hits,
     )

@@ -127,4 +127,12 @@ def select(inp: StrategyInput) -> Selection:
         llm_calls=len(domains) if selector and selector.llm is not None else 0,
     )
     activation = {d: float(a) for d, a in zip(domains, decision.activation, strict=True)}
-    return Selection("lfs", chosen, {d: 1.0 for d in chosen}, decision.threshold, activation, fallback, detail)
+    return Selection(
+        strategy="lfs",
+        active=chosen,
+        weights={d: 1.0 for d in chosen},
+        threshold=decision.threshold,
+        activation=activation,
+        fallback=fallback,
+        detail=detail,
+    )

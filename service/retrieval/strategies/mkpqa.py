@@ -14,11 +14,11 @@ def select(inp: StrategyInput) -> Selection:
     decision = gate(inp.p(), inp.tau0, mode=inp.gate_mode, rng=inp.rng)
     active = [d for d, a in zip(domains, decision.active, strict=True) if a]
     return Selection(
-        "mkpqa",
-        active,
-        {d: float(inp.probs[d]) for d in active},
-        decision.threshold,
-        {d: float(a) for d, a in zip(domains, decision.activation, strict=True)},
-        decision.fallback,
+        strategy="mkpqa",
+        active=active,
+        weights={d: float(inp.probs[d]) for d in active},
+        threshold=decision.threshold,
+        activation={d: float(a) for d, a in zip(domains, decision.activation, strict=True)},
+        fallback=decision.fallback,
         mode=inp.gate_mode,
     )

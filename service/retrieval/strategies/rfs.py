@@ -16,5 +16,9 @@ def select(inp: StrategyInput) -> Selection:
     decision = gate(p, inp.tau0, mode="deterministic")
     top = domains[int(np.argmax(p))]
     return Selection(
-        "rfs", [top], {top: float(inp.probs[top])}, decision.threshold, {d: float(a) for d, a in zip(domains, decision.activation, strict=True)}
+        strategy="rfs",
+        active=[top],
+        weights={top: float(inp.probs[top])},
+        threshold=decision.threshold,
+        activation={d: float(a) for d, a in zip(domains, decision.activation, strict=True)},
     )

@@ -14,5 +14,9 @@ def select(inp: StrategyInput) -> Selection:
     domains = list(inp.domains)
     decision = gate(inp.p(), inp.tau0, mode="deterministic")
     return Selection(
-        "uis", domains, {d: 1.0 for d in domains}, decision.threshold, {d: float(a) for d, a in zip(domains, decision.activation, strict=True)}
+        strategy="uis",
+        active=domains,
+        weights={d: 1.0 for d in domains},
+        threshold=decision.threshold,
+        activation={d: float(a) for d, a in zip(domains, decision.activation, strict=True)},
     )
