@@ -140,9 +140,10 @@ def split_products(docs: list[dict], m: int) -> list[str]:
 
 
 def load_slice(faq6: Path, max_passages: int | None, max_questions: int | None, seed: int) -> tuple[list[dict], list[dict]]:
-    """faq6's passages and labelled dev questions, or a seeded slice: ``max_questions`` questions, then the pages of
-    their gold passages and other pages (seeded order) up to ``max_passages`` (gold passages always kept)."""
-    docs, qs = read_jsonl(faq6 / "docs.jsonl"), [q for q in read_jsonl(faq6 / "queries_dev.jsonl") if q["gold_doc_ids"] and q["domains"]]
+    """faq6's passages and labelled single-product dev questions (all of faq6's; the folds hold single ones), or a
+    seeded slice: ``max_questions`` questions, then the pages of their gold passages and other pages (seeded order) up
+    to ``max_passages`` (gold passages always kept)."""
+    docs, qs = read_jsonl(faq6 / "docs.jsonl"), [q for q in read_jsonl(faq6 / "queries_dev.jsonl") if q["gold_doc_ids"] and len(q["domains"]) == 1]
     if max_questions and len(qs) > max_questions:
         keep_q = set(random.Random(seed).sample(range(len(qs)), max_questions))
         qs = [q for i, q in enumerate(qs) if i in keep_q]
