@@ -104,7 +104,7 @@ class Settings(BaseSettings):
         default=None,
         ge=1,
         description="ONNX Runtime threads that score one request's (question, passage) pairs. Default: the CPUs this "
-        "process may use. On 2 cores 2 threads take ~35% off a depth-5 reranking of one request (docs/speed.md); "
+        "process may use. On 2 cores 2 threads take ~40% off a depth-5 reranking of one request (docs/quality.md); "
         "1 leaves the other cores to concurrent requests.",
     )
     domain_descriptions: dict[str, str] = Field(

@@ -31,7 +31,8 @@ from service.retrieval.questions import joint_retrieval, questions
 from service.retrieval.results import Prepared, ProductRetrieval, Retrieval
 from service.retrieval.store import Store, StoreUnavailable
 from service.retrieval.strategies import DEFAULT_STRATEGY, LLMDomainSelector, Selection, StrategyName, describe_domains, select
-from service.retrieval.strategies.base import Search, StrategyDetail
+from service.retrieval.strategies.base import Search
+from service.retrieval.strategies.given import select as select_given
 from service.retrieval.vocabulary import Vocabulary
 from service.routing.gate import GateMode
 from service.routing.router import Router, UniformRouter
@@ -348,21 +349,13 @@ class Pipeline:
             given=given,
         )
 
-    def _given(self, domains: list[str], probs: dict[str, float]) -> Selection:
-        """The caller's product filter: exactly these domains (of those in ``probs``), weight 1 (ranked by s)."""
-        unknown = [d for d in domains if d not in probs]
-        if unknown:
-            raise RequestError("domains", f"unknown domain(s) {unknown}; this index has {list(probs)}")
-        chosen = list(dict.fromkeys(domains))
-        activation = {d: 1.0 if d in chosen else 0.0 for d in probs}
-        return Selection(
-            strategy="given",
-            active=chosen,
-            weights={d: 1.0 for d in chosen},
-            threshold=0.0,
-            activation=activation,
-            detail=StrategyDetail(given=chosen),
-        )
+    @staticmethod
+    def _given(domains: list[str], probs: dict[str, float]) -> Selection:
+        """The caller's product filter (:mod:`~service.retrieval.strategies.given`) over the domains of ``probs``."""
+        try:
+            return select_given(domains, list(probs))
+        except ValueError as exc:
+            raise RequestError("domains", str(exc)) from exc
 
     # ------------------------------------------------------------ by product
     def by_product(
