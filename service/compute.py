@@ -9,9 +9,18 @@ thread-safe and shares one intra-op thread pool between concurrent runs.
 
 from __future__ import annotations
 
+import os
 import threading
 
 MODEL_LOCK = threading.RLock()
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity; every CPU where the OS has no affinity call)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def configure_threads(n: int | None) -> None:

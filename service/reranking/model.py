@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import replace
 from enum import Enum
@@ -21,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from service.compute import MODEL_LOCK
+from service.compute import available_cpus as default_threads  # one request's pairs are scored on every CPU
 from service.reranking.params import PARAMS_FILE, RerankParams
 from service.retrieval.onnx_encoder import ONNX_FILE
 from service.retrieval.passage import RankedHit
@@ -42,14 +42,6 @@ def pair_features(tokenizer: Any, query: str, texts: Sequence[str], max_length: 
     """Token ids of (query, passage) pairs cut to ``max_length`` tokens (the passage gives way first), as int64 arrays."""
     enc = tokenizer([query] * len(texts), list(texts), padding=True, truncation="longest_first", max_length=max_length, return_tensors="np")
     return {k: np.asarray(v, dtype=np.int64) for k, v in enc.items()}
-
-
-def default_threads() -> int:
-    """The CPUs this process may run on: one request's pairs are scored on all of them (ONNX Runtime's pool)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
 
 
 class Reranker:

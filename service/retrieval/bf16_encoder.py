@@ -14,12 +14,12 @@ Without AMX, bf16 is emulated and slower than fp32: ``auto`` turns it on only wh
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from service.compute import available_cpus
 from service.retrieval.batching import by_length, unit_rows
 
 log = logging.getLogger("fedqa.encoder")
@@ -61,7 +61,7 @@ class Bf16PassageEncoder:
         self.model = SentenceTransformer(str(path), device="cpu", local_files_only=True).to(torch.bfloat16)
         # The same truncation as the query runtime's (the model's own setting, or the export's).
         self.model.max_seq_length = max_seq_length
-        self.threads = threads or len(os.sched_getaffinity(0))
+        self.threads = threads or available_cpus()
 
     def encode(self, texts: Sequence[str], *, batch_size: int = BATCH, bar=None) -> np.ndarray:  # noqa: ANN001 - a tqdm bar
         """Unit-length float32 vectors of ``texts``, in their order.

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from service.compute import available_cpus
 from service.retrieval.batching import by_length, unit_rows
 from service.retrieval.onnx_smoothing import Calibration, demo_calibration, smooth
 from service.retrieval.tokens import EncoderTokenizer
@@ -330,7 +331,7 @@ class OnnxSession:
 
     def __init__(self, export: OnnxExport, *, tokenizer: EncoderTokenizer, threads: int | None = None) -> None:
         self.export = export
-        self.threads = threads or len(os.sched_getaffinity(0))
+        self.threads = threads or available_cpus()
         self.session = cpu_session(export.path, 1)
         self.inputs = [i.name for i in self.session.get_inputs()]
         self.tokenizer = tokenizer  # truncates to the export's max_seq_length
