@@ -38,7 +38,8 @@ class RerankerConfig:
     negatives: int = 3
     oos_per_step: int = 2
     depth: int = 20
-    max_length: int = 128
+    #: 96 rather than 128: the same "not covered" evidence for ~2/3 of the cost (docs/quality.md, rerank_evidence.py)
+    max_length: int = 96
     lr: float = 5e-5
     warmup_ratio: float = 0.1
     labelled_repeat: int = 3

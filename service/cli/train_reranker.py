@@ -26,7 +26,7 @@ def register(tsub: Subparsers) -> None:
     t.add_argument("--negatives", type=int, default=3, help="hard negatives per question, from its ranking")
     t.add_argument("--oos-per-step", type=int, default=2, help="out-of-scope questions per step (every candidate negative)")
     t.add_argument("--depth", type=int, default=20, help="ranking depth the negatives are drawn from")
-    t.add_argument("--max-length", type=int, default=128, help="tokens of a question and passage together")
+    t.add_argument("--max-length", type=int, default=None, help="tokens of a question and passage, trained and served (default: RerankerConfig's)")
     t.add_argument("--lr", type=float, default=5e-5)
     t.add_argument(
         "--titles",
@@ -57,7 +57,6 @@ def cmd_train_reranker(args: argparse.Namespace) -> int:
         negatives=args.negatives,
         oos_per_step=args.oos_per_step,
         depth=args.depth,
-        max_length=args.max_length,
         lr=args.lr,
         labelled_repeat=args.labelled_repeat,
         max_questions=args.max_questions,
@@ -66,6 +65,8 @@ def cmd_train_reranker(args: argparse.Namespace) -> int:
     )
     if args.titles is not None:
         config = replace(config, titles=args.titles)
+    if args.max_length is not None:
+        config = replace(config, max_length=args.max_length)
     data = TrainingData.load(args.data)
     with StopFlag().catch_sigint() as stop:
         resume = Path(args.resume) if args.resume else None
