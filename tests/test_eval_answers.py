@@ -100,9 +100,9 @@ def test_a_missing_answer_scores_zero_and_is_not_a_judge_failure(demo_pipeline, 
     finally:
         server.close()
     record = store.results(job)[0]
-    assert record["answer"] is None and record["answer_mode"] == "none"
-    assert record["metrics"]["relevancy"] == 0.0 and record["metrics"]["faithfulness"] == 0.0
-    assert record["outcomes"]["relevancy"]["kind"] is None
+    assert record.answer is None and record.answer_mode == "none"
+    assert record.metrics["relevancy"] == 0.0 and record.metrics["faithfulness"] == 0.0
+    assert record.outcomes["relevancy"].kind is None
     assert summary["results"]["mkpqa"]["all"]["relevancy"] == 0.0 and summary["counts"]["mkpqa"]["all"]["relevancy"] == 1
     assert summary["failures"]["mkpqa"] == {}
     assert server.prompts == []  # the judge was not asked about a missing answer

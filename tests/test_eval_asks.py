@@ -14,6 +14,7 @@ from service.ask import answer
 from service.demo import QUERIES
 from service.evaluation.jobs import JobStore
 from service.evaluation.judges import Judge
+from service.evaluation.record import QuestionRecord
 from service.evaluation.runner import create_job, run_job
 from service.pipeline import Pipeline
 from service.retrieval.strategies import StrategyName
@@ -29,7 +30,7 @@ def _request(query: str, strategy: str, *, generate: bool) -> AskRequest:
     return AskRequest(query=query, top_k=TOP_K, strategy=StrategyName(strategy), gate="deterministic", generate=generate)
 
 
-def _records(pipeline: Pipeline, db: Path, queries: list[EvalQuery], strategies: list[str], metrics: list[str]) -> list[dict[str, Any]]:
+def _records(pipeline: Pipeline, db: Path, queries: list[EvalQuery], strategies: list[str], metrics: list[str]) -> list[QuestionRecord]:
     """The records of a job run on ``pipeline`` (stored in ``db``)."""
     store = JobStore(db)
     spec = EvalSpec.model_validate({"strategies": strategies, "metrics": metrics, "top_k": TOP_K})
@@ -49,15 +50,15 @@ def _ranking(resp_sources: Any) -> list[tuple[str, str, str]]:
 
 def test_a_record_ranks_and_routes_as_ask_does(demo_pipeline, tmp_path):
     records = _records(demo_pipeline, tmp_path / "jobs.sqlite", _demo_questions(6), ["mkpqa", "uis"], ["retrieval"])
-    assert len(records) == 12 and {r["strategy"] for r in records} == {"mkpqa", "uis"}
+    assert len(records) == 12 and {r.strategy for r in records} == {"mkpqa", "uis"}
     for r in records:
-        resp = answer(demo_pipeline, _request(r["query"], r["strategy"], generate=False))
-        assert [(h["doc_id"], h["domain"], h["title"]) for h in r["ranking"]] == _ranking(resp.sources)
+        resp = answer(demo_pipeline, _request(r.query, r.strategy, generate=False))
+        assert [(h.doc_id, h.domain, h.title) for h in r.ranking] == _ranking(resp.sources)
         # the scores of a batch's query vectors (evaluation embeds 32 questions at once) and of one: equal to ~1e-6
-        assert [h["score"] for h in r["ranking"]] == pytest.approx([s.score for s in resp.sources], abs=1e-5)
-        assert [h["unified_score"] for h in r["ranking"]] == pytest.approx([s.unified_score for s in resp.sources], abs=1e-5)
-        assert r["active_domains"] == resp.routing.active_domains and r["fallback"] == resp.routing.fallback
-        assert r["probabilities"] == pytest.approx(resp.routing.probabilities, abs=1e-5)
+        assert [h.score for h in r.ranking] == pytest.approx([s.score for s in resp.sources], abs=1e-5)
+        assert [h.unified_score for h in r.ranking] == pytest.approx([s.unified_score for s in resp.sources], abs=1e-5)
+        assert r.active_domains == resp.routing.active_domains and r.fallback == resp.routing.fallback
+        assert r.probabilities == pytest.approx(resp.routing.probabilities, abs=1e-5)
 
 
 def test_an_evaluated_answer_is_the_answer_ask_gives_by_product_included(demo_pipeline, tmp_path):
@@ -66,16 +67,16 @@ def test_an_evaluated_answer_is_the_answer_ask_gives_by_product_included(demo_pi
     records = _records(demo_pipeline, tmp_path / "jobs.sqlite", queries, ["fused", "mkpqa"], ["retrieval", "answers"])
     assert len(records) == 4
     for r in records:
-        resp = answer(demo_pipeline, _request(r["query"], r["strategy"], generate=True))
-        assert (r["answer"], r["answer_mode"], r["answer_error"]) == (resp.answer, resp.answer_mode, resp.error)
-        assert r["confidence"]["covered"] == present(resp.confidence).covered
-        assert r["generate_ms"] > 0 and r["metrics"]["answer_ms"] == r["generate_ms"]
+        resp = answer(demo_pipeline, _request(r.query, r.strategy, generate=True))
+        assert (r.answer, r.answer_mode, r.answer_error) == (resp.answer, resp.answer_mode, resp.error)
+        assert present(r.confidence).covered == present(resp.confidence).covered
+        assert present(r.generate_ms) > 0 and r.metrics["answer_ms"] == r.generate_ms
         # the ranking scored is the merged one, also when the answer's sources are the products' passages in turn
-        ranking_only = answer(demo_pipeline, _request(r["query"], r["strategy"], generate=False))
-        assert [h["doc_id"] for h in r["ranking"]] == [s.doc_id for s in ranking_only.sources]
-    by_product = next(r for r in records if r["qid"] == "ambiguous" and r["strategy"] == "fused")
-    assert by_product["answer_mode"] == "by_product"  # what /ask answers, not one product's answer to the merged ranking
-    assert next(r for r in records if r["qid"] == "clear" and r["strategy"] == "fused")["answer_mode"] == "extractive"
+        ranking_only = answer(demo_pipeline, _request(r.query, r.strategy, generate=False))
+        assert [h.doc_id for h in r.ranking] == [s.doc_id for s in ranking_only.sources]
+    by_product = next(r for r in records if r.qid == "ambiguous" and r.strategy == "fused")
+    assert by_product.answer_mode == "by_product"  # what /ask answers, not one product's answer to the merged ranking
+    assert next(r for r in records if r.qid == "clear" and r.strategy == "fused").answer_mode == "extractive"
 
 
 class _NoAnswers:
@@ -94,10 +95,8 @@ def test_a_ranking_only_evaluation_stops_after_retrieval(demo_pipeline, tmp_path
     queries = _demo_questions(3)
     records = _records(unanswering, tmp_path / "a.sqlite", queries, ["fused", "rfs"], ["retrieval"])
     again = _records(demo_pipeline, tmp_path / "b.sqlite", queries, ["fused", "rfs"], ["retrieval"])
-    assert [(r["qid"], r["strategy"], r["ranking"], r["metrics"]) for r in records] == [
-        (r["qid"], r["strategy"], r["ranking"], r["metrics"]) for r in again
-    ]
-    assert all("answer" not in r for r in records)
+    assert [(r.qid, r.strategy, r.ranking, r.metrics) for r in records] == [(r.qid, r.strategy, r.ranking, r.metrics) for r in again]
+    assert all("answer" not in r.stored() for r in records)
     with pytest.raises(AssertionError, match="asked for an answer"):  # the stand-in is live: answers would reach it
         _records(unanswering, tmp_path / "c.sqlite", queries[:1], ["fused"], ["answers"])
 
@@ -125,9 +124,9 @@ def test_an_answer_given_by_product_is_judged_against_the_passages_it_was_given_
         server.close()
     record = store.results(job)[0]
     resp = answer(demo_pipeline, _request(question, "fused", generate=True))
-    assert record["answer_mode"] == resp.answer_mode == "by_product" and len(resp.sources) > TOP_K
+    assert record.answer_mode == resp.answer_mode == "by_product" and len(resp.sources) > TOP_K
     verdicts = [p for p in server.prompts if p.startswith("Your task is to judge the faithfulness")]
-    assert len(verdicts) == 1 and record["metrics"]["faithfulness"] == 1.0
+    assert len(verdicts) == 1 and record.metrics["faithfulness"] == 1.0
     context = verdicts[0].split("Context:\n", 1)[1].split("\n\nStatements:", 1)[0].splitlines()
     assert len(context) == len(resp.sources)
     assert all(line.startswith(f"[{i}] ({s.title}) ") for i, (line, s) in enumerate(zip(context, resp.sources, strict=True), 1))

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from service.evaluation import ragxplain
 from service.evaluation.judges import ParseError, extract_json
 from service.evaluation.mkpqa import faithfulness_score, parse_verdicts
 from service.evaluation.rageval import keypoint_scores
+from service.evaluation.record import QuestionRecord, RankedPassage
 from service.evaluation.retrieval_metrics import (
     acc_at_top1,
     effective_information_rate,
@@ -175,20 +178,32 @@ def test_extract_json_failures(reply):
 
 
 # ------------------------------------------------------------------ summary and dry run
-def _rec(qid, strategy, domains, acc, rel=None, rel_kind=None):
-    return {
-        "qid": qid,
-        "query": qid,
-        "strategy": strategy,
-        "domains": domains,
-        "kind": "cross" if len(domains) > 1 else "uni",
-        "gold_doc_ids": ["g"],
-        "ranking": [],
-        "active_domains": domains,
-        "metrics": {"acc_at_top1": acc, "relevancy": rel},
-        "outcomes": {"relevancy": {"value": rel, "kind": rel_kind, "calls": 1}},
-        "judge": "judge-x",
-    }
+def _rec(qid, strategy, domains, acc, rel=None, rel_kind=None, **fields: Any) -> QuestionRecord:
+    """A hand-made record (``fields``: more of its fields, e.g. its ranking or answer)."""
+    return QuestionRecord.model_validate(
+        {
+            "qid": qid,
+            "query": qid,
+            "domains": domains,
+            "kind": "cross" if len(domains) > 1 else "uni",
+            "strategy": strategy,
+            "position": 0,
+            "gold_doc_ids": ["g"],
+            "ranking": [],
+            "active_domains": domains,
+            "fallback": False,
+            "probabilities": {},
+            "metrics": {"acc_at_top1": acc, "relevancy": rel},
+            "outcomes": {"relevancy": {"value": rel, "explanation": None, "error": None, "kind": rel_kind, "calls": 1}},
+            "judge": "judge-x",
+            **fields,
+        }
+    )
+
+
+def _top(doc_id: str) -> list[RankedPassage]:
+    """A ranking of one passage."""
+    return [RankedPassage(doc_id=doc_id, domain="git", title=doc_id, score=0.5, unified_score=0.5)]
 
 
 def _questions(*labels: dict) -> list[JobQuestion]:
@@ -234,9 +249,9 @@ def test_report_is_self_contained_html_with_charts_and_failures():
     spec = EvalSpec.model_validate({"strategies": ["mkpqa", "uis"], "metrics": ["retrieval", "answer"], "top_k": 5})
     queries = _questions({"qid": "a", "domains": ["git"]}, {"qid": "c", "domains": ["git", "perl"]})
     records = [
-        {**_rec("a", s, ["git"], acc, None, "parse"), "ranking": [{"doc_id": "x"}], "answer": "<b>raw</b> answer", "answer_mode": "generative"}
+        _rec("a", s, ["git"], acc, None, "parse", ranking=_top("x"), answer="<b>raw</b> answer", answer_mode="generative")
         for s, acc in (("mkpqa", 1.0), ("uis", 0.0))
-    ] + [{**_rec("c", s, ["git", "perl"], 0.0, None, "parse"), "ranking": [{"doc_id": "y"}]} for s in ("mkpqa", "uis")]
+    ] + [_rec("c", s, ["git", "perl"], 0.0, None, "parse", ranking=_top("y")) for s in ("mkpqa", "uis")]
     page = render(summarize(spec, queries, records, dataset="hand"), records)
     assert page.startswith("<!DOCTYPE html>") and "<script" not in page and "http" not in page.split("</style>")[0]
     assert page.count("<svg") == 7  # acc, recall, mrr, routing x2, relevancy, faithfulness; domains_searched not charted
@@ -247,14 +262,14 @@ def test_report_is_self_contained_html_with_charts_and_failures():
 
 
 def test_report_names_lfs_votes_only_where_there_are_votes():
-    """A fused record's selector (questions, fallback) has no votes: its line must not end in "lfs votes None"."""
+    """A fused record's selector (its q per domain) has no votes: its line must not end in "lfs votes None"."""
     from service.evaluation.report import render
 
     spec = EvalSpec.model_validate({"strategies": ["fused", "lfs"], "metrics": ["retrieval"], "top_k": 5, "gate": "deterministic", "seed": None})
     queries = _questions({"qid": "a", "domains": ["git"]})
     records = [
-        {**_rec("a", "fused", ["git"], 0.0), "ranking": [{"doc_id": "x"}], "selector": {"questions": ["a"], "fallback": False}},
-        {**_rec("a", "lfs", ["git"], 0.0), "ranking": [{"doc_id": "x"}], "selector": {"votes": {"git": True}, "failures": 0}},
+        _rec("a", "fused", ["git"], 0.0, ranking=_top("x"), selector={"fused": {"git": 0.9}, "errors": []}),
+        _rec("a", "lfs", ["git"], 0.0, ranking=_top("x"), selector={"votes": {"git": True}, "failures": 0, "errors": []}),
     ]
     page = render(summarize(spec, queries, records, dataset="hand"), records)
     assert "lfs votes None" not in page
@@ -266,7 +281,7 @@ def test_the_demo_datasets_report_says_its_figures_are_in_sample():
     from service.evaluation.report import render
 
     spec = EvalSpec.model_validate({"strategies": ["uis"], "metrics": ["retrieval"], "top_k": 5, "gate": "deterministic", "seed": None})
-    records = [{**_rec("a", "uis", ["git"], 1.0), "ranking": [{"doc_id": "x"}]}]
+    records = [_rec("a", "uis", ["git"], 1.0, ranking=_top("x"))]
     demo = summarize(spec, _questions({"qid": "a", "domains": ["git"]}), records, dataset="demo")
     assert any(n.startswith("in-sample") for n in demo["notes"]) and "in-sample" in render(demo, records)
     assert not any("in-sample" in n for n in summarize(spec, _questions({"qid": "a", "domains": ["git"]}), records, dataset="hand")["notes"])

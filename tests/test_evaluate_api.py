@@ -151,7 +151,7 @@ def test_job_survives_a_restart_and_matches_the_in_process_run(demo_pipeline, tm
     store = JobStore.for_home(home)
     mid = present(store.get(job_id))
     assert mid["status"] == "running" and mid["progress"]["done"] == block_at * len(strategies) + 1
-    before = {(r["strategy"], r["qid"]): r for r in store.results(job_id)}
+    before = {(r["strategy"], r["qid"]): r for r in (record.stored() for record in store.results(job_id))}
     assert set(before) == {(s, q["qid"]) for q in mini[:block_at] for s in strategies} | {(strategies[0], mini[block_at]["qid"])}
 
     app2 = create_app(make_settings(home), _state(demo_pipeline, home))

@@ -13,6 +13,7 @@ import pytest
 from service.demo import QUERIES
 from service.evaluation import jobs as jobs_module
 from service.evaluation.jobs import JobStore
+from service.evaluation.record import QuestionRecord
 from service.evaluation.runner import EvaluationError, create_job, pinned_versions, run_job
 from service.evaluation.spec import JobQuestion, JobSpec
 from service.evaluation.worker import EvalWorker
@@ -45,8 +46,8 @@ def _stop_after(store: JobStore, job_id: str, n: int):
     return lambda: len(store.done_keys(job_id)) >= n
 
 
-def _strip_timing(records: list[dict]) -> list[dict]:
-    return [{k: v for k, v in r.items() if k not in ("ms", "generate_ms")} for r in records]
+def _strip_timing(records: list[QuestionRecord]) -> list[dict]:
+    return [r.model_dump(exclude={"ms", "generate_ms"}) for r in records]
 
 
 def test_resumed_job_equals_the_uninterrupted_one_for_the_same_seed(demo_pipeline, tmp_path):
@@ -61,10 +62,10 @@ def test_resumed_job_equals_the_uninterrupted_one_for_the_same_seed(demo_pipelin
     assert _strip_timing(store.results(parted)) == _strip_timing(store.results(whole))
     assert resumed["results"] == reference["results"] and resumed["ci95"] == reference["ci95"]
     # The seed is used: the stochastic gate drew differently for some question than the deterministic one would.
-    searched = [r["active_domains"] for r in store.results(whole) if r["strategy"] == "mkpqa"]
+    searched = [r.active_domains for r in store.results(whole) if r.strategy == "mkpqa"]
     other = create_job(store, SPEC.model_copy(update={"seed": 12}), qs, "demo")
     run_job(demo_pipeline, None, store, other)
-    assert searched != [r["active_domains"] for r in store.results(other) if r["strategy"] == "mkpqa"]
+    assert searched != [r.active_domains for r in store.results(other) if r.strategy == "mkpqa"]
 
 
 def test_a_resume_with_other_versions_is_refused_or_restarted(demo_pipeline, tmp_path):
@@ -240,7 +241,9 @@ def test_unfinished_jobs_are_capped_per_client_and_finished_ones_purged(tmp_path
     store.create(spec, qs, client="key:b", max_unfinished=2)  # another key has its own budget
     store.finish(first, {"ok": True})
     third = store.create(spec, qs, client="key:a", max_unfinished=2)  # a finished job no longer counts
-    store.save_result(first, "uis", "q1", 0, {"qid": "q1"})
+    record = {"qid": "q1", "query": "q", "domains": [], "kind": "oos", "strategy": "uis", "position": 0, "gold_doc_ids": []}
+    routing = {"ranking": [], "active_domains": [], "fallback": True, "probabilities": {}, "metrics": {}, "outcomes": {}}
+    store.save_result(first, QuestionRecord.model_validate({**record, **routing}))
     store.cache_set(first, "k", 1)
     assert store.purge(time.time() - 60) == 0  # finished just now: kept
     assert store.purge(time.time() + 1) == 1  # the finished one only; unfinished jobs are never purged

@@ -127,8 +127,8 @@ def test_every_judged_group_end_to_end_against_a_scripted_judge(demo_pipeline, j
         for p in server.server.prompts
         if p.startswith("You evaluate one aspect") and ("Aspect: Context recall" in p or "Aspect: Factuality" in p)
     )
-    no_ref = [r for r in store.results(job) if r["qid"] == "no-ref"]
-    assert all(r["metrics"]["rx_grading_note"] == 0.4 and r["metrics"]["rx_factuality"] is None for r in no_ref)
+    no_ref = [r for r in store.results(job) if r.qid == "no-ref"]
+    assert all(r.metrics["rx_grading_note"] == 0.4 and r.metrics["rx_factuality"] is None for r in no_ref)
     # Key points are extracted once per question and shared by the strategies; insights once per strategy.
     assert server.count("Extract the key points") == len(with_ref)
     assert server.count("You analyse the evaluation") == len(SPEC.strategies)

@@ -102,8 +102,8 @@ def test_job_counts_judge_failures_in_its_summary(demo_pipeline, scripted, tmp_p
     assert summary["results"]["mkpqa"]["all"]["faithfulness"] == 1.0
     assert summary["judge"]["model"] == "openai:judge-model"
     records = store.results(job)
-    assert records[1]["outcomes"]["relevancy"]["kind"] == "parse" and records[1]["metrics"]["relevancy"] is None
-    assert all(r["answer_mode"] == "generative" for r in records)
+    assert records[1].outcomes["relevancy"].kind == "parse" and records[1].metrics["relevancy"] is None
+    assert all(r.answer_mode == "generative" for r in records)
 
 
 def test_embedded_model_as_judge_gives_a_score_or_a_counted_failure(embedded_llm):

@@ -256,7 +256,7 @@ def get_job(job_id: str, request: Request, allowed: frozenset[str] | None = Depe
 @router.get("/evaluate/{job_id}/questions", responses=_ERRORS, summary="Finished per-question results")
 def job_questions(job_id: str, request: Request, allowed: frozenset[str] | None = Depends(caller_scope)) -> dict:
     _job(request, job_id, allowed)
-    return {"id": job_id, "records": _worker(request.app).store.results(job_id)}
+    return {"id": job_id, "records": [r.stored() for r in _worker(request.app).store.results(job_id)]}
 
 
 @router.get(

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from service.evaluation.record import QuestionRecord
 from service.evaluation.wixqa import bleu, token_f1
 from service.schemas import EvalQuery
 
@@ -75,26 +76,26 @@ def _percentiles(values: Sequence[float]) -> dict[str, float | None]:
     return {"p50": round(float(p50), 3), "p95": round(float(p95), 3)}
 
 
-def _means(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def _means(records: Sequence[QuestionRecord]) -> dict[str, Any]:
     out: dict[str, Any] = {"questions": len(records)}
     for m in METRICS[:-1]:
-        vals = [r["metrics"].get(m) for r in records if r["metrics"].get(m) is not None]
+        vals = [v for r in records if (v := r.metrics.get(m)) is not None]
         out[m] = round(float(np.mean(vals)), 6) if vals else None
         out[f"n_{m}"] = len(vals)
-    ms = [r["metrics"]["answer_ms"] for r in records if r["metrics"].get("answer_ms") is not None]
+    ms = [v for r in records if (v := r.metrics.get("answer_ms")) is not None]
     out["answer_ms"] = _percentiles(ms)
     return out
 
 
-def summarize_answers(strategies: Sequence[str], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def summarize_answers(strategies: Sequence[str], records: Sequence[QuestionRecord]) -> dict[str, Any]:
     """Per strategy: the answers metrics over all questions (``abstention_rate`` on out-of-scope ones,
     ``false_refusal_rate`` on in-scope ones, latency p50/p95) and the same per answer mode."""
     out: dict[str, Any] = {}
     for s in strategies:
-        rs = [r for r in records if r["strategy"] == s and "answer_ms" in r.get("metrics", {})]
-        by_mode: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        rs = [r for r in records if r.strategy == s and "answer_ms" in r.metrics]
+        by_mode: dict[str, list[QuestionRecord]] = defaultdict(list)
         for r in rs:
-            by_mode[r.get("answer_mode") or "none"].append(r)
+            by_mode[str(r.answer_mode or "none")].append(r)
         overall = _means(rs)
         overall["abstention_rate"] = overall.pop("abstained")
         overall["false_refusal_rate"] = overall.pop("false_refusal")

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from service.evaluation import answers, rageval, ragxplain, wixqa
 from service.evaluation.judges import Judge, Outcome
 from service.evaluation.mkpqa import faithfulness, relevancy
+from service.evaluation.record import OutcomeRecord, QuestionRecord
 from service.evaluation.retrieval_metrics import effective_information_rate, ranking_scores, recall_at_k
 from service.evaluation.spec import JobQuestion
 from service.retrieval.passage import RankedHit
@@ -31,7 +31,7 @@ RAGEVAL_RETRIEVAL = ("retrieval_recall", "eir")
 class Scoring:
     """One question's retrieval (and answer) as the scoring functions read it; they write ``record``."""
 
-    record: dict[str, Any]
+    record: QuestionRecord
     query: JobQuestion
     hits: list[RankedHit]
     active_domains: list[str]
@@ -61,11 +61,11 @@ class Scoring:
 
     def outcome(self, name: str, outcome: Outcome, judge: Judge | None) -> None:
         """Record one judged metric: its value in ``metrics``, the whole outcome in ``outcomes``."""
-        self.record["metrics"][name] = outcome.value
-        d = outcome.as_dict()
+        self.record.metrics[name] = outcome.value
+        kept = OutcomeRecord.model_validate(outcome.as_dict())
         if judge is not None and outcome.kind != "skipped":
-            d["judge"] = judge.name
-        self.record["outcomes"][name] = d
+            kept.judge = judge.name
+        self.record.outcomes[name] = kept
 
     def require_judge(self) -> Judge:
         if self.judge is None:
@@ -105,16 +105,16 @@ def retrieval_metric_names(top_k: int) -> list[str]:
 
 # --------------------------------------------------------------------------- scoring functions
 def _retrieval(s: Scoring) -> None:
-    s.record["metrics"].update(ranking_scores(s.ranked, s.gold, s.active_domains, s.query.domains, s.top_k))
+    s.record.metrics.update(ranking_scores(s.ranked, s.gold, s.active_domains, s.query.domains, s.top_k))
 
 
 def _rageval_ranking(s: Scoring) -> None:
-    s.record["metrics"]["retrieval_recall"] = recall_at_k(s.ranked, s.gold, s.top_k)
-    s.record["metrics"]["eir"] = effective_information_rate([(h.passage.doc_id, h.passage.text) for h in s.hits], s.gold)
+    s.record.metrics["retrieval_recall"] = recall_at_k(s.ranked, s.gold, s.top_k)
+    s.record.metrics["eir"] = effective_information_rate([(h.passage.doc_id, h.passage.text) for h in s.hits], s.gold)
 
 
 def _answers(s: Scoring) -> None:
-    s.record["metrics"].update(
+    s.record.metrics.update(
         answers.scores(s.answer, s.answer_mode or "none", s.query.answer, out_of_scope=answers.is_out_of_scope(s.query), answer_ms=s.answer_ms)
     )
 
@@ -127,7 +127,7 @@ def _answer(s: Scoring) -> None:
 
 def _wixqa(s: Scoring) -> None:
     judge, reference = s.require_judge(), s.query.answer
-    s.record["metrics"].update(wixqa.lexical(s.answer, reference))
+    s.record.metrics.update(wixqa.lexical(s.answer, reference))
     s.outcome("context_recall", wixqa.context_recall(judge, reference, s.context), judge)
     s.outcome("factuality", wixqa.factuality(judge, s.query.query, s.answer, reference), judge)
 
@@ -143,7 +143,7 @@ def _rageval_answer(s: Scoring) -> None:
     for n, o in outs.items():
         o.calls = calls if n == "completeness" else 0
         s.outcome(n, o, judge)
-    s.record["key_points"] = kp.detail["key_points"]
+    s.record.key_points = kp.detail["key_points"]
 
 
 def _ragxplain(s: Scoring) -> None:

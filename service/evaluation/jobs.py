@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from service.evaluation.record import QuestionRecord
 from service.evaluation.spec import JobQuestion, JobSpec
 
 STALE_S = 120.0
@@ -304,13 +305,14 @@ class JobStore:
             c.execute("UPDATE jobs SET owner = NULL WHERE id = ? AND owner = ?", (job_id, owner))
 
     # ---------------------------------------------------------------- results
-    def save_result(self, job_id: str, strategy: str, qid: str, position: int, record: dict[str, Any]) -> None:
-        """Commit one finished question (and refresh the job's heartbeat)."""
+    def save_result(self, job_id: str, record: QuestionRecord) -> None:
+        """Commit one finished question (and refresh the job's heartbeat); its row is keyed by the record's strategy,
+        qid and position, and holds the record's JSON (:meth:`QuestionRecord.stored`)."""
         now = time.time()
         with self._conn() as c:
             c.execute(
                 "INSERT OR REPLACE INTO results (job_id, strategy, qid, position, record) VALUES (?, ?, ?, ?, ?)",
-                (job_id, strategy, qid, position, json.dumps(record)),
+                (job_id, str(record.strategy), record.qid, record.position, json.dumps(record.stored())),
             )
             c.execute("UPDATE jobs SET heartbeat = ?, updated = ? WHERE id = ?", (now, now, job_id))
 
@@ -320,11 +322,11 @@ class JobStore:
             rows = c.execute("SELECT strategy, qid FROM results WHERE job_id = ?", (job_id,)).fetchall()
         return {(r["strategy"], r["qid"]) for r in rows}
 
-    def results(self, job_id: str) -> builtins.list[dict[str, Any]]:
+    def results(self, job_id: str) -> builtins.list[QuestionRecord]:
         """Finished per-question records, in question order then strategy."""
         with self._conn() as c:
             rows = c.execute("SELECT record FROM results WHERE job_id = ? ORDER BY position, strategy", (job_id,)).fetchall()
-        return [json.loads(r["record"]) for r in rows]
+        return [QuestionRecord.model_validate_json(r["record"]) for r in rows]
 
     def cache_get(self, job_id: str, key: str) -> Any | None:
         with self._conn() as c:

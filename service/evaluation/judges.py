@@ -17,13 +17,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from service.config import Settings
+from service.evaluation.record import FailureKind
 from service.generation.llm import LLM, LLMError
 
 T = TypeVar("T")
-FailureKind = Literal["parse", "call", "skipped"]
 
 
 class ParseError(ValueError):

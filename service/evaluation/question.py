@@ -3,7 +3,8 @@
 :func:`evaluate_question` is what :func:`service.evaluation.runner.run_job` calls for every question and
 strategy of a job. The question is answered as ``/ask`` answers it: one :class:`~service.schemas.AskRequest`
 (:func:`ask_request`) through :func:`service.ask.answer_stream` (:func:`reply_to`), so an evaluation measures what a user
-gets; the record is filled from its events. The metric groups' scoring functions are :mod:`.groups`'.
+gets; the record (a :class:`~service.evaluation.record.QuestionRecord`) is filled from its events. The metric
+groups' scoring functions are :mod:`.groups`'.
 """
 
 from __future__ import annotations
@@ -11,15 +12,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from service.ask import answer_stream
 from service.evaluation import ragxplain, wixqa
 from service.evaluation.groups import GROUPS, Scoring, judged_metric_names, metric_groups, needs_answers, needs_judge
 from service.evaluation.judges import Judge, Outcome
+from service.evaluation.record import OutcomeRecord, QuestionRecord, RankedPassage, SelectorRecord
 from service.evaluation.spec import JobQuestion, JobSpec
 from service.evaluation.summary import kind_of
 from service.events import DoneEvent, RetrievalEvent
+from service.generation.modes import AnswerMode
 from service.schemas import AskRequest, AskResponse, EvalSpec, MetricGroup, Strategy
 
 if TYPE_CHECKING:
@@ -43,17 +46,12 @@ NO_ANSWER_SCORES = {
 }
 
 
-def _no_answer(record: dict[str, Any], names: Iterable[str], mode: str) -> None:
+def _no_answer(record: QuestionRecord, names: Iterable[str], mode: str) -> None:
     """Score the judged metrics of a question the system did not answer (RAGEval: every key point missing)."""
     for n in names:
-        record["metrics"][n] = NO_ANSWER_SCORES.get(n, 0.0)
-        record["outcomes"][n] = {
-            "value": record["metrics"][n],
-            "explanation": f"no answer (answer_mode {mode}): scored as a failure of the system",
-            "error": None,
-            "kind": None,
-            "calls": 0,
-        }
+        value = record.metrics[n] = NO_ANSWER_SCORES.get(n, 0.0)
+        explanation = f"no answer (answer_mode {mode}): scored as a failure of the system"
+        record.outcomes[n] = OutcomeRecord(value=value, explanation=explanation, error=None, kind=None, calls=0)
 
 
 @dataclass(frozen=True)
@@ -88,36 +86,36 @@ def reply_to(pipeline: Pipeline, spec: JobSpec, req: AskRequest, prepared: Prepa
     return Reply(retrieved, done[-1].response)
 
 
-def _record(q: JobQuestion, position: int, strategy: Strategy, retrieved: RetrievalEvent) -> dict[str, Any]:
+def _record(q: JobQuestion, position: int, strategy: Strategy, retrieved: RetrievalEvent) -> QuestionRecord:
     """A question's record before scoring: the question, the ranking and the routing."""
     routing = retrieved.routing
-    record: dict[str, Any] = {
-        "qid": q.qid,
-        "query": q.query,
-        "domains": q.domains,
-        "kind": kind_of(q),
-        "strategy": strategy,
-        "position": position,
-        "gold_doc_ids": q.gold_doc_ids,
-        "ranking": [
-            {
-                "doc_id": h.passage.doc_id,
-                "domain": h.passage.domain,
-                "title": h.passage.title,
-                "score": round(h.score, 6),
-                "unified_score": round(h.unified_score, 6),
-            }
+    record = QuestionRecord(
+        qid=q.qid,
+        query=q.query,
+        domains=q.domains,
+        kind=kind_of(q),
+        strategy=strategy,
+        position=position,
+        gold_doc_ids=q.gold_doc_ids,
+        ranking=[
+            RankedPassage(
+                doc_id=h.passage.doc_id,
+                domain=h.passage.domain,
+                title=h.passage.title,
+                score=round(h.score, 6),
+                unified_score=round(h.unified_score, 6),
+            )
             for h in retrieved.ranking
         ],
-        "active_domains": routing.active_domains,
-        "fallback": routing.fallback,
-        "probabilities": routing.probabilities,
-        "metrics": {},
-        "outcomes": {},
-    }
+        active_domains=routing.active_domains,
+        fallback=routing.fallback,
+        probabilities=routing.probabilities,
+        metrics={},
+        outcomes={},
+    )
     detail = routing.selector
     if detail is not None and detail.model_fields_set:
-        record["selector"] = {**detail.model_dump(exclude={"errors"}), "errors": list((detail.errors or {}).values())[:3]}
+        record.selector = SelectorRecord.model_validate({**detail.model_dump(exclude={"errors"}), "errors": list((detail.errors or {}).values())[:3]})
     return record
 
 
@@ -130,7 +128,7 @@ def evaluate_question(
     strategy: Strategy,
     prepared: Prepared | None,
     key_points: Callable[[], Outcome] | None = None,
-) -> dict[str, Any]:
+) -> QuestionRecord:
     """Ask (the ranking only, or an answer when a metric group scores answers) and score one question with one
     strategy; returns its record."""
     t0 = time.perf_counter()
@@ -143,23 +141,18 @@ def evaluate_question(
             group.score_ranking(scoring)
     if reply.response is not None:
         _score_answer(spec, record, scoring, reply.response, judge)
-    record["ms"] = round((time.perf_counter() - t0) * 1000, 1)
+    record.ms = round((time.perf_counter() - t0) * 1000, 1)
     return record
 
 
-def _score_answer(spec: EvalSpec, record: dict[str, Any], scoring: Scoring, resp: AskResponse, judge: Judge | None) -> None:
+def _score_answer(spec: EvalSpec, record: QuestionRecord, scoring: Scoring, resp: AskResponse, judge: Judge | None) -> None:
     """Score the response's answer (judged from the passages it was given from, its sources); a missing answer scores
     0 in every judged metric (a failure of the system) without asking the judge. Its time is the response's from the
     ranking to the answer (``by_product``, answering per product, and ``generate``)."""
     answer, mode = resp.answer, str(resp.answer_mode)
     answer_ms = round(resp.timings_ms.get("by_product", 0.0) + resp.timings_ms.get("generate", 0.0), 3)
-    record.update(
-        answer=answer,
-        answer_mode=mode,
-        answer_error=resp.error,
-        generate_ms=answer_ms,
-        confidence=None if resp.confidence is None else resp.confidence.model_dump(),
-    )
+    record.answer, record.answer_mode, record.answer_error, record.generate_ms = answer, AnswerMode(mode), resp.error, answer_ms
+    record.confidence = resp.confidence
     scoring.answer, scoring.answer_mode, scoring.answer_ms, scoring.sources = answer, mode, answer_ms, resp.sources
     groups = [GROUPS[g] for g in metric_groups(spec)]
     if needs_judge(spec) and judge is None:
@@ -168,7 +161,7 @@ def _score_answer(spec: EvalSpec, record: dict[str, Any], scoring: Scoring, resp
         _no_answer(record, [n for n in judged_metric_names(spec) if n != "context_recall"], mode)
         if MetricGroup.WIXQA in metric_groups(spec):
             assert judge is not None
-            record["metrics"].update(wixqa.lexical(answer, scoring.query.answer))
+            record.metrics.update(wixqa.lexical(answer, scoring.query.answer))
             scoring.outcome("context_recall", wixqa.context_recall(judge, scoring.query.answer, scoring.context), judge)
         groups = [g for g in groups if not g.needs_judge]
     for g in groups:

@@ -14,6 +14,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from service.evaluation.record import QuestionRecord
+
 COLORS = {"mkpqa": "#1f77b4", "uis": "#ff7f0e", "rfs": "#2ca02c", "lfs": "#d62728"}
 SCALE_10 = {"relevancy"}
 NOT_CHARTED = {"domains_searched"}
@@ -171,17 +173,16 @@ def _insights(summary: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def worst_questions(records: Sequence[dict[str, Any]], limit: int = 15) -> list[dict[str, Any]]:
-    """Questions ranked worst first: most strategies with a wrong top-1, then the lowest judged scores."""
-    by_q: dict[str, list[dict[str, Any]]] = defaultdict(list)
+def worst_questions(records: Sequence[QuestionRecord], limit: int = 15) -> list[list[QuestionRecord]]:
+    """Questions ranked worst first (each one its records, one per strategy): most strategies with a wrong top-1, then
+    the lowest judged scores."""
+    by_q: dict[str, list[QuestionRecord]] = defaultdict(list)
     for r in records:
-        by_q[r["qid"]].append(r)
+        by_q[r.qid].append(r)
 
-    def badness(rs: list[dict[str, Any]]) -> tuple[float, float]:
-        wrong = sum(1 for r in rs if r["metrics"].get("acc_at_top1") == 0.0)
-        judged = [
-            v for r in rs for m, v in r["metrics"].items() if v is not None and m in ("relevancy", "faithfulness", "factuality", "completeness")
-        ]
+    def badness(rs: list[QuestionRecord]) -> tuple[float, float]:
+        wrong = sum(1 for r in rs if r.metrics.get("acc_at_top1") == 0.0)
+        judged = [v for r in rs for m, v in r.metrics.items() if v is not None and m in ("relevancy", "faithfulness", "factuality", "completeness")]
         judged_norm = [v / 10 if v > 1 else v for v in judged]
         return (-wrong, sum(judged_norm) / len(judged_norm) if judged_norm else 1.0)
 
@@ -190,41 +191,40 @@ def worst_questions(records: Sequence[dict[str, Any]], limit: int = 15) -> list[
     for rs in ranked[:limit]:
         if badness(rs) == (0, 1.0):
             break
-        out.append({"qid": rs[0]["qid"], "records": rs})
+        out.append(rs)
     return out
 
 
-def _question(item: dict[str, Any]) -> str:
-    rs = item["records"]
+def _question(rs: list[QuestionRecord]) -> str:
     r0 = rs[0]
     parts = [
-        f'<div class="q"><div class="t">{_e(r0["qid"])}: {_e(r0["query"])}</div>',
-        f"<div>domains: <code>{_e(', '.join(r0['domains']))}</code> · gold: <code>{_e(', '.join(r0['gold_doc_ids'][:4]))}"
-        f"{' ...' if len(r0['gold_doc_ids']) > 4 else ''}</code></div><ul>",
+        f'<div class="q"><div class="t">{_e(r0.qid)}: {_e(r0.query)}</div>',
+        f"<div>domains: <code>{_e(', '.join(r0.domains))}</code> · gold: <code>{_e(', '.join(r0.gold_doc_ids[:4]))}"
+        f"{' ...' if len(r0.gold_doc_ids) > 4 else ''}</code></div><ul>",
     ]
     for r in rs:
-        top = r["ranking"][0] if r["ranking"] else None
-        ok = r["metrics"].get("acc_at_top1")
+        top = r.ranking[0] if r.ranking else None
+        ok = r.metrics.get("acc_at_top1")
         mark = "" if ok is None else (" ✓" if ok == 1.0 else ' <span class="bad">✗</span>')
         line = (
-            f"<li><b>{_e(r['strategy'])}</b>{mark}: searched <code>{_e(', '.join(r['active_domains']))}</code>; "
-            f"top-1 <code>{_e(top['doc_id']) if top else 'none'}</code>"
+            f"<li><b>{_e(r.strategy)}</b>{mark}: searched <code>{_e(', '.join(r.active_domains))}</code>; "
+            f"top-1 <code>{_e(top.doc_id) if top else 'none'}</code>"
         )
-        if (r.get("selector") or {}).get("votes") is not None:  # lfs only: the other strategies' selectors have no votes
-            line += f" · lfs votes {_e(r['selector']['votes'])}"
-        if r.get("answer") is not None:
-            line += f"<br>answer ({_e(r.get('answer_mode'))}): {_e((r.get('answer') or '')[:300])}"
-        for m, o in (r.get("outcomes") or {}).items():
-            if o.get("value") is not None and o.get("explanation"):
-                line += f'<br><span class="judge">{_e(m)} = {_fmt(o["value"], m)} ({_e(o.get("judge", ""))}): {_e(o["explanation"][:240])}</span>'
-            elif o.get("kind"):
-                line += f'<br><span class="judge bad">{_e(m)}: {_e(o["kind"])} failure: {_e((o.get("error") or "")[:160])}</span>'
+        if r.selector is not None and r.selector.votes is not None:  # lfs only: the other strategies' selectors have no votes
+            line += f" · lfs votes {_e(r.selector.votes)}"
+        if r.answer is not None:
+            line += f"<br>answer ({_e(r.answer_mode)}): {_e(r.answer[:300])}"
+        for m, o in r.outcomes.items():
+            if o.value is not None and o.explanation:
+                line += f'<br><span class="judge">{_e(m)} = {_fmt(o.value, m)} ({_e(o.judge or "")}): {_e(o.explanation[:240])}</span>'
+            elif o.kind:
+                line += f'<br><span class="judge bad">{_e(m)}: {_e(o.kind)} failure: {_e((o.error or "")[:160])}</span>'
         parts.append(line + "</li>")
     parts.append("</ul></div>")
     return "".join(parts)
 
 
-def render(summary: dict[str, Any], records: Sequence[dict[str, Any]], *, title: str = "fedqa evaluation") -> str:
+def render(summary: dict[str, Any], records: Sequence[QuestionRecord], *, title: str = "fedqa evaluation") -> str:
     """The whole report as one HTML string."""
     groups_present = {g for per in summary["results"].values() for g in per}
     chart_groups = [g for g in ("uni", "cross") if g in groups_present] or ["all"]

@@ -22,6 +22,7 @@ from service.evaluation.groups import GROUPS, metric_groups, needs_answers, need
 from service.evaluation.jobs import JobStore
 from service.evaluation.judges import Judge, Outcome
 from service.evaluation.question import EvaluationError, evaluate_question
+from service.evaluation.record import QuestionRecord
 from service.evaluation.spec import JobQuestion, JobSpec
 from service.evaluation.summary import strategy_insights, summarize
 from service.queries import LabelledQuery
@@ -106,13 +107,13 @@ def _key_points(store: JobStore, job_id: str, judge: Judge | None, q: JobQuestio
     return get
 
 
-def _insights(store: JobStore, job_id: str, judge: Judge | None, strategies: Sequence[str], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def _insights(store: JobStore, job_id: str, judge: Judge | None, strategies: Sequence[str], records: Sequence[QuestionRecord]) -> dict[str, Any]:
     """RAGXplain's insights per strategy, cached in the job so a resumed job does not ask again."""
     insights = {}
     for s in strategies:
         cached = store.cache_get(job_id, f"insights:{s}")
         if cached is None:
-            cached = strategy_insights(judge, s, [r for r in records if r["strategy"] == s])
+            cached = strategy_insights(judge, s, [r for r in records if r.strategy == s])
             store.cache_set(job_id, f"insights:{s}", cached)
         insights[s] = cached
     return insights
@@ -239,8 +240,8 @@ def run_job(
                 _key_points(store, job_id, judge, q) if MetricGroup.RAGEVAL in groups else None,
             )
             if judge is not None:
-                record["judge"] = judge.name
-            store.save_result(job_id, strategy, q.qid, position, record)
+                record.judge = judge.name
+            store.save_result(job_id, record)
             with counter_lock:
                 counter["done"] += 1
                 if progress:
@@ -296,7 +297,7 @@ def create_job(
     return store.create(job_spec, dedupe_qids(queries), versions, client=client, max_unfinished=max_unfinished)
 
 
-def write_outputs(out: str | Path, summary: dict[str, Any], records: Sequence[dict[str, Any]]) -> dict[str, str]:
+def write_outputs(out: str | Path, summary: dict[str, Any], records: Sequence[QuestionRecord]) -> dict[str, str]:
     """summary.json, results.jsonl (one record per strategy and question) and report.html in ``out``."""
     from service.evaluation.report import render
 
@@ -305,6 +306,6 @@ def write_outputs(out: str | Path, summary: dict[str, Any], records: Sequence[di
     (path / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
     with (path / "results.jsonl").open("w", encoding="utf-8") as fh:
         for r in records:
-            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+            fh.write(json.dumps(r.stored(), ensure_ascii=False) + "\n")
     (path / "report.html").write_text(render(summary, records), encoding="utf-8")
     return {k: str(path / f) for k, f in (("summary", "summary.json"), ("results", "results.jsonl"), ("report", "report.html"))}
