@@ -7,7 +7,7 @@ process (the naive floor), in alternating blocks of questions with a pause betwe
 router, gate with the fused strategy's searches, search, total) and the HTTP overhead around them. A second
 pass over the same questions shows the query cache.
 
-    FEDQA_HOME=/work/homes/faq6-onnx python benchmarks/bench_retrieval.py --n 200
+    FEDQA_HOME=<home> python benchmarks/bench_retrieval.py --n 200
     ... --client stdlib    # http.client on one keep-alive connection instead of httpx (less client overhead)
     ... --rerank off       # the served ranking without the reranker (FEDQA_RERANK=off)
 Targets: without reranking (issue 13) p95 <= 0.7 x the bare encode's p95 and <= 12 ms on 2 quiet cores; with the

@@ -4,7 +4,7 @@ Starts ``fedqa serve`` on $FEDQA_HOME (LLM off: the retrieval service), reads it
 and after ``--n`` retrieval questions, next to its floor: a bare Python process holding the
 sentence-transformers PyTorch MiniLM after one encode.
 
-    FEDQA_HOME=/work/homes/faq6-onnx python benchmarks/bench_rss.py
+    FEDQA_HOME=<home> python benchmarks/bench_rss.py
     python benchmarks/bench_rss.py --demo                # a first 'fedqa serve --demo' on a new home
     python benchmarks/bench_rss.py --demo --fresh-cache  # ... with an empty per-user cache (the ONNX export redone)
 
