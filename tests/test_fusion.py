@@ -1,4 +1,5 @@
-"""The fused strategy's formula: s clipped at 0, lambda 0 = uis, the paper's parameters = mkpqa; the product filter."""
+"""The fused strategy's formula: s clipped at 0, lambda 0 = uis, the paper's parameters = mkpqa; the product filter; the
+vectorised fit against the per-question one (tests/fusion_reference.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,20 @@ from service.retrieval.federated import merge, search_domains
 from service.retrieval.passage import Hit, point_id
 from service.routing.fitted import RouterFitted
 from service.routing.fusion import Evidence, FusionParams, domain_evidence, domain_weights, fuse
-from training.fusion import PRIOR_GRID, FitQuestion, as_uis, fit_fusion, prior_params, ranking_scores
+from tests import fusion_reference
+from training.fusion import (
+    PRIOR_GRID,
+    FitQuestion,
+    FitSet,
+    _grid_search,
+    _prior_search,
+    _ranking_arrays,
+    as_uis,
+    cross_validated_gain,
+    fit_fusion,
+    prior_params,
+    ranking_scores,
+)
 
 _DOCS: dict[str, str] = {}  # point id -> doc_id of the hits made below
 
@@ -244,3 +258,88 @@ def test_fused_searches_only_the_top_k_when_its_q_reads_no_evidence():
         fitted = RouterFitted(fusion=params)
         selection = select(StrategyInput({"a": 0.7, "b": 0.3}, ["a", "b"], 0.5, search=search, top_k=5, fitted=fitted))
         assert limits[-1] == expected and set(selection.active) == {"a", "b"}
+
+
+def _random_questions(n: int, m: int, seed: int, hits: int = 5) -> tuple[list[str], list[FitQuestion]]:
+    """Seeded questions over m domains for the vectorised fit against the per-question one: p peaked or flat (some
+    scaled down, so that the grid's "unsure" fallback and gate both act), the router on the gold domain more often
+    than not; up to ``hits`` hits per domain (some domains none), similarities on a coarse grid (ties) with per-domain
+    offsets (which the prior family's c_j can correct), some negative; one or two gold passages, absent for some."""
+    rng = np.random.default_rng(seed)
+    domains = [f"d{j}" for j in range(m)]
+    offset = rng.uniform(-0.06, 0.06, m)
+    out = []
+    for i in range(n):
+        gold_dom = int(rng.integers(m))
+        p = rng.dirichlet(np.full(m, float(rng.choice([0.3, 1.0, 4.0]))))
+        if rng.random() < 0.6:
+            p[gold_dom] += float(rng.uniform(0.0, 1.0))
+        p = p / p.max() * rng.uniform(0.15, 1.0)
+        per, docs = {}, []
+        for j, d in enumerate(domains):
+            s = np.round(rng.uniform(-0.15, 0.6, int(rng.integers(0, hits + 1))) + offset[j] + (0.05 if j == gold_dom else 0.0), 2)
+            per[d] = [_hit(f"r{seed}-{i}-{d}-{k}", d, float(x)) for k, x in enumerate(s)]
+            docs += [(f"r{seed}-{i}-{d}-{k}", d) for k in range(len(s)) if j == gold_dom or rng.random() < 0.1]
+        picked = [docs[k] for k in rng.choice(len(docs), size=min(len(docs), int(rng.integers(1, 3))), replace=False)]
+        if not picked or rng.random() < 0.1:
+            picked = [(f"r{seed}-{i}-absent", domains[gold_dom])]
+        out.append(FitQuestion(p, per, sorted({d for _, d in picked}), {doc for doc, _ in picked}))
+    return domains, out
+
+
+@pytest.mark.parametrize(
+    ("n", "m", "seed", "top_k"), [(30, 2, 4, 5), (30, 3, 0, 5), (40, 5, 1, 3), pytest.param(24, 30, 2, 5, marks=pytest.mark.slow), (36, 8, 3, 1)]
+)
+def test_the_vectorised_searches_choose_and_score_as_the_per_question_fit(n: int, m: int, seed: int, top_k: int):
+    """Same parameters, same (Acc@Top1, MRR), same tie-breaks as training/fusion.py before it was vectorised (the grid
+    chooses a gate on the 3 domains, the prior family moves some c_j on 5, 8 and 30)."""
+    domains, qs = _random_questions(n, m, seed)
+    assert _grid_search(qs, domains, top_k, 4) == fusion_reference.grid_search(qs, domains, top_k, 4)
+    assert _prior_search(qs, domains, top_k, 4) == fusion_reference.prior_search(qs, domains, top_k, 4)
+
+
+def test_the_vectorised_ranking_scores_each_question_as_ranking_scores():
+    """Fused q, the unsure fallback, the gate's dropped domains, c_j of 0, ties: per question, the same (Acc, MRR)."""
+    rng = np.random.default_rng(7)
+    for m, top_k in ((1, 5), (3, 1), (7, 2), (31, 5)):
+        domains, qs = _random_questions(25, m, 10 + m, hits=int(rng.integers(1, 8)))
+        fs = FitSet.of(qs, domains, top_k, 3)
+        for _ in range(15):
+            c = {d: float(rng.choice([0.0, 0.9, 1.0, 1.1, 2.0])) for d in domains if rng.random() < 0.5}
+            fitted = dict(w_prior=rng.normal(1.0, 0.5), w_best=rng.normal(0.0, 2.0), w_share=rng.normal(0.0, 1.0), bias=rng.normal(0.0, 1.0))
+            params = FusionParams(
+                **{k: float(v) for k, v in fitted.items()},
+                sharpness=float(rng.choice([0.0, 0.5, 1.0, 3.0, 6.0])),
+                tau0=float(rng.choice([0.0, 0.2, 0.5, 1.0])),
+                unsure=float(rng.choice([0.0, 0.3, 0.6])),
+                evidence_k=3,
+                domain_weight=c,
+            )
+            acc, mrr = _ranking_arrays(fs, params)
+            ref = np.array([fusion_reference.ranking_scores(q, domains, params, top_k) for q in qs])
+            assert acc.tolist() == ref[:, 0].tolist() and mrr.tolist() == ref[:, 1].tolist()
+            assert [ranking_scores(q, domains, params, top_k) for q in qs] == [tuple(r) for r in ref.tolist()]
+
+
+@pytest.mark.slow  # the per-question reference fits each family 6 times per fit_fusion
+def test_the_vectorised_guard_and_fit_report_as_the_per_question_fit():
+    """cross_validated_gain and fit_fusion: the same report, the same chosen parameters."""
+    domains, qs = _random_questions(32, 4, 11)
+    for family in ("fused", "prior"):
+        assert cross_validated_gain(qs, domains, top_k=3, evidence_k=4, folds=4, seed=3, family=family) == fusion_reference.cross_validated_gain(
+            qs, domains, top_k=3, evidence_k=4, folds=4, seed=3, family=family
+        )
+    for m, seed, guard in ((3, 12, 5), (5, 13, 5), (6, 14, 0)):
+        domains, qs = _random_questions(32, m, seed)
+        qs[0].gold, qs[1].domains = set(), []  # left out of the fit
+        assert fit_fusion(qs, domains, top_k=5, evidence_k=4, guard_folds=guard) == fusion_reference.fit_fusion(
+            qs, domains, top_k=5, evidence_k=4, guard_folds=guard
+        )
+
+
+def test_the_fit_refuses_a_nan_similarity():
+    """The vectorised ranking keeps each domain's hits in similarity order, which a NaN has none of."""
+    domains, qs = _random_questions(10, 3, 15)
+    qs[0].hits["d0"] = [_hit("nan0", "d0", float("nan")), *qs[0].hits["d0"]]
+    with pytest.raises(ValueError, match="NaN"):
+        fit_fusion(qs, domains, top_k=5, evidence_k=4)

@@ -21,7 +21,9 @@ All on questions the router was not trained on:
    beyond them). The family with the best out-of-fold Acc@Top1 among those that pass is stored; when none
    passes, the ranking is uis (the fused q is still shown in the routing).
 
-The grids are the search space, not tuned values: the chosen values are stored with the router version.
+The grids are the search space, not tuned values: the chosen values are stored with the router version. The
+searches score every question at once (training/fusion_scoring.py), with what does not depend on the setting
+(evidence, candidate arrays: :class:`FitSet`) made once per fit and shared by the guard's folds.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 
 from service.retrieval.passage import Hit, point_id
-from service.routing.fusion import FusionParams, domain_evidence, domain_weights, features, fuse, per_domain
+from service.routing.fusion import Evidence, FusionParams, domain_evidence, domain_weights, features, fuse, per_domain
 from service.routing.gate import gate
+from training.fusion_scoring import Candidates, ColumnSearch, Prepared, candidates, mean_scores, rank_scores, top1_accuracy
 
 SHARPNESS_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 TAU0_GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
@@ -58,23 +61,13 @@ class FitQuestion:
     gold: set[str] = field(default_factory=set)  # gold doc_ids
 
 
-@dataclass
-class _Prepared:
-    """A question's candidates as arrays (the evidence does not depend on the grid's parameters)."""
-
-    dom: np.ndarray  # domain index of each candidate hit
-    s: np.ndarray  # its similarity
-    tie: np.ndarray  # its rank by (-s, point id): merge's tie-break
-    gold: np.ndarray  # whether it is a gold passage
-
-
-def _prepare(q: FitQuestion, domains: Sequence[str]) -> _Prepared:
+def _prepare(q: FitQuestion, domains: Sequence[str]) -> Prepared:
     rows = [(i, h.score, h.point_id) for i, d in enumerate(domains) for h in q.hits.get(d, [])]
     order = sorted(range(len(rows)), key=lambda k: (-rows[k][1], rows[k][2]))
     gold = {point_id(d) for d in q.gold}
     tie = np.empty(len(rows), dtype=np.int64)
     tie[order] = np.arange(len(rows))
-    return _Prepared(
+    return Prepared(
         np.array([r[0] for r in rows], dtype=np.int64),
         np.array([r[1] for r in rows], dtype=np.float64),
         tie,
@@ -82,14 +75,43 @@ def _prepare(q: FitQuestion, domains: Sequence[str]) -> _Prepared:
     )
 
 
-def _scores(prob: np.ndarray, c: _Prepared, params: FusionParams, top_k: int, weight: np.ndarray | None = None) -> tuple[float, float]:
-    """(Acc@Top1, MRR within top_k) of the ranking :func:`service.retrieval.federated.merge` makes (``weight``: c_j)."""
+@dataclass(frozen=True)
+class FitSet:
+    """Questions with what the fit reads of them whatever the setting: their evidence and candidate arrays."""
+
+    questions: list[FitQuestion]
+    domains: list[str]
+    top_k: int
+    evidence_k: int
+    evidence: list[Evidence]
+    cand: Candidates
+
+    @classmethod
+    def of(cls, questions: Sequence[FitQuestion], domains: Sequence[str], top_k: int, evidence_k: int) -> FitSet:
+        prepared = [_prepare(q, domains) for q in questions]
+        evidence = [domain_evidence(q.hits, domains, evidence_k) for q in questions]
+        return cls(list(questions), list(domains), top_k, evidence_k, evidence, candidates(prepared, len(domains), top_k))
+
+    def rows(self, idx: Sequence[int]) -> FitSet:
+        """The questions ``idx``, in that order."""
+        questions, evidence = [self.questions[i] for i in idx], [self.evidence[i] for i in idx]
+        return FitSet(questions, self.domains, self.top_k, self.evidence_k, evidence, self.cand.rows(np.asarray(idx, dtype=np.int64)))
+
+
+def _weights(prob: np.ndarray, params: FusionParams, weight: np.ndarray | None = None) -> np.ndarray:
+    """Each domain's merge weight (-inf: dropped by the gate; every weight 1 when the router is unsure)."""
     if prob.max() < params.unsure:
-        w = np.ones_like(prob)
-    else:
-        w = domain_weights(prob, params.sharpness, weight)
-        if params.tau0 > 0:  # tau0 = 0 keeps every domain
-            w = np.where(gate(prob, params.tau0, mode="deterministic").active, w, -np.inf)
+        return np.ones_like(prob)
+    w = domain_weights(prob, params.sharpness, weight)
+    if params.tau0 > 0:  # tau0 = 0 keeps every domain
+        w = np.where(gate(prob, params.tau0, mode="deterministic").active, w, -np.inf)
+    return w
+
+
+def _scores(prob: np.ndarray, c: Prepared, params: FusionParams, top_k: int, weight: np.ndarray | None = None) -> tuple[float, float]:
+    """(Acc@Top1, MRR within top_k) of the ranking :func:`service.retrieval.federated.merge` makes (``weight``: c_j);
+    one question at a time, the reference of :func:`training.fusion_scoring.rank_scores`."""
+    w = _weights(prob, params, weight)
     on = np.isfinite(w)
     u = np.where(on[c.dom], np.where(on, w, 0.0)[c.dom] * np.maximum(c.s, 0.0), -np.inf)
     keep = np.isfinite(u)
@@ -106,11 +128,23 @@ def ranking_scores(q: FitQuestion, domains: Sequence[str], params: FusionParams,
     return _scores(prob, _prepare(q, domains), params, top_k, per_domain(params, domains))
 
 
-def fit_evidence_weights(questions: Sequence[FitQuestion], domains: Sequence[str], evidence_k: int) -> tuple[float, float, float, float]:
-    """(w_prior, w_best, w_share, bias) of the logistic model of domain relevance."""
+def _ranking_arrays(fs: FitSet, params: FusionParams) -> tuple[np.ndarray, np.ndarray]:
+    """Per question of ``fs``: :func:`ranking_scores` (Acc@Top1, MRR within top_k), vectorised."""
+    c = per_domain(params, fs.domains)
+    if (c < 0).any() or params.evidence_k != fs.evidence_k:  # outside what the vectorised ranking assumes
+        sc = np.array([ranking_scores(q, fs.domains, params, fs.top_k) for q in fs.questions]).reshape(-1, 2)
+        return sc[:, 0], sc[:, 1]
+    w = [_weights(fuse(q.p, ev, params), params, c) for q, ev in zip(fs.questions, fs.evidence, strict=True)]
+    return rank_scores(np.stack(w), fs.cand)
+
+
+def fit_evidence_weights(
+    questions: Sequence[FitQuestion], domains: Sequence[str], evidence_k: int, evidence: Sequence[Evidence] | None = None
+) -> tuple[float, float, float, float]:
+    """(w_prior, w_best, w_share, bias) of the logistic model of domain relevance (``evidence``: the questions', if known)."""
     xs, ys = [], []
-    for q in questions:
-        xs.append(features(q.p, domain_evidence(q.hits, domains, evidence_k)))
+    for i, q in enumerate(questions):
+        xs.append(features(q.p, domain_evidence(q.hits, domains, evidence_k) if evidence is None else evidence[i]))
         ys.append([1.0 if d in q.domains else 0.0 for d in domains])
     x, y = np.concatenate(xs), np.concatenate(ys)
     if len(set(y.tolist())) < 2:
@@ -120,52 +154,63 @@ def fit_evidence_weights(questions: Sequence[FitQuestion], domains: Sequence[str
     return float(w[0]), float(w[1]), float(w[2]), float(model.intercept_[0])
 
 
-def _grid_search(questions: Sequence[FitQuestion], domains: Sequence[str], top_k: int, evidence_k: int) -> tuple[FusionParams, tuple[float, float]]:
-    """The grid's setting with the best (mean Acc@Top1, MRR) on ``questions`` (ties: the first, most conservative)."""
-    w_prior, w_best, w_share, bias = fit_evidence_weights(questions, domains, evidence_k)
-    prepared = [_prepare(q, domains) for q in questions]
-    evidence = [domain_evidence(q.hits, domains, evidence_k) for q in questions]
+def _grid_search(
+    questions: Sequence[FitQuestion], domains: Sequence[str], top_k: int, evidence_k: int, fit_set: FitSet | None = None
+) -> tuple[FusionParams, tuple[float, float]]:
+    """The grid's setting with the best (mean Acc@Top1, MRR) on ``questions`` (ties: the first, most conservative);
+    ``fit_set``: the questions' :class:`FitSet`, if made already."""
+    fs = fit_set or FitSet.of(questions, domains, top_k, evidence_k)
+    w_prior, w_best, w_share, bias = fit_evidence_weights(questions, domains, evidence_k, fs.evidence)
     base = FusionParams(w_prior=w_prior, w_best=w_best, w_share=w_share, bias=bias, sharpness=0.0, tau0=0.0, unsure=0.0, evidence_k=evidence_k)
-    probs = [fuse(q.p, ev, base) for q, ev in zip(questions, evidence, strict=True)]
+    probs = [fuse(q.p, ev, base) for q, ev in zip(questions, fs.evidence, strict=True)]
+    top = np.array([pr.max() for pr in probs])
+    active = {t: np.stack([gate(pr, t, mode="deterministic").active for pr in probs]) for t in TAU0_GRID if t > 0}
     best, best_score = base, (-1.0, -1.0)
     for sharp in SHARPNESS_GRID:
+        power = np.stack([domain_weights(pr, sharp) for pr in probs])
         for unsure in UNSURE_GRID:
+            unsure_rows = (top < unsure)[:, None]  # every weight 1
             for tau0 in TAU0_GRID:
-                params = FusionParams(
-                    w_prior=w_prior, w_best=w_best, w_share=w_share, bias=bias, sharpness=sharp, tau0=tau0, unsure=unsure, evidence_k=evidence_k
-                )
-                sc = np.array([_scores(pr, c, params, top_k) for pr, c in zip(probs, prepared, strict=True)]).mean(axis=0)
-                if (sc[0], sc[1]) > best_score:
-                    best, best_score = params, (float(sc[0]), float(sc[1]))
+                w = np.where(unsure_rows, 1.0, np.where(active[tau0], power, -np.inf) if tau0 > 0 else power)
+                if top1_accuracy(w, fs.cand.lead) < best_score[0]:  # loses on Acc@Top1 whatever its MRR
+                    continue
+                sc = mean_scores(*rank_scores(w, fs.cand))
+                if sc > best_score:
+                    best_score = sc
+                    best = FusionParams(
+                        w_prior=w_prior, w_best=w_best, w_share=w_share, bias=bias, sharpness=sharp, tau0=tau0, unsure=unsure, evidence_k=evidence_k
+                    )
     return best, best_score
 
 
-def _prior_search(questions: Sequence[FitQuestion], domains: Sequence[str], top_k: int, evidence_k: int) -> tuple[FusionParams, tuple[float, float]]:
+def _prior_search(
+    questions: Sequence[FitQuestion], domains: Sequence[str], top_k: int, evidence_k: int, fit_set: FitSet | None = None
+) -> tuple[FusionParams, tuple[float, float]]:
     """The prior family's best setting on ``questions``: for each lambda, c by coordinate ascent from 1 over
     :data:`WEIGHT_GRID` on Acc@Top1 alone (ties: the weight nearest 1: MRR as a tie-break pushed the weights to
-    the grid's ends); then the lambda with the best Acc@Top1 (ties: the smallest)."""
-    prepared = [_prepare(q, domains) for q in questions]
+    the grid's ends); then the lambda with the best Acc@Top1 (ties: the smallest). Acc@Top1 only needs each
+    domain's first hit (:class:`~training.fusion_scoring.ColumnSearch`); MRR is scored for the reported setting."""
+    fs = fit_set or FitSet.of(questions, domains, top_k, evidence_k)
     probs = [np.asarray(q.p, dtype=np.float64) for q in questions]
-
-    def objective(lam: float, c: np.ndarray) -> tuple[float, float]:
-        params = prior_params(lam, evidence_k)
-        sc = np.array([_scores(p, pr, params, top_k, c) for p, pr in zip(probs, prepared, strict=True)]).mean(axis=0)
-        return float(sc[0]), float(sc[1])
-
-    best, best_score = prior_params(0.0, evidence_k), (-1.0, -1.0)
+    unsure = np.array([p.max() < prior_params(0.0).unsure for p in probs])  # every weight 1 (never, for p >= 0)
+    best, best_score, grid = prior_params(0.0, evidence_k), (-1.0, -1.0), np.array(WEIGHT_GRID)
     for lam in PRIOR_GRID:
+        power = np.stack([domain_weights(p, lam) for p in probs])
         c = np.ones(len(domains))
-        score = objective(lam, c)
+        search = ColumnSearch(np.where(unsure[:, None], 1.0, power * c), fs.cand.lead)
+        acc = top1_accuracy(np.where(unsure[:, None], 1.0, power * c), fs.cand.lead)
         for _ in range(WEIGHT_SWEEPS):
             for j in range(len(domains)):
-                for v in WEIGHT_GRID:
-                    trial = c.copy()
-                    trial[j] = v
-                    sc = objective(lam, trial) if v != c[j] else score
-                    if sc[0] > score[0] or (sc[0] == score[0] and abs(v - 1.0) < abs(c[j] - 1.0)):
-                        c, score = trial, sc
-        if score[0] > best_score[0]:
-            best, best_score = prior_params(lam, evidence_k, dict(zip(domains, c.tolist(), strict=True))), score
+                was = c[j]
+                trials = search.accuracies(j, np.where(unsure[:, None], 1.0, power[:, j, None] * grid))
+                for v, trial in zip(WEIGHT_GRID, trials, strict=True):
+                    if v != c[j] and (trial > acc or (trial == acc and abs(v - 1.0) < abs(c[j] - 1.0))):
+                        c[j], acc = v, trial
+                if c[j] != was:
+                    search.set(j, np.where(unsure, 1.0, power[:, j] * c[j]))
+        if acc > best_score[0]:
+            best = prior_params(lam, evidence_k, dict(zip(domains, c.tolist(), strict=True)))
+            best_score = mean_scores(*rank_scores(np.where(unsure[:, None], 1.0, power * c), fs.cand))
     return best, best_score
 
 
@@ -184,7 +229,7 @@ def prior_params(sharpness: float, evidence_k: int = 20, domain_weight: dict[str
     )
 
 
-Search = Callable[[Sequence[FitQuestion], Sequence[str], int, int], tuple[FusionParams, tuple[float, float]]]
+Search = Callable[[Sequence[FitQuestion], Sequence[str], int, int, FitSet | None], tuple[FusionParams, tuple[float, float]]]
 
 
 @dataclass(frozen=True)
@@ -206,10 +251,6 @@ def as_uis(params: FusionParams) -> FusionParams:
     return replace(params, sharpness=0.0, tau0=0.0, unsure=0.0, domain_weight={})
 
 
-def _mean_scores(questions: Sequence[FitQuestion], domains: Sequence[str], params: FusionParams, top_k: int) -> np.ndarray:
-    return np.array([ranking_scores(q, domains, params, top_k) for q in questions]).mean(axis=0)
-
-
 def cross_validated_gain(
     questions: Sequence[FitQuestion],
     domains: Sequence[str],
@@ -219,24 +260,27 @@ def cross_validated_gain(
     folds: int,
     seed: int = 0,
     family: str = "fused",
+    fit_set: FitSet | None = None,
 ) -> dict:
     """Out-of-fold Acc@Top1 of one family's fitting procedure against uis: each fold is ranked with the setting
     fitted on the other folds. ``wins``/``losses``: questions whose top passage is gold under one and not the
     other; ``pays``: a one-sided sign test, wins - losses > z sqrt(wins + losses)
     with the family's z (:data:`FAMILIES`): for the fused grid at 95%, so that a gain of a few questions, which
-    noise gives a search over hundreds of settings as often as routing does, does not count."""
+    noise gives a search over hundreds of settings as often as routing does, does not count. ``fit_set``: the
+    questions' :class:`FitSet`, if made already."""
+    fs = fit_set or FitSet.of(questions, domains, top_k, evidence_k)
     order = list(range(len(questions)))
     random.Random(seed).shuffle(order)
     fitted, uis = np.zeros(len(questions)), np.zeros(len(questions))
     for k in range(folds):
         held = set(order[k::folds])
-        train = [q for i, q in enumerate(questions) if i not in held]
+        train = [i for i in range(len(questions)) if i not in held]
         if not train or not held:
             continue
-        params, _ = FAMILIES[family].search(train, domains, top_k, evidence_k)
-        for i in held:
-            fitted[i] = ranking_scores(questions[i], domains, params, top_k)[0]
-            uis[i] = ranking_scores(questions[i], domains, as_uis(params), top_k)[0]
+        params, _ = FAMILIES[family].search([questions[i] for i in train], domains, top_k, evidence_k, fs.rows(train))
+        rows = sorted(held)
+        fitted[rows] = _ranking_arrays(fs.rows(rows), params)[0]
+        uis[rows] = _ranking_arrays(fs.rows(rows), as_uis(params))[0]
     wins, losses = int(((fitted > 0) & (uis == 0)).sum()), int(((fitted == 0) & (uis > 0)).sum())
     return {
         "folds": folds,
@@ -268,12 +312,13 @@ def fit_fusion(
     questions = [q for q in questions if q.gold and q.domains]
     if not questions:
         raise ValueError("fitting the fused strategy needs held-out questions with gold passages")
-    found = {name: family.search(questions, domains, top_k, evidence_k) for name, family in FAMILIES.items()}
+    fs = FitSet.of(questions, domains, top_k, evidence_k)
+    found = {name: family.search(questions, domains, top_k, evidence_k, fs) for name, family in FAMILIES.items()}
     chosen = max(found, key=lambda n: found[n][1])  # the first of equals: the simpler family
     report: dict = {
         "questions": len(questions),
         "families": {n: {"acc_at_top1": round(sc[0], 4), "mrr": round(sc[1], 4), "params": p.as_dict()} for n, (p, sc) in found.items()},
-        "uis_acc_at_top1": round(float(_mean_scores(questions, domains, as_uis(found["fused"][0]), top_k)[0]), 4),
+        "uis_acc_at_top1": round(mean_scores(*_ranking_arrays(fs, as_uis(found["fused"][0])))[0], 4),
         "grid": {
             "sharpness": list(SHARPNESS_GRID),
             "tau0": list(TAU0_GRID),
@@ -283,7 +328,9 @@ def fit_fusion(
         },
     }
     if guard_folds >= 2 and len(questions) >= guard_folds:
-        checks = {n: cross_validated_gain(questions, domains, top_k=top_k, evidence_k=evidence_k, folds=guard_folds, family=n) for n in FAMILIES}
+        checks = {
+            n: cross_validated_gain(questions, domains, top_k=top_k, evidence_k=evidence_k, folds=guard_folds, family=n, fit_set=fs) for n in FAMILIES
+        }
         paying = [n for n in checks if checks[n]["pays"]]
         chosen = max(paying, key=lambda n: checks[n]["acc_at_top1"]) if paying else "uis"
         report["guard"] = {**checks, "chosen": chosen}
