@@ -197,8 +197,8 @@ def _prior_search(
     for lam in PRIOR_GRID:
         power = np.stack([domain_weights(p, lam) for p in probs])
         c = np.ones(len(domains))
-        search = ColumnSearch(np.where(unsure[:, None], 1.0, power * c), fs.cand.lead)
-        acc = top1_accuracy(np.where(unsure[:, None], 1.0, power * c), fs.cand.lead)
+        w = np.where(unsure[:, None], 1.0, power * c)
+        search, acc = ColumnSearch(w, fs.cand.lead), top1_accuracy(w, fs.cand.lead)
         for _ in range(WEIGHT_SWEEPS):
             for j in range(len(domains)):
                 was = c[j]
