@@ -29,8 +29,9 @@ keeps its gold passages; the sub-products holding them become its domains. Then,
   default alternately, after a warm-up of a few questions.
 - ``searched_mean`` / ``searched_fraction``: products whose shard the default strategy's request actually
   searched (counted at the store, every ``search`` call of the request, by-product answers included), mean per
-  question and as a share of M. fused searches every product for its evidence before it gates, so today this is
-  M (fraction 1.0). ``active_mean`` / ``active_fraction``: the products whose hits enter the ranking (the
+  question and as a share of M. fused searches every product for its evidence when its fit reads the evidence, and
+  only its fitted breadth (the heaviest ``search_top`` products) when the fit is its prior family (q = p).
+  ``active_mean`` / ``active_fraction``: the products whose hits enter the ranking (the
   response's ``routing.active_domains``).
 - ``router_recall_at_k``: share of questions whose best-ranked gold sub-product is in the router's top k
   (calibrated p, out of sample), for k = 1, 5, 10% and 20% of M; ``router_k_for``: the k that covers 90/95/99%.

@@ -93,8 +93,8 @@ def test_head_router_round_trip_independent_sigmoids_and_temperature(tmp_path):
 
 
 def test_fitted_parameters_stored_by_an_earlier_release_load_typed_and_are_written_back_as_they_were(tmp_path):
-    """router.json's ``fitted`` as earlier releases wrote it (the fusion parameters before per-domain weights, a
-    further fitter's value) reads as typed values and saves to the same JSON."""
+    """router.json's ``fitted`` as earlier releases wrote it (the fusion parameters before per-domain weights and
+    the search breadth, a further fitter's value) reads as typed values and saves to the same JSON."""
     HeadRouter.new(["a", "b"], 4, hidden=0).save(tmp_path / "r")
     old_fusion = {"w_prior": 1.0, "w_best": 2.0, "w_share": 0.5, "bias": -0.1, "sharpness": 1.0, "tau0": 0.3, "unsure": 0.2, "evidence_k": 20}
     stored = {"calibration": {"temperature": 1.5, "questions": 9}, "fusion": old_fusion, "other": {"x": 1}}
@@ -103,7 +103,7 @@ def test_fitted_parameters_stored_by_an_earlier_release_load_typed_and_are_writt
     back = HeadRouter.load(tmp_path / "r")
     assert back.fitted.fusion == FusionParams(w_prior=1.0, w_best=2.0, w_share=0.5, bias=-0.1, sharpness=1.0, tau0=0.3, unsure=0.2, evidence_k=20)
     assert back.fitted.calibration == stored["calibration"] and back.fitted.extra == {"other": {"x": 1}}
-    assert back.fitted.to_json() == {**stored, "fusion": {**old_fusion, "domain_weight": {}}}
+    assert back.fitted.to_json() == {**stored, "fusion": {**old_fusion, "domain_weight": {}, "search_top": 0}}
     back.save(tmp_path / "r2")
     assert HeadRouter.load(tmp_path / "r2").fitted == back.fitted
     (tmp_path / "r" / ROUTER_FILE).write_text(json.dumps({**meta, "fitted": {"fusion": {}}}))

@@ -12,7 +12,7 @@ from service.pipeline import Pipeline
 from service.retrieval.federated import merge, search_domains
 from service.retrieval.passage import Hit, point_id
 from service.routing.fitted import RouterFitted
-from service.routing.fusion import Evidence, FusionParams, domain_evidence, domain_weights, fuse
+from service.routing.fusion import Evidence, FusionParams, domain_evidence, domain_weights, fuse, search_order
 from tests import fusion_reference
 from training.fusion import (
     PRIOR_GRID,
@@ -22,7 +22,9 @@ from training.fusion import (
     _prior_search,
     _ranking_arrays,
     as_uis,
+    breadth_top1,
     cross_validated_gain,
+    fit_breadth,
     fit_fusion,
     prior_params,
     ranking_scores,
@@ -194,8 +196,9 @@ def test_the_guard_keeps_a_family_that_pays_out_of_fold_and_falls_back_to_uis_wh
     params, report = fit_fusion(_routing_questions(60, "informative", 0), ["a", "b"], top_k=5, evidence_k=2)
     assert report["guard"]["fused"]["wins"] == report["guard"]["prior"]["wins"] == 60
     assert report["guard"]["fused"]["losses"] == report["guard"]["prior"]["losses"] == 0
-    # Both families rank every question right out of fold; the tie goes to the simpler prior family.
-    assert report["guard"]["chosen"] == report["chosen"] == "prior" and params == prior_params(params.sharpness, 2)
+    # Both families rank every question right out of fold; the tie goes to the simpler prior family. Its router
+    # always puts the gold domain first, so searching that one alone loses nothing: the breadth is 1.
+    assert report["guard"]["chosen"] == report["chosen"] == "prior" and params == replace(prior_params(params.sharpness, 2), search_top=1)
     assert 0 < params.sharpness <= max(PRIOR_GRID) and params != as_uis(params)
 
     random_qs = _routing_questions(40, "random", 0)
@@ -306,9 +309,11 @@ def test_the_vectorised_ranking_scores_each_question_as_ranking_scores():
         fs = FitSet.of(qs, domains, top_k, 3)
         for _ in range(15):
             c = {d: float(rng.choice([0.0, 0.9, 1.0, 1.1, 2.0])) for d in domains if rng.random() < 0.5}
-            fitted = dict(w_prior=rng.normal(1.0, 0.5), w_best=rng.normal(0.0, 2.0), w_share=rng.normal(0.0, 1.0), bias=rng.normal(0.0, 1.0))
             params = FusionParams(
-                **{k: float(v) for k, v in fitted.items()},
+                w_prior=float(rng.normal(1.0, 0.5)),
+                w_best=float(rng.normal(0.0, 2.0)),
+                w_share=float(rng.normal(0.0, 1.0)),
+                bias=float(rng.normal(0.0, 1.0)),
                 sharpness=float(rng.choice([0.0, 0.5, 1.0, 3.0, 6.0])),
                 tau0=float(rng.choice([0.0, 0.2, 0.5, 1.0])),
                 unsure=float(rng.choice([0.0, 0.3, 0.6])),
@@ -332,9 +337,10 @@ def test_the_vectorised_guard_and_fit_report_as_the_per_question_fit():
     for m, seed, guard in ((3, 12, 5), (5, 13, 5), (6, 14, 0)):
         domains, qs = _random_questions(32, m, seed)
         qs[0].gold, qs[1].domains = set(), []  # left out of the fit
-        assert fit_fusion(qs, domains, top_k=5, evidence_k=4, guard_folds=guard) == fusion_reference.fit_fusion(
-            qs, domains, top_k=5, evidence_k=4, guard_folds=guard
-        )
+        params, report = fit_fusion(qs, domains, top_k=5, evidence_k=4, guard_folds=guard)
+        breadth = report.pop("breadth", None)  # fitted after the reference was frozen, for the prior family only
+        assert (breadth is not None) == (report["chosen"] == "prior")
+        assert (replace(params, search_top=0), report) == fusion_reference.fit_fusion(qs, domains, top_k=5, evidence_k=4, guard_folds=guard)
 
 
 def test_the_fit_refuses_a_nan_similarity():
@@ -343,3 +349,69 @@ def test_the_fit_refuses_a_nan_similarity():
     qs[0].hits["d0"] = [_hit("nan0", "d0", float("nan")), *qs[0].hits["d0"]]
     with pytest.raises(ValueError, match="NaN"):
         fit_fusion(qs, domains, top_k=5, evidence_k=4)
+
+
+@pytest.mark.parametrize(("m", "seed", "top_k"), [(2, 20, 5), (5, 21, 3), (12, 22, 1)])
+def test_breadth_scores_each_breadth_as_the_ranking_of_the_domains_searched(m: int, seed: int, top_k: int):
+    """Column k - 1 of breadth_top1: Acc@Top1 of the ranking made from the k heaviest domains' hits alone; the last
+    column is every domain's ranking."""
+    domains, qs = _random_questions(30, m, seed)
+    rng = np.random.default_rng(seed)
+    params = prior_params(float(rng.choice(PRIOR_GRID[1:])), 4, {d: float(rng.choice([0.9, 1.0, 1.1])) for d in domains})
+    fs = FitSet.of(qs, domains, top_k, 4)
+    acc = breadth_top1(fs, params)
+    assert acc[:, -1].tolist() == _ranking_arrays(fs, params)[0].tolist()
+    for i, q in enumerate(qs):
+        order = search_order(domain_weights(q.p, params.sharpness, np.array([params.domain_weight.get(d, 1.0) for d in domains])), q.p, domains)
+        for k in range(1, m + 1):
+            only = FitQuestion(q.p, {d: q.hits[d] for d in order[:k]}, q.domains, q.gold)
+            assert acc[i, k - 1] == ranking_scores(only, domains, params, top_k)[0]
+
+
+def _peaked_questions(n: int, m: int, at: list[int]) -> tuple[list[str], list[FitQuestion]]:
+    """Question i: router probabilities falling with the domain's index, its gold passage in domain at[i] (the
+    at[i] + 1-th heaviest) with the best similarity, every other domain a lower hit."""
+    domains = [f"d{j:02d}" for j in range(m)]
+    p = np.linspace(0.9, 0.01, m)
+    out = []
+    for i in range(n):
+        g = at[i % len(at)]
+        hits = {d: [_hit(f"pk{i}-{d}", d, 0.8 if j == g else 0.5)] for j, d in enumerate(domains)}
+        out.append(FitQuestion(p.copy(), hits, [domains[g]], {f"pk{i}-{domains[g]}"}))
+    return domains, out
+
+
+def test_the_breadth_is_the_fewest_domains_not_worse_than_every_one():
+    """Gold always in the heaviest domain: one is searched. Gold in the 1st-3rd heaviest: three (two loses a third
+    of the questions). Gold spread over all: every domain (search_top 0)."""
+    params = prior_params(0.05, 4)
+    for at, expected in (([0], 1), ([0, 1, 2], 3), (list(range(8)), 0)):
+        domains, qs = _peaked_questions(48, 8, at)
+        top, report = fit_breadth(FitSet.of(qs, domains, 5, 4), params)
+        assert top == expected and report["search_top"] == expected
+        assert report["acc_at_top1"] == report["acc_at_top1_every_domain"] == 1.0 and report["lost"] == 0
+
+
+def test_fused_searches_only_the_fitted_breadth_heaviest_first():
+    """search_top k with q = p: only the k heaviest domains are searched and ranked; 0, an unsure router or a fit
+    that reads the evidence: every domain."""
+    from service.retrieval.strategies.base import StrategyInput
+    from service.retrieval.strategies.fused import select
+
+    searched: list[list[str]] = []
+
+    def search(domains, limit):  # noqa: ANN001, ANN202
+        searched.append(list(domains))
+        return {d: [Hit(point_id(f"{d}{i}"), 0.9 - 0.1 * i) for i in range(limit)] for d in domains}
+
+    probs = {"a": 0.2, "b": 0.7, "c": 0.05, "d": 0.5}
+    prior = replace(prior_params(0.5, 20, {"d": 1.1}), search_top=2)
+    selection = select(StrategyInput(probs, list(probs), 0.5, search=search, top_k=5, fitted=RouterFitted(fusion=prior)))
+    assert searched[-1] == ["b", "d"] and selection.active == ["b", "d"] and set(selection.hits or {}) == {"b", "d"}
+    # lambda 0: every weight is c_j, and the router's p orders the domains of equal weight
+    flat = replace(prior_params(0.0, 20, {"c": 1.1}), search_top=3)
+    select(StrategyInput(probs, list(probs), 0.5, search=search, top_k=5, fitted=RouterFitted(fusion=flat)))
+    assert searched[-1] == ["c", "b", "d"]
+    for params, p in ((replace(prior, search_top=0), probs), (replace(prior, unsure=0.8), probs), (replace(prior, w_share=0.5), probs)):
+        select(StrategyInput(p, list(p), 0.5, search=search, top_k=5, fitted=RouterFitted(fusion=params)))
+        assert searched[-1] == list(probs)

@@ -12,6 +12,10 @@ searched with weight 1 (the unified ranking). Hits rank by U = c_j * q_j^sharpne
 c_j is a per-domain weight (1 unless fitted): the domains' similarities are not on one scale, and some
 products are asked about more than others, which one ranking by raw s ignores.
 
+When q reads no retrieval evidence (q = p: the "prior" family), the weights are known before any search, and
+``search_top`` (fitted; 0: every domain) limits the search to that many domains, heaviest first
+(:func:`search_order`): with hundreds of products the light ones rarely hold the top hit.
+
 Every parameter is fitted on held-out questions by ``fedqa train router`` (training/fusion.py) and
 stored with the router version; :meth:`FusionParams.paper` (q = p, sharpness 1) is the MKP-QA formula
 and sharpness 0 ranks by raw s like uis.
@@ -43,6 +47,7 @@ class FusionParams:
     unsure: float
     evidence_k: int
     domain_weight: dict[str, float] = field(default_factory=dict)  # c_j; a domain not in it has 1
+    search_top: int = 0  # domains searched, heaviest first, when q = p (0: every domain)
 
     @classmethod
     def paper(cls, tau0: float, evidence_k: int = 20) -> FusionParams:
@@ -62,6 +67,13 @@ class FusionParams:
     def is_identity(self) -> bool:
         """q = p exactly (no retrieval evidence)."""
         return self.w_prior == 1.0 and self.w_best == 0.0 and self.w_share == 0.0 and self.bias == 0.0
+
+    def searched(self, p: np.ndarray, domains: Sequence[str]) -> list[str] | None:
+        """The domains to search for router probabilities ``p`` (in ``domains`` order), or None for every domain:
+        the ``search_top`` heaviest when q = p and the router is not unsure."""
+        if not self.is_identity or not 0 < self.search_top < len(domains) or float(np.max(p)) < self.unsure:
+            return None
+        return search_order(domain_weights(p, self.sharpness, per_domain(self, domains)), p, domains)[: self.search_top]
 
 
 @dataclass(frozen=True)
@@ -107,6 +119,12 @@ def domain_weights(q: np.ndarray, sharpness: float, c: np.ndarray | None = None)
     q = np.clip(np.asarray(q, dtype=np.float64), 0.0, 1.0)
     w = np.ones_like(q) if sharpness == 0 else np.power(q, sharpness)
     return w if c is None else w * c
+
+
+def search_order(weights: np.ndarray, p: np.ndarray, domains: Sequence[str]) -> list[str]:
+    """``domains`` by merge weight, heaviest first (ties, as every one with lambda 0 and no c_j: by router probability,
+    then name), the order ``search_top`` cuts."""
+    return [domains[i] for i in sorted(range(len(domains)), key=lambda i: (-float(weights[i]), -float(p[i]), domains[i]))]
 
 
 def per_domain(params: FusionParams, domains: Sequence[str]) -> np.ndarray:

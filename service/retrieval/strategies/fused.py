@@ -3,7 +3,8 @@ paper's gate on the fused q with a fitted tau0, U = c_j * q_j^lambda * s+ (c_j a
 and every domain when unsure.
 
 Every domain is searched first (top evidence_k for the evidence, or top-k when the fitted q ignores it),
-so the final merge reuses those hits. The parameters come from the router version (``fitted.fusion``, fitted by ``fedqa train
+so the final merge reuses those hits; when q ignores the evidence and a breadth was fitted (``search_top``), only
+that many domains, heaviest first. The parameters come from the router version (``fitted.fusion``, fitted by ``fedqa train
 router``); without them (no trained router, or an older one) it searches every domain and ranks by
 raw s, i.e. it is uis: it never does worse than searching everything for want of parameters. When
 the fit itself does not beat uis out of fold on the held-out questions (training/fusion.py's guard),
@@ -19,15 +20,16 @@ from service.routing.gate import gate
 
 
 def select(inp: StrategyInput) -> Selection:
-    """Search all, fuse p with the evidence, gate, weight c_j q^lambda."""
+    """Search all (or the fitted breadth), fuse p with the evidence, gate, weight c_j q^lambda."""
     domains = list(inp.domains)
     params = inp.fitted.fusion
     # The evidence reads each domain's top evidence_k; parameters without evidence (q = p) need only the top-k.
     limit = inp.top_k if params is None or params.is_identity else max(inp.top_k, params.evidence_k)
     if inp.search is None:
         raise ValueError("the fused strategy needs a search function")
-    hits = inp.search(domains, limit)
     p = inp.p()
+    searched = params.searched(p, domains) if params is not None else None
+    hits = inp.search(searched or domains, limit)
     if params is None:
         decision = gate(p, inp.tau0, mode="deterministic")
         return Selection(
@@ -57,7 +59,10 @@ def select(inp: StrategyInput) -> Selection:
             hits=hits,
         )
     w = domain_weights(q, params.sharpness, per_domain(params, domains))
-    active = [d for d, a in zip(domains, decision.active, strict=True) if a]
+    detail = StrategyDetail(fused=fused)
+    if searched is not None:
+        detail = StrategyDetail(fused=fused, reason=f"{len(searched)} of {len(domains)} domains searched (the fitted breadth)")
+    active = [d for d, a in zip(domains, decision.active, strict=True) if a and (searched is None or d in searched)]
     return Selection(
         strategy="fused",
         active=active,
@@ -65,6 +70,6 @@ def select(inp: StrategyInput) -> Selection:
         threshold=decision.threshold,
         activation=activation,
         fallback=decision.fallback,
-        detail=StrategyDetail(fused=fused),
+        detail=detail,
         hits=hits,
     )
