@@ -22,13 +22,12 @@ from training.fusion import (
     _prior_search,
     _ranking_arrays,
     as_uis,
-    breadth_top1,
     cross_validated_gain,
-    fit_breadth,
     fit_fusion,
     prior_params,
     ranking_scores,
 )
+from training.fusion_breadth import breadth_top1, fit_breadth
 
 _DOCS: dict[str, str] = {}  # point id -> doc_id of the hits made below
 
@@ -387,7 +386,8 @@ def test_the_breadth_is_the_fewest_domains_not_worse_than_every_one():
     params = prior_params(0.05, 4)
     for at, expected in (([0], 1), ([0, 1, 2], 3), (list(range(8)), 0)):
         domains, qs = _peaked_questions(48, 8, at)
-        top, report = fit_breadth(FitSet.of(qs, domains, 5, 4), params)
+        fs = FitSet.of(qs, domains, 5, 4)
+        top, report = fit_breadth(fs, params, _ranking_arrays(fs, as_uis(params))[0])
         assert top == expected and report["search_top"] == expected
         assert report["acc_at_top1"] == report["acc_at_top1_every_domain"] == 1.0 and report["lost"] == 0
 

@@ -20,7 +20,7 @@ All on questions the router was not trained on:
    of fold (on ~100 fitting questions a 95% test rejected even fits that won 5 of 5 questions held out
    beyond them). The family with the best out-of-fold Acc@Top1 among those that pass is stored; when none
    passes, the ranking is uis (the fused q is still shown in the routing);
-5. for the prior family, the breadth (:func:`fit_breadth`): how many domains, heaviest first, need searching at
+5. for the prior family, the breadth (training/fusion_breadth.py): how many domains, heaviest first, need searching at
    all, the fewest whose ranking is not worse than searching every one by a one-sided sign test.
 
 The grids are the search space, not tuned values: the chosen values are stored with the router version. The
@@ -33,14 +33,14 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
 from service.retrieval.passage import Hit, point_id
-from service.routing.fusion import Evidence, FusionParams, domain_evidence, domain_weights, features, fuse, per_domain, search_order
+from service.routing.fusion import Evidence, FusionParams, domain_evidence, domain_weights, features, fuse, per_domain
 from service.routing.gate import gate
+from training.fusion_breadth import fit_breadth
 from training.fusion_scoring import Candidates, ColumnSearch, Prepared, candidates, mean_scores, rank_scores, top1_accuracy
 
 SHARPNESS_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
@@ -295,61 +295,6 @@ def cross_validated_gain(
     }
 
 
-#: z of the breadth fit's one-sided sign test (:func:`fit_breadth`): a breadth is kept unless it loses to every
-#: domain searched at 95%.
-BREADTH_Z = 1.645
-
-
-def breadth_top1(fs: FitSet, params: FusionParams) -> np.ndarray:
-    """(questions, m) 0/1: Acc@Top1 of ``params``' ranking when only the k heaviest domains (:func:`search_order`)
-    are searched, for k = 1..m (column k - 1). Only each domain's first hit can be first (fusion_scoring's
-    :class:`~training.fusion_scoring.Leaders`); ties as merge breaks them (tie rank)."""
-    domains, lead = fs.domains, fs.cand.lead
-    m = len(domains)
-    out = np.zeros((len(fs.questions), m))
-    for i, q in enumerate(fs.questions):
-        w = domain_weights(q.p, params.sharpness, per_domain(params, domains))
-        rank = {d: r for r, d in enumerate(search_order(w, q.p, domains))}
-        u = w * lead.s[i]
-        by_u = sorted((j for j in range(m) if lead.valid[i, j]), key=lambda j: (-u[j], lead.tie[i, j]))
-        upto = m  # breadths <= upto are still without a winner
-        for j in by_u:  # in ranking order: j is first for every breadth that searches it and none above it
-            r = rank[domains[j]]
-            if r < upto:
-                out[i, r:upto] = float(lead.gold[i, j])
-                upto = r
-    return out
-
-
-def fit_breadth(fs: FitSet, params: FusionParams) -> tuple[int, dict]:
-    """The fewest domains to search (heaviest first) for the prior family's ``params``: the smallest k whose
-    ranking is not worse than searching every domain by a one-sided sign test at 95% (:data:`BREADTH_Z`; losses -
-    wins <= z sqrt(losses + wins)) and wins at least as many questions from uis as it loses (the family's own bar);
-    0 (every domain) when only m passes. Returns (search_top, report)."""
-    m = len(fs.domains)
-    acc = breadth_top1(fs, params)
-    full, uis = acc[:, -1], _ranking_arrays(fs, as_uis(params))[0]
-    chosen = m
-    for k in range(1, m + 1):
-        lost, won = int(((acc[:, k - 1] == 0) & (full > 0)).sum()), int(((acc[:, k - 1] > 0) & (full == 0)).sum())
-        vs_uis = int(((acc[:, k - 1] > 0) & (uis == 0)).sum()) - int(((acc[:, k - 1] == 0) & (uis > 0)).sum())
-        if lost - won <= BREADTH_Z * np.sqrt(lost + won) and vs_uis >= 0:
-            chosen = k
-            break
-    top = chosen if chosen < m else 0
-    report: dict[str, Any] = {
-        "search_top": top,
-        "searched_fraction": round(chosen / m, 4),
-        "acc_at_top1": round(float(acc[:, chosen - 1].mean()), 4),
-        "acc_at_top1_every_domain": round(float(full.mean()), 4),
-        "uis_acc_at_top1": round(float(uis.mean()), 4),
-        "lost": int(((acc[:, chosen - 1] == 0) & (full > 0)).sum()),
-        "won": int(((acc[:, chosen - 1] > 0) & (full == 0)).sum()),
-        "z": BREADTH_Z,
-    }
-    return top, report
-
-
 def fit_fusion(
     questions: Sequence[FitQuestion],
     domains: Sequence[str],
@@ -394,7 +339,7 @@ def fit_fusion(
         report["guard"] = {**checks, "chosen": chosen}
     best = as_uis(found["fused"][0]) if chosen == "uis" else found[chosen][0]
     if chosen == "prior" and best.is_identity:  # the weights are known before searching: fit how many to search
-        top, report["breadth"] = fit_breadth(fs, best)
+        top, report["breadth"] = fit_breadth(fs, best, _ranking_arrays(fs, as_uis(best))[0])
         best = replace(best, search_top=top)
     report["chosen"] = chosen
     report["acc_at_top1"] = report["uis_acc_at_top1"] if chosen == "uis" else round(found[chosen][1][0], 4)
