@@ -52,13 +52,11 @@ def fit_breadth(fs: FitSet, params: FusionParams, uis: np.ndarray) -> tuple[int,
     m = len(fs.domains)
     acc = breadth_top1(fs, params)
     full = acc[:, -1]
-    chosen = m
-    for k in range(1, m + 1):
-        lost, won = int(((acc[:, k - 1] == 0) & (full > 0)).sum()), int(((acc[:, k - 1] > 0) & (full == 0)).sum())
-        vs_uis = int(((acc[:, k - 1] > 0) & (uis == 0)).sum()) - int(((acc[:, k - 1] == 0) & (uis > 0)).sum())
-        if lost - won <= BREADTH_Z * np.sqrt(lost + won) and vs_uis >= 0:
-            chosen = k
-            break
+    lost = ((acc == 0) & (full > 0)[:, None]).sum(axis=0)  # per breadth k = 1..m
+    won = ((acc > 0) & (full == 0)[:, None]).sum(axis=0)
+    vs_uis = ((acc > 0) & (uis == 0)[:, None]).sum(axis=0) - ((acc == 0) & (uis > 0)[:, None]).sum(axis=0)
+    passes = (lost - won <= BREADTH_Z * np.sqrt(lost + won)) & (vs_uis >= 0)
+    chosen = int(np.argmax(passes)) + 1 if passes.any() else m
     top = chosen if chosen < m else 0
     report: dict[str, Any] = {
         "search_top": top,
@@ -66,8 +64,8 @@ def fit_breadth(fs: FitSet, params: FusionParams, uis: np.ndarray) -> tuple[int,
         "acc_at_top1": round(float(acc[:, chosen - 1].mean()), 4),
         "acc_at_top1_every_domain": round(float(full.mean()), 4),
         "uis_acc_at_top1": round(float(uis.mean()), 4),
-        "lost": int(((acc[:, chosen - 1] == 0) & (full > 0)).sum()),
-        "won": int(((acc[:, chosen - 1] > 0) & (full == 0)).sum()),
+        "lost": int(lost[chosen - 1]),
+        "won": int(won[chosen - 1]),
         "z": BREADTH_Z,
     }
     return top, report

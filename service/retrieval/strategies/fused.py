@@ -42,7 +42,8 @@ def select(inp: StrategyInput) -> Selection:
             detail=StrategyDetail(fused=None, reason="no fitted fusion parameters: every domain, ranked by s"),
             hits=hits,
         )
-    q = fuse(p, domain_evidence(hits, domains, params.evidence_k), params)
+    # q = p reads no evidence: skip sorting every searched hit for it (with a breadth, most domains have none).
+    q = p.copy() if params.is_identity else fuse(p, domain_evidence(hits, domains, params.evidence_k), params)
     decision = gate(q, params.tau0, mode="deterministic")
     fused = {d: round(float(v), 6) for d, v in zip(domains, q, strict=True)}
     activation = {d: float(a) for d, a in zip(domains, decision.activation, strict=True)}
