@@ -14,8 +14,9 @@ filter), an upper bound for routing.
 ``--crossfit K``: the router version's temperature and fused parameters were fitted on its validation
 split; to score questions of that split without scoring a question with parameters fitted on it, the
 questions are cut into K folds and, for each fold, the calibration (temperature and per-domain biases, with the ``--oos`` questions) and
-the fused parameters are refitted on the other folds (training/calibration.py, training/fusion.py),
-then the fold is scored with every strategy. Without it the stored parameters are used (for questions
+the fused parameters are refitted on the other folds (training/calibration.py, training/fusion.py), and the page
+prior's weight and depth (training/page_prior.py; its counts are of the training split, which these questions are not
+in), then the fold is scored with every strategy. Without it the stored parameters are used (for questions
 kept apart from training and fitting).
 
 ``--combine``: the per-question records of several ``--out`` files (e.g. the two folds of the refresh flow:
@@ -66,10 +67,13 @@ def score(pipeline, q: LabelledQuery, prepared, strategy: str, top_k: int) -> di
     return {n: scores[n] for n in metric_names(top_k)}
 
 
-def refit(pipeline, fit_qs: list[LabelledQuery], fit_preps: list, oos_vecs: np.ndarray, top_k: int) -> dict:  # noqa: ANN001
-    """Temperature and fused parameters refitted on ``fit_qs`` (+ out-of-scope vectors); set on the pipeline's router."""
+def refit(pipeline, fit_qs: list[LabelledQuery], fit_preps: list, oos_vecs: np.ndarray, top_k: int, prior, scored: set[str]) -> dict:  # noqa: ANN001
+    """Temperature and fused parameters refitted on ``fit_qs`` (+ out-of-scope vectors), and the stored page ``prior``
+    without the questions answered by ``scored`` (the gold doc_ids of the questions to score); set on the pipeline's
+    router."""
     from training.calibration import fit_calibration
     from training.fusion import FitQuestion, fit_fusion
+    from training.page_prior import DEPTH_GRID, Pages, fit_page_prior, prior_questions
     from training.router_data import label_matrix
 
     router, domains = pipeline.router, pipeline.domains
@@ -85,7 +89,7 @@ def refit(pipeline, fit_qs: list[LabelledQuery], fit_preps: list, oos_vecs: np.n
         fit.append(
             FitQuestion(
                 np.array([probs[d] for d in domains]),
-                search_domains(pipeline.store, prep.vector, domains, max(k, top_k))[0],
+                search_domains(pipeline.store, prep.vector, domains, max(k, top_k, *DEPTH_GRID))[0],
                 list(q.domains),
                 set(q.gold_doc_ids),
             )
@@ -93,6 +97,10 @@ def refit(pipeline, fit_qs: list[LabelledQuery], fit_preps: list, oos_vecs: np.n
     params, _ = fit_fusion(fit, domains, top_k=top_k, evidence_k=k)
     router.fitted = replace(router.fitted, fusion=params)
     rounded = {k2: round(v, 4) if isinstance(v, float) else v for k2, v in params.as_dict().items()}
+    if prior is not None:  # without the scored questions' answers; the weight and depth refitted on the others
+        prior, _ = fit_page_prior(prior_questions(fit, domains, params), Pages.of(prior.without(scored)))
+        router.fitted = replace(router.fitted, page_prior=prior)
+        rounded.update(page_prior_weight=prior.weight, page_prior_depth=prior.depth, page_prior_questions=len(prior.answers))
     return {
         "temperature": round(cal.temperature, 4),
         "calibration_bias": [round(b, 3) for b in cal.bias],
@@ -246,7 +254,9 @@ def main(argv: list[str] | None = None) -> int:
         for fold in folds:
             if args.crossfit > 1:
                 rest = [i for i in range(len(qs)) if i not in set(fold)]
-                fitted.append(refit(pipeline, [qs[i] for i in rest], [preps[i] for i in rest], oos_vecs, args.top_k))
+                scored = {d for i in fold for d in qs[i].gold_doc_ids}
+                fit_qs, fit_preps = [qs[i] for i in rest], [preps[i] for i in rest]
+                fitted.append(refit(pipeline, fit_qs, fit_preps, oos_vecs, args.top_k, saved[2].page_prior, scored))
                 fold_preps = pipeline.prepare_many([qs[i].query for i in fold])  # probabilities with this fold's temperature
             else:
                 fold_preps = [preps[i] for i in fold]

@@ -117,7 +117,6 @@ class Pipeline:
         self._descriptions_lock = threading.Lock()
         self._owner = True  # False: a copy (with_llm), whose threads and store are this pipeline's
 
-    # ------------------------------------------------------------------ info
     @property
     def settings(self) -> Settings:
         """The settings the pipeline was composed with."""
@@ -269,6 +268,8 @@ class Pipeline:
         t_all = time.perf_counter()
         reranker = self.reranker if rerank and self.settings.rerank == "on" else None
         final_k, top_k = top_k, max(top_k, reranker.params.depth) if reranker else top_k
+        prior = self.router.fitted.page_prior if strategy is DEFAULT_STRATEGY or domains else None  # not for the baselines
+        bonus, search_k = (prior.bonus, max(top_k, prior.depth)) if prior is not None and prior.active else (None, top_k)
         prepared = prepared or self.prepare(query)
         timings: dict[str, float] = dict(prepared.timings_ms)
         probs = within(prepared.probs, allowed, domains)
@@ -283,15 +284,15 @@ class Pipeline:
         if domains:
             selection = self._given(domains, probs)
         else:
-            selection = self._select(query, strategy, probs, mode, seed=seed, top_k=top_k, search=search)
+            selection = self._select(query, strategy, probs, mode, seed=seed, top_k=search_k, search=search)
         timings["gate"] = _ms(t0)  # choosing the domains (for fused: with its evidence searches)
 
         t0 = time.perf_counter()
         per_domain = {d: h for d, h in (selection.hits or {}).items() if d in selection.weights}
         missing = [d for d in selection.active if d not in per_domain]
         if missing:
-            per_domain.update(search(missing, top_k))
-        hits = with_passages(self.store, merge(per_domain, selection.weights, top_k), self.passage_cache)
+            per_domain.update(search(missing, search_k))
+        hits = with_passages(self.store, merge(per_domain, selection.weights, top_k, bonus), self.passage_cache)
         timings["search"] = _ms(t0)
         hits = self._rerank(reranker, query, hits, final_k, timings)
         timings["retrieval"] = _ms(t_all)
@@ -393,7 +394,6 @@ class Pipeline:
             for d in domains
         }
 
-    # ---------------------------------------------------------------- answer
     def answer_retrieval(self, ret: Retrieval, *, generate: bool = True, context_passages: int | None = None) -> Answer:
         """The :class:`Answer` for a retrieval, to its ``query`` and ``parts`` (the benchmarks' path; evaluation asks
         through :mod:`service.ask`, as ``/ask`` does)."""

@@ -56,7 +56,9 @@ class Source(BaseModel):
     score: float = Field(description="Similarity s from the domain's collection.")
     domain_prob: float = Field(description="The router's probability p_j of the passage's domain (routing.probabilities).")
     domain_weight: float = Field(description="Weight of the passage's domain in the merge: p_j (mkpqa, rfs), 1 (uis, lfs), c_j * q_j^lambda (fused).")
-    unified_score: float = Field(description="U = domain_weight * max(s, 0), the strategy's ranking score.")
+    unified_score: float = Field(
+        description="U = domain_weight * max(s, 0), the strategy's ranking score (plus the page prior's bonus: fused, or a product filter)."
+    )
     rerank_score: float | None = Field(
         default=None,
         description="The reranker's calibrated P(this passage answers the question), for the reranked top-N; the order "

@@ -5,20 +5,28 @@ from __future__ import annotations
 import io
 import json
 import logging
+from pathlib import Path
+
+import pytest
 
 from service.cli import main
 
 
-def test_status_of_an_empty_home_says_what_is_missing_and_the_command_that_adds_it(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("FEDQA_HOME", str(tmp_path / "home"))
+def status_of(home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> str:
+    """What ``fedqa status`` prints for the home ``home``."""
     from service.config import get_settings
 
+    monkeypatch.setenv("FEDQA_HOME", str(home))
     get_settings.cache_clear()
     try:
         assert main(["status"]) == 0
     finally:
         get_settings.cache_clear()
-    out = capsys.readouterr().out
+    return capsys.readouterr().out
+
+
+def test_status_of_an_empty_home_says_what_is_missing_and_the_command_that_adds_it(tmp_path, monkeypatch, capsys):
+    out = status_of(tmp_path / "home", monkeypatch, capsys)
     assert f"fedqa home {tmp_path / 'home'}" in out
     assert "missing  index: nothing to search" in out and "add it: fedqa ingest PATH" in out
     assert "missing  router" in out and "fedqa train router --queries FILE" in out

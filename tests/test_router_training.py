@@ -145,7 +145,10 @@ def test_train_and_activate_saves_metrics_fingerprint_and_retriever(tmp_path, en
     router = HeadRouter.load(registry.path("router", version))
     assert router.retriever == "base" and router.temperature == pytest.approx(metrics["calibration"]["temperature"], abs=1e-5)
     assert router.fitted.calibration is not None and router.fitted.fusion is not None and not router.fitted.extra
-    assert set(router.fitted.to_json()) == {"calibration", "fusion"}
+    assert set(router.fitted.to_json()) == {"calibration", "fusion", "page_prior"}
+    prior = router.fitted.page_prior  # counted on the questions with gold passages: here the validation ones alone
+    assert prior is not None and set(prior.answers) == {q.qid for q in val if q.gold_doc_ids} and prior.pages == {f"{d}/p": 1 for d in DOMAINS}
+    assert metrics["page_prior"]["questions"] == 3 and metrics["page_prior"]["weight"] == prior.weight
 
 
 def test_a_too_small_validation_split_is_warned_about_and_fitted_out_of_fold(tmp_path, encoder, caplog):

@@ -37,6 +37,7 @@ from training.calibration import fit_calibration
 from training.checkpoint import StopFlag, TrainingInterrupted
 from training.fusion import FitQuestion, fit_fusion
 from training.metrics import router_metrics
+from training.page_prior import DEPTH_GRID, fit_page_prior, index_pages, prior_questions
 from training.router_data import embed_cached, group_of, label_matrix, queries_fingerprint, sample_weights, synthetic_router_queries
 from training.router_heldout import out_of_fold_logits, small_split_warning, thin_domains
 from training.versions import save_version
@@ -195,10 +196,11 @@ def _fit_held_out(
     cfg: RouterConfig,
     metrics: dict[str, Any],
     logits: np.ndarray | None = None,
+    answered: Sequence[LabelledQuery] = (),
 ) -> None:
-    """Calibration and the fused strategy's parameters, on the held-out questions; their
-    reports go into ``metrics``, the fitted values into ``router``. ``logits``: the held-out questions' raw logits
-    when they are not ``router``'s own (out of fold), else the router's."""
+    """Calibration, the fused strategy's parameters and the page prior (counted on ``answered``), on the held-out
+    questions; their reports go into ``metrics``, the fitted values into ``router``. ``logits``: the held-out
+    questions' raw logits when they are not ``router``'s own (out of fold), else the router's."""
     from service.retrieval.store import StoreUnavailable
 
     domains = router.domains
@@ -212,7 +214,7 @@ def _fit_held_out(
     metrics["validation"] = routing_report(held.probs, val, domains)
     metrics["calibration"] = calibration.as_dict()
     try:
-        fit_qs = fit_questions(settings, index_version, held, max(cfg.top_k, cfg.evidence_k))
+        fit_qs = fit_questions(settings, index_version, held, max(cfg.top_k, cfg.evidence_k, *DEPTH_GRID))
     except StoreUnavailable as exc:  # the embedded index is open in a running service
         log.warning("fused strategy not fitted: %s", exc)
         fit_qs, metrics["fusion"] = [], {"skipped": f"index {index_version} could not be searched: {exc}"}
@@ -220,6 +222,12 @@ def _fit_held_out(
         params, report = fit_fusion(fit_qs, domains, top_k=cfg.top_k, evidence_k=cfg.evidence_k)
         router.fitted = replace(router.fitted, fusion=params)
         metrics["fusion"] = {**report, "params": params.as_dict()}
+    if fit_qs and answered:
+        t0 = time.perf_counter()
+        pages = index_pages(settings, index_version, answered)
+        prior, metrics["page_prior"] = fit_page_prior(prior_questions(fit_qs, domains, router.fitted.fusion), pages, seed=cfg.seed)
+        router.fitted = replace(router.fitted, page_prior=prior)
+        metrics["page_prior"]["seconds"] = round(time.perf_counter() - t0, 1)
 
 
 def _fit_out_of_fold(
@@ -232,6 +240,7 @@ def _fit_out_of_fold(
     cfg: RouterConfig,
     metrics: dict[str, Any],
     stop: StopFlag | None,
+    answered: Sequence[LabelledQuery],
 ) -> None:
     """Calibration and fused parameters on every labelled question of ``train``, each scored by a head
     trained without its fold (``arrays``: the training rows' vectors, labels and weights)."""
@@ -239,7 +248,7 @@ def _fit_out_of_fold(
     labelled = [i for i, o in enumerate(origins) if o != "synthetic"]
     logits = out_of_fold_logits(vectors, labels, weights, labelled, router.domains, cfg, retriever=router.retriever, stop=stop)
     held = [train[i] for i in labelled]
-    _fit_held_out(settings, index_version, router, vectors[labelled], held, cfg, metrics, logits=logits)
+    _fit_held_out(settings, index_version, router, vectors[labelled], held, cfg, metrics, logits=logits, answered=answered)
 
 
 def _manifest(
@@ -272,6 +281,14 @@ def _manifest(
     }
 
 
+def _index_encoder(settings: Settings, registry: Registry, index: dict[str, Any]) -> Encoder:
+    """The encoder the index version (its manifest ``index``) was embedded with: the router reads its vectors."""
+    from service.retrieval.encoder import index_encoder_backend, load_encoder
+
+    backend, calibration = index_encoder_backend(index), index.get("encoder_calibration")
+    return load_encoder(settings, registry, index.get("retriever"), backend=backend, calibration=calibration)
+
+
 def train_and_activate(
     settings: Settings,
     queries: Sequence[LabelledQuery],
@@ -287,23 +304,22 @@ def train_and_activate(
     data_path: str | None = None,
     domains: Sequence[str] | None = None,
     stop: StopFlag | None = None,
+    answered: Sequence[LabelledQuery] | None = None,
 ) -> str:
     """Train a router for the active index (its domains, its retriever's vectors), fit calibration and fusion on
     ``val`` (out of fold when it is too small), save it as a new version and activate it. ``queries``: expert, cross
-    and out-of-scope questions (``origins`` says which are ``synthetic``); ``synthetic``: more (None: heuristic ones)."""
-    from service.retrieval.encoder import index_encoder_backend, load_encoder
-
+    and out-of-scope questions (``origins`` says which are ``synthetic``); ``synthetic``: more (None: heuristic ones).
+    The page prior counts ``answered`` (None: ``queries``) and ``val``: the questions with gold passages."""
     t0 = time.perf_counter()
     cfg = config or RouterConfig()
     if epochs is not None:
         cfg.epochs = epochs
     registry, index_version, index, domains = _active_index(settings)
-    encoder: Encoder = load_encoder(
-        settings, registry, index.get("retriever"), backend=index_encoder_backend(index), calibration=index.get("encoder_calibration")
-    )
+    encoder = _index_encoder(settings, registry, index)
     origins = list(origins) if origins is not None else ["labelled"] * len(queries)
     val = [q for q in val if not q.domains or any(d in domains for d in q.domains)]
     thin = thin_domains(val, domains, cfg.min_val_per_domain) if val else []
+    answered = [q for q in [*(queries if answered is None else answered), *val] if q.gold_doc_ids]
     if thin:  # too few to fit on: the validation questions train too, and the fit is out of fold over every labelled one
         queries, origins, val = [*queries, *val], [*origins, *(["labelled"] * len(val))], [*val]
     train, origins = _training_questions(settings, index_version, domains, queries, origins, synthetic, cfg)
@@ -317,12 +333,12 @@ def train_and_activate(
     metrics: dict[str, Any] = {"train": routing_report(router.predict_vectors(vectors), train, domains)}
     if thin:
         warning = small_split_warning(val, thin, cfg.min_val_per_domain, sum(o != "synthetic" for o in origins), cfg.kfold)
-        _fit_out_of_fold(settings, index_version, router, train, origins, (vectors, labels, weights), cfg, metrics, stop)
+        _fit_out_of_fold(settings, index_version, router, train, origins, (vectors, labels, weights), cfg, metrics, stop, answered)
         metrics.update(held_out="kfold", warnings=[warning])
         val = []  # trained on: no question is held out of this version
     elif val:
         val_vectors = embed_cached(encoder, [q.query for q in val], cache)  # as /ask embeds them, like the training questions
-        _fit_held_out(settings, index_version, router, val_vectors, val, cfg, metrics)
+        _fit_held_out(settings, index_version, router, val_vectors, val, cfg, metrics, answered=answered)
         metrics["held_out"] = "validation"
     metrics.update(train_seconds=round(time.perf_counter() - t0, 1), head_seconds=round(t_train, 1))
     manifest = _manifest(cfg, domains, encoder.version, index_version, train, val, metrics, data_fingerprint, data_path)

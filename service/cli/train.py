@@ -109,11 +109,12 @@ class RouterSets:
     synthetic: list[LabelledQuery] | None = None
     data_fingerprint: str | None = None
     data_path: str | None = None
+    answered: list[LabelledQuery] | None = None  # training questions with gold passages (None: those of train)
 
 
 def _router_sets(args: argparse.Namespace, synthetic_cap: int | None) -> RouterSets:
     """Training and validation questions from ``--data`` (a built training set) or ``--queries``."""
-    from service.queries import load_queries
+    from service.queries import LabelledQuery, load_queries
     from training.router_data import router_queries_from_data, stratified_split
 
     if args.data:
@@ -121,7 +122,8 @@ def _router_sets(args: argparse.Namespace, synthetic_cap: int | None) -> RouterS
 
         data = TrainingData.load(args.data)
         train, origins, synthetic = router_queries_from_data(data, synthetic_per_domain=synthetic_cap, seed=args.seed)
-        return RouterSets(train, data.val + data.val_oos, origins, synthetic, data.fingerprint, str(data.path))
+        answered = [LabelledQuery(r.qid, r.query, r.domains, r.positives) for r in data.retriever_rows if r.origin != "synthetic"]
+        return RouterSets(train, data.val + data.val_oos, origins, synthetic, data.fingerprint, str(data.path), answered)
     if args.queries:
         train, val = stratified_split(load_queries(args.queries), args.val_fraction, seed=args.seed)
         return RouterSets(train, val)
@@ -151,6 +153,7 @@ def cmd_train_router(args: argparse.Namespace) -> int:
             data_fingerprint=sets.data_fingerprint,
             data_path=sets.data_path,
             stop=stop,
+            answered=sets.answered,
         )
     abstention = _fit_abstention_after_router(s, sets.val) if not args.no_activate else None
     split = _fit_split_after_router(s, sets.val) if not args.no_activate else None

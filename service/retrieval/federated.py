@@ -39,19 +39,23 @@ class Candidate:
     unified_score: float
 
 
-def merge(per_domain: Mapping[str, Sequence[Hit]], probs: Mapping[str, float], top_k: int) -> list[Candidate]:
+def merge(
+    per_domain: Mapping[str, Sequence[Hit]], probs: Mapping[str, float], top_k: int, bonus: Mapping[str, float] | None = None
+) -> list[Candidate]:
     """Rank the union of the domains' hits by unified score U = w_j * s+ and keep the top ``top_k``.
 
     ``probs`` holds each domain's weight w_j (p_j for mkpqa, q_j^lambda for fused, 1 for uis);
-    s+ = max(s, 0) (:func:`positive_similarity`). Ties are broken by the raw score, then by point id,
-    so the order is deterministic. :func:`with_passages` reads the kept candidates' passages.
+    s+ = max(s, 0) (:func:`positive_similarity`). ``bonus``: added to U by point id (the page prior,
+    :mod:`service.retrieval.page_prior`), every hit given then being a candidate. Ties are broken by the raw score,
+    then by point id, so the order is deterministic. :func:`with_passages` reads the kept candidates' passages.
     """
     ranked: dict[tuple[str, str], Candidate] = {}  # by (domain, point id): the same doc_id in two domains is two passages
     for domain, hits in per_domain.items():
         p = float(probs[domain])
-        # U grows with s within a domain, so only a domain's top_k by s can be in the merged top_k.
-        for h in heapq.nlargest(top_k, hits, key=lambda h: h.score):
-            r = Candidate(domain, h.point_id, h.score, p, p * positive_similarity(h.score))
+        # U grows with s within a domain, so only a domain's top_k by s can be in the merged top_k (not so with a bonus).
+        for h in hits if bonus else heapq.nlargest(top_k, hits, key=lambda h: h.score):
+            u = p * positive_similarity(h.score) + (bonus.get(h.point_id, 0.0) if bonus else 0.0)
+            r = Candidate(domain, h.point_id, h.score, p, u)
             old = ranked.get((domain, h.point_id))
             if old is None or r.unified_score > old.unified_score:
                 ranked[(domain, h.point_id)] = r

@@ -3,6 +3,8 @@
 ``calibration``: the report of the temperature and per-domain biases' fit (training/calibration.py; the values
 themselves are the router's ``temperature`` and ``bias``). ``fusion``: the fused strategy's parameters
 (:class:`~service.routing.fusion.FusionParams`; None: not fitted, and the fused strategy ranks as uis).
+``page_prior``: the pages the labelled questions were answered from and the fitted bonus of their passages
+(:class:`~service.retrieval.page_prior.PagePrior`; None: not fitted, no bonus).
 ``extra``: keys this release does not know, kept as they were read so that a router saved again writes them back.
 
 The stored form is a JSON object ``{"calibration": {...}, "fusion": {...}, <name>: ...}`` (a key absent when
@@ -16,10 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from service.retrieval.page_prior import PagePrior
 from service.routing.fusion import FusionParams
 
 CALIBRATION = "calibration"
 FUSION = "fusion"
+PAGE_PRIOR = "page_prior"
 
 
 @dataclass(frozen=True)
@@ -28,10 +32,11 @@ class RouterFitted:
 
     calibration: Mapping[str, Any] | None = None
     fusion: FusionParams | None = None
+    page_prior: PagePrior | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        clash = {CALIBRATION, FUSION} & set(self.extra)
+        clash = {CALIBRATION, FUSION, PAGE_PRIOR} & set(self.extra)
         if clash:
             raise ValueError(f"{sorted(clash)} are fields of RouterFitted, not extra values")
 
@@ -42,6 +47,7 @@ class RouterFitted:
         data = dict(data or {})
         calibration = data.pop(CALIBRATION, None)
         fusion = data.pop(FUSION, None)
+        prior = data.pop(PAGE_PRIOR, None)
         if fusion:
             try:
                 params: FusionParams | None = FusionParams.from_dict(fusion)
@@ -49,7 +55,8 @@ class RouterFitted:
                 raise ValueError(f"stored fusion parameters are incomplete: {exc}") from exc
         else:
             params = None
-        return cls(calibration=dict(calibration) if calibration else None, fusion=params, extra=data)
+        page_prior = PagePrior.from_json(prior) if prior else None
+        return cls(calibration=dict(calibration) if calibration else None, fusion=params, page_prior=page_prior, extra=data)
 
     def to_json(self) -> dict[str, Any]:
         """The stored form (only what was fitted)."""
@@ -58,4 +65,6 @@ class RouterFitted:
             out[CALIBRATION] = dict(self.calibration)
         if self.fusion is not None:
             out[FUSION] = self.fusion.as_dict()
+        if self.page_prior is not None:
+            out[PAGE_PRIOR] = self.page_prior.to_json()
         return out
