@@ -63,7 +63,7 @@ class Pages:
 
     @classmethod
     def of(cls, prior: PagePrior) -> Pages:
-        doc_page = {d: page for page, ids in prior.members.items() for d in ids}
+        doc_page = prior.page_of
         by_doc: dict[str, list[str]] = {}
         for qid, ids in prior.answers.items():
             for d in ids:

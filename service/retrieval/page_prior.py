@@ -32,6 +32,7 @@ class PagePrior:
     depth: int
     members: Mapping[str, Sequence[str]]  # page (a passage's ``source``) -> doc_ids of its passages in the index
     answers: Mapping[str, Sequence[str]]  # qid -> gold doc_ids of each labelled question counted
+    page_of: Mapping[str, str] = field(init=False, repr=False, compare=False)  # doc_id -> its page, for the members
     pages: Mapping[str, int] = field(init=False, repr=False, compare=False)  # page -> questions counted there
     bonus: Mapping[str, float] = field(init=False, repr=False, compare=False)  # point id -> weight * log(1 + n)
 
@@ -47,6 +48,7 @@ class PagePrior:
         if self.weight > 0:
             for page, n in pages.items():
                 bonus.update({point_id(d): self.weight * math.log1p(n) for d in self.members[page]})
+        object.__setattr__(self, "page_of", page_of)
         object.__setattr__(self, "pages", pages)
         object.__setattr__(self, "bonus", bonus)
 
