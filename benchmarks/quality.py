@@ -92,6 +92,7 @@ def refit(pipeline, fit_qs: list[LabelledQuery], fit_preps: list, oos_vecs: np.n
                 search_domains(pipeline.store, prep.vector, domains, max(k, top_k, *DEPTH_GRID))[0],
                 list(q.domains),
                 set(q.gold_doc_ids),
+                prep.vector,
             )
         )
     params, _ = fit_fusion(fit, domains, top_k=top_k, evidence_k=k)
@@ -101,6 +102,7 @@ def refit(pipeline, fit_qs: list[LabelledQuery], fit_preps: list, oos_vecs: np.n
         prior, _ = fit_page_prior(prior_questions(fit, domains, params), Pages.of(prior.without(scored)))
         router.fitted = replace(router.fitted, page_prior=prior)
         rounded.update(page_prior_weight=prior.weight, page_prior_depth=prior.depth, page_prior_questions=len(prior.answers))
+        rounded.update(page_prior_penalty=prior.penalty, page_prior_match=prior.match)
     return {
         "temperature": round(cal.temperature, 4),
         "calibration_bias": [round(b, 3) for b in cal.bias],

@@ -268,9 +268,9 @@ class Pipeline:
         t_all = time.perf_counter()
         reranker = self.reranker if rerank and self.settings.rerank == "on" else None
         final_k, top_k = top_k, max(top_k, reranker.params.depth) if reranker else top_k
-        prior = self.router.fitted.page_prior if strategy is DEFAULT_STRATEGY or domains else None  # not for the baselines
-        bonus, search_k = (prior.bonus, max(top_k, prior.depth)) if prior is not None and prior.active else (None, top_k)
         prepared = prepared or self.prepare(query)
+        prior = self.router.fitted.active_prior if strategy is DEFAULT_STRATEGY or domains else None  # not for the baselines
+        bonus, search_k = (prior.bonus_for(prepared.vector), max(top_k, prior.depth)) if prior is not None else (None, top_k)
         timings: dict[str, float] = dict(prepared.timings_ms)
         probs = within(prepared.probs, allowed, domains)
         mode: GateMode = gate_mode or self.settings.gate_mode

@@ -57,7 +57,10 @@ class Source(BaseModel):
     domain_prob: float = Field(description="The router's probability p_j of the passage's domain (routing.probabilities).")
     domain_weight: float = Field(description="Weight of the passage's domain in the merge: p_j (mkpqa, rfs), 1 (uis, lfs), c_j * q_j^lambda (fused).")
     unified_score: float = Field(
-        description="U = domain_weight * max(s, 0), the strategy's ranking score (plus the page prior's bonus: fused, or a product filter)."
+        description=(
+            "U = domain_weight * max(s, 0), the strategy's ranking score (fused, or a product filter: plus the page prior's bonus,"
+            " less the known answers' demotion)."
+        )
     )
     rerank_score: float | None = Field(
         default=None,

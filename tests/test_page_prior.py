@@ -157,3 +157,101 @@ def test_the_demo_router_reports_its_page_prior_and_status_says_whether_it_is_us
     assert report["counted_questions"] == len(prior.answers) > 0 and report["questions"] > 0
     out = status_of(demo_home, monkeypatch, capsys)
     assert (f"page prior weight {prior.weight} over {len(prior.pages)} pages" if prior.active else "page prior not used") in out
+
+
+def _unit(*xs: float) -> np.ndarray:
+    v = np.array(xs, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+def test_a_known_answer_loses_u_by_how_far_the_question_is_from_the_one_it_answers():
+    members = {"faq": ["faq#0", "faq#1", "faq#2"]}
+    answers = {"q1": ["faq#0"], "q2": ["faq#1"], "q3": ["faq#1"]}
+    questions = {"q1": _unit(1, 0, 0), "q2": _unit(0, 1, 0), "q3": _unit(0, 0.6, 0.8)}
+    prior = PagePrior(weight=0.0, depth=10, members=members, answers=answers, penalty=1.0, match=0.9, questions=questions)
+    assert prior.active and prior.demotes and set(prior.known) == {point_id("faq#0"), point_id("faq#1")}
+    near = dict(zip(prior.known, prior.nearest(_unit(0, 0.6, 0.8)).tolist(), strict=True))
+    assert near[point_id("faq#0")] == pytest.approx(0.0) and near[point_id("faq#1")] == pytest.approx(1.0)  # q3, not q2
+    bonus = prior.bonus_for(_unit(0, 0.6, 0.8) * 3)  # any length: cosines
+    assert bonus == pytest.approx({point_id("faq#0"): -0.9})  # faq#1 answers a question asked again; faq#2 none known
+    with_pages = replace(prior, weight=0.1)
+    assert with_pages.bonus_for(_unit(1, 0, 0))[point_id("faq#1")] == pytest.approx(0.1 * math.log(4) - 0.9)
+    assert replace(prior, penalty=0.0).bonus_for(_unit(1, 0, 0)) == {}  # no penalty: the page bonus alone (weight 0)
+    without_vectors = PagePrior(weight=0.1, depth=10, members=members, answers=answers, penalty=1.0, match=0.9)
+    assert not without_vectors.demotes and without_vectors.bonus_for(_unit(1, 0, 0)) == without_vectors.bonus
+    assert not prior.without(["faq#0", "faq#1"]).active  # every counted question left out: nothing known
+
+
+def test_the_known_answers_read_back_as_written_and_older_priors_demote_nothing():
+    questions = {"q1": _unit(0.3, -0.2, 0.9), "q2": _unit(1, 2, 3)}
+    prior = PagePrior(0.05, 20, {"faq": ["faq#0", "faq#1"]}, {"q1": ["faq#0"], "q2": ["faq#1"]}, penalty=0.3, match=0.8, questions=questions)
+    back = RouterFitted.from_json(json.loads(json.dumps(RouterFitted(page_prior=prior).to_json()))).page_prior
+    assert back is not None and back == prior and back.known == prior.known
+    for q, v in questions.items():
+        assert np.allclose(back.questions[q], v, atol=1e-3)  # stored as float16
+    v = _unit(0.5, 0.5, 0.1)
+    assert back.bonus_for(v) == pytest.approx(prior.bonus_for(v), abs=1e-3)
+    stored = prior.to_json()
+    old = {k: stored[k] for k in ("weight", "depth", "members", "answers")}  # a router of the previous release
+    assert PagePrior.from_json(old).penalty == 0.0 and not PagePrior.from_json(old).demotes
+    with pytest.raises(ValueError, match="page prior"):
+        PagePrior.from_json({**stored, "questions": {"q1": "not base64!"}})
+
+
+def _known_answer_questions(n: int, rng: np.random.Generator, *, first_known: bool) -> tuple[list[FitQuestion], Pages]:
+    """Each question's gold passage ranked second on an FAQ page, behind a passage that (``first_known``) answers
+    another labelled question, or not (a passage ranked third does)."""
+    fit, passages, train, vectors = [], [], [], []
+    for i in range(n):
+        first, gold, third = f"faq#{i}a", f"faq#{i}b", f"faq#{i}c"
+        passages += [_passage(d, "faq") for d in (first, gold, third)]
+        s = 0.6 + 0.01 * rng.random()
+        hits = [Hit(point_id(first), s + 0.02), Hit(point_id(gold), s), Hit(point_id(third), s - 0.01)]
+        fit.append(FitQuestion(np.array([1.0]), {"a": hits}, ["a"], {gold}, vector=_unit(*rng.normal(size=8))))
+        train.append(_q(f"t{i}", first if first_known else third))
+        vectors.append(_unit(*rng.normal(size=8)))  # another question
+    return fit, Pages.of(counted(passages, train, np.stack(vectors)))
+
+
+def test_the_fit_demotes_known_answers_when_new_questions_are_answered_elsewhere_on_the_page():
+    rng = np.random.default_rng(2)
+    fit, pages = _known_answer_questions(30, rng, first_known=True)
+    questions = prior_questions(fit, ["a"], None)
+    assert top1(questions, pages, 0.05, 10).sum() == 0  # one page: the page bonus alone does not reorder
+    prior, report = fit_page_prior(questions, pages)
+    assert prior.penalty > 0 and prior.demotes and report["chosen"] == "page prior" and report["acc_at_top1"] == 1.0
+    assert report["known_answers"] == 30 and report["crossfit"]["pays"]
+
+    fit, pages = _known_answer_questions(30, rng, first_known=False)  # what is put first answers nobody known
+    prior, report = fit_page_prior(prior_questions(fit, ["a"], None), pages)
+    assert prior.penalty == 0.0 and not prior.active and report["chosen"] == "none"
+
+
+def test_a_held_out_question_is_not_demoted_by_its_own_count():
+    """The held-out questions are counted too, with their vectors: scored, a question's gold passage is not a known
+    answer (its own count is left out), however far the counted phrasing is from the scored one."""
+    rng = np.random.default_rng(3)
+    fit, _ = _known_answer_questions(10, rng, first_known=False)
+    fit = [replace(q, hits={"a": q.hits["a"][1:]}) for q in fit]  # the gold passage first
+    passages = [_passage(d, "faq") for i in range(10) for d in (f"faq#{i}b", f"faq#{i}c")]
+    own = [_q(f"held{i}", f"faq#{i}b") for i in range(10)]
+    pages = Pages.of(counted(passages, own, np.stack([-np.asarray(q.vector) for q in fit])))  # counted at cosine -1
+    assert top1(prior_questions(fit, ["a"], None), pages, 0.0, 10, penalty=1.0, match=0.9).tolist() == [1.0] * 10
+
+
+def test_the_served_ranking_demotes_a_known_answer_unless_the_question_is_asked_again(demo_pipeline):
+    query = "How do I rotate an API key?"
+    plain = demo_pipeline.retrieve(query, top_k=5, strategy="fused", rerank=False)
+    top = plain.hits[0].passage
+    vector = demo_pipeline.prepare(query).vector
+    saved = demo_pipeline.router.fitted
+    far = np.zeros_like(vector)
+    far[int(np.argmin(vector))] = 1.0
+    try:
+        for asked, demoted in ((far, True), (vector, False)):
+            prior = PagePrior(0.0, 10, {top.source: [top.doc_id]}, {"q": [top.doc_id]}, penalty=5.0, match=0.99, questions={"q": asked})
+            demo_pipeline.router.fitted = replace(saved, page_prior=prior)
+            ranked = [h.passage.doc_id for h in demo_pipeline.retrieve(query, top_k=5, strategy="fused", rerank=False).hits]
+            assert (ranked[0] != top.doc_id) is demoted, ranked
+    finally:
+        demo_pipeline.router.fitted = saved

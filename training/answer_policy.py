@@ -25,6 +25,7 @@ from service.generation.answer_policy import WHOLE, AnswerPolicy, policy_path, s
 from service.generation.extractive import SentenceVectors, by_policy
 from service.queries import LabelledQuery
 from service.retrieval.passage import RankedHit
+from training.page_prior import unseen
 from training.versions import fitted_on, save_beside_router
 
 SOURCES = (1, 2, 3, 5)
@@ -61,7 +62,8 @@ def collect_cases(pipeline, queries: Sequence[LabelledQuery], *, top_k: int = 5)
     for start in range(0, len(usable), 32):
         window = usable[start : start + 32]
         for q, prep in zip(window, pipeline.prepare_many([q.query for q in window]), strict=True):
-            ret = pipeline.retrieve(q.query, top_k=top_k, gate_mode="deterministic", prepared=prep)
+            with unseen(pipeline, q.gold_doc_ids):  # the page prior counted it: ranked as a new question
+                ret = pipeline.retrieve(q.query, top_k=top_k, gate_mode="deterministic", prepared=prep)
             if ret.hits:
                 cases.append(Case(q.query, prep.vector, ret.hits, q.answer or ""))
     return cases

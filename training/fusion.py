@@ -62,6 +62,7 @@ class FitQuestion:
     hits: dict[str, list[Hit]]
     domains: list[str]  # its gold domains
     gold: set[str] = field(default_factory=set)  # gold doc_ids
+    vector: np.ndarray | None = None  # its query vector (the page prior's known answers)
 
 
 def _prepare(q: FitQuestion, domains: Sequence[str]) -> Prepared:

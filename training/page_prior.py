@@ -6,17 +6,21 @@ calibration and fusion are fitted on), each question is ranked as the default st
 (:func:`service.retrieval.strategies.select` with the fitted fusion parameters, then
 :func:`service.retrieval.federated.merge` with the bonus) for every weight and depth of the grid, with every counted
 question that shares a gold passage with it left out (itself, and a joined question and its parts), so it is scored
-as a question nobody counted. The setting with the best Acc@Top1 is kept (ties: the smaller weight, then depth) when a
-5-fold cross-fit of that choice wins more held-out questions from weight 0 than it loses by a one-sided sign test at
-95% (wins - losses > z sqrt(wins + losses), the convention of the fused strategy's guard); otherwise weight 0 (the
-ranking without it) is stored, with the report saying why. The grid is a range searched, not a fitted value.
+as a question nobody counted. The known answers' demotion (penalty and match, with the counted questions' query
+vectors) is searched with them, each held-out question's vector against the counted questions' vectors (those sharing
+its gold passages left out). The setting with the best Acc@Top1 is kept (ties: the smaller weight, depth, penalty,
+match) when a 5-fold cross-fit of that choice wins more held-out questions from the ranking without any bonus than it
+loses by a one-sided sign test at 95% (wins - losses > z sqrt(wins + losses), the convention of the fused strategy's
+guard); otherwise weight and penalty 0 (the ranking without it) are stored, with the report saying why. The grids are
+ranges searched, not fitted values.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -25,7 +29,7 @@ import numpy as np
 from service.config import Settings
 from service.queries import LabelledQuery
 from service.retrieval.federated import merge
-from service.retrieval.page_prior import PagePrior
+from service.retrieval.page_prior import PagePrior, demotion
 from service.retrieval.passage import Hit, Passage, point_id
 from service.retrieval.strategies import DEFAULT_STRATEGY, select
 from service.routing.fitted import RouterFitted
@@ -34,13 +38,37 @@ from training.fusion import FitQuestion
 
 WEIGHT_GRID = (0.0, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5)
 DEPTH_GRID = (10, 20, 30)
+PENALTY_GRID = (0.0, 0.1, 0.3, 1.0)
+MATCH_GRID = (0.7, 0.8, 0.9, 0.95)
 #: z of the one-sided sign test the cross-fit must pass (95%, as the fused strategy's guard).
 PRIOR_Z = 1.645
 FOLDS = 5
 
 
-def counted(passages: Iterable[Passage], answered: Sequence[LabelledQuery]) -> PagePrior:
-    """A prior of weight 0 counting ``answered`` (questions with gold passages) on the pages of ``passages``."""
+@dataclass(frozen=True)
+class Setting:
+    """One point of the grid: the page bonus's weight and depth, the known answers' penalty and match."""
+
+    weight: float
+    depth: int
+    penalty: float = 0.0
+    match: float = 1.0
+
+
+NONE = Setting(0.0, DEPTH_GRID[0])
+
+
+@dataclass(frozen=True)
+class Answered:
+    """The labelled questions the prior counts (with gold passages) and their query vectors (rows; None: no vectors)."""
+
+    questions: Sequence[LabelledQuery]
+    vectors: np.ndarray | None = None
+
+
+def counted(passages: Iterable[Passage], answered: Sequence[LabelledQuery], vectors: np.ndarray | None = None) -> PagePrior:
+    """A prior of weight 0 counting ``answered`` (questions with gold passages) on the pages of ``passages``, with
+    their query ``vectors`` (rows in ``answered``'s order) for the known answers' demotion."""
     page_by_doc: dict[str, str] = {}
     members: dict[str, list[str]] = {}
     for p in passages:
@@ -49,7 +77,25 @@ def counted(passages: Iterable[Passage], answered: Sequence[LabelledQuery]) -> P
     answers = {q.qid: [d for d in q.gold_doc_ids if d in page_by_doc] for q in answered}
     answers = {q: ids for q, ids in answers.items() if ids}
     used = {page_by_doc[d] for ids in answers.values() for d in ids}
-    return PagePrior(weight=0.0, depth=DEPTH_GRID[0], members={p: members[p] for p in sorted(used)}, answers=answers)
+    questions = {q.qid: v for q, v in zip(answered, vectors, strict=True) if q.qid in answers} if vectors is not None else {}
+    return PagePrior(weight=0.0, depth=DEPTH_GRID[0], members={p: members[p] for p in sorted(used)}, answers=answers, questions=questions)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One held-out question's candidates as the prior sees them, the questions sharing its gold passages left out."""
+
+    counts: Mapping[str, float]  # point id -> log(1 + n), n the questions counted on its page
+    nearest: Mapping[str, float]  # point id of a known answer -> cosine to the nearest counted question it answers
+
+    def bonus(self, s: Setting) -> dict[str, float]:
+        """What U gains (or loses) per point id at setting ``s``."""
+        out = {pid: s.weight * u for pid, u in self.counts.items()} if s.weight > 0 else {}
+        if s.penalty > 0:
+            for pid, c in self.nearest.items():
+                if c < s.match:
+                    out[pid] = out.get(pid, 0.0) - demotion(s.penalty, s.match, c)
+        return out
 
 
 @dataclass(frozen=True)
@@ -58,31 +104,30 @@ class Pages:
 
     prior: PagePrior
     page_of: Mapping[str, str]  # point id -> page
-    doc_page: Mapping[str, str]  # doc_id -> page
-    by_doc: Mapping[str, list[str]]  # doc_id -> the counted questions with it as a gold passage
+    answered: frozenset[str]  # doc_ids that are a counted question's gold passage
 
     @classmethod
     def of(cls, prior: PagePrior) -> Pages:
-        doc_page = prior.page_of
-        by_doc: dict[str, list[str]] = {}
-        for qid, ids in prior.answers.items():
-            for d in ids:
-                by_doc.setdefault(d, []).append(qid)
-        return cls(prior, {point_id(d): p for d, p in doc_page.items()}, doc_page, by_doc)
+        answered = frozenset(d for ids in prior.answers.values() for d in ids)
+        return cls(prior, {point_id(d): p for d, p in prior.page_of.items()}, answered)
+
+    def evidence(self, point_ids: Iterable[str], gold: Iterable[str] = (), vector: np.ndarray | None = None) -> Evidence:
+        """The counts (and, with the question's ``vector``, the known answers' nearest cosines) of ``point_ids``, every
+        counted question sharing a gold passage with ``gold`` (doc_ids) left out (:meth:`PagePrior.without`)."""
+        gold = list(gold)
+        prior = self.prior.without(gold) if self.answered.intersection(gold) else self.prior
+        wanted = list(point_ids)
+        out = {}
+        for pid in wanted:
+            n = prior.pages.get(self.page_of.get(pid, ""), 0)
+            if n > 0:
+                out[pid] = math.log1p(n)
+        near = dict(zip(prior.known, prior.nearest(vector).tolist(), strict=True)) if vector is not None and prior.known else {}
+        return Evidence(out, {pid: near[pid] for pid in wanted if pid in near})
 
     def bonus(self, point_ids: Iterable[str], weight: float, gold: Iterable[str] = ()) -> dict[str, float]:
-        """weight * log(1 + n) of each of ``point_ids`` on a counted page, every counted question sharing a gold
-        passage with ``gold`` (doc_ids) left out (:meth:`PagePrior.without`)."""
-        counts = dict(self.prior.pages)
-        for qid in {q for d in gold for q in self.by_doc.get(d, ())}:
-            for page in {self.doc_page[d] for d in self.prior.answers[qid]}:
-                counts[page] -= 1
-        out = {}
-        for pid in point_ids:
-            n = counts.get(self.page_of.get(pid, ""), 0)
-            if n > 0:
-                out[pid] = weight * math.log1p(n)
-        return out
+        """weight * log(1 + n) of each of ``point_ids`` on a counted page, leaving out as :meth:`evidence` does."""
+        return self.evidence(point_ids, gold).bonus(Setting(weight, DEPTH_GRID[0]))
 
 
 @dataclass(frozen=True)
@@ -93,15 +138,31 @@ class PriorQuestion:
     weights: dict[str, float]
     gold: frozenset[str]  # point ids
     gold_docs: frozenset[str]  # doc_ids
+    vector: np.ndarray | None = None  # its query vector
 
 
-def index_pages(settings: Settings, index_version: str, answered: Sequence[LabelledQuery]) -> Pages:
+@contextmanager
+def unseen(pipeline, gold: Iterable[str]) -> Iterator[None]:  # noqa: ANN001 - a Pipeline
+    """While the block runs, ``pipeline``'s page prior leaves out the counted questions sharing a passage of ``gold``
+    (a labelled question scored as a new one: the fits made after the router, on its held-out questions)."""
+    fitted = pipeline.router.fitted
+    if fitted.page_prior is None:
+        yield
+        return
+    pipeline.router.fitted = replace(fitted, page_prior=fitted.page_prior.without(gold))
+    try:
+        yield
+    finally:
+        pipeline.router.fitted = fitted
+
+
+def index_pages(settings: Settings, index_version: str, answered: Answered) -> Pages:
     """:meth:`Pages.of` the passages of every domain of the index version ``index_version``."""
     from service.retrieval.backends import open_backend
 
     store = open_backend(settings).open(index_version)
     try:
-        return Pages.of(counted((p for d in store.domains() for p in store.iter_passages(d)), answered))
+        return Pages.of(counted((p for d in store.domains() for p in store.iter_passages(d)), answered.questions, answered.vectors))
     finally:
         store.close()
 
@@ -123,34 +184,48 @@ def prior_questions(questions: Sequence[FitQuestion], domains: Sequence[str], fu
         sel = select(DEFAULT_STRATEGY, probs, domains, tau0=0.0, gate_mode="deterministic", search=search, top_k=limit, fitted=fitted)
         got = sel.hits or {}
         per = {d: got[d] if d in got else q.hits.get(d, []) for d in sel.weights}
-        out.append(PriorQuestion(per, dict(sel.weights), frozenset(point_id(d) for d in q.gold), frozenset(q.gold)))
+        out.append(PriorQuestion(per, dict(sel.weights), frozenset(point_id(d) for d in q.gold), frozenset(q.gold), q.vector))
     return out
 
 
-def top1(questions: Sequence[PriorQuestion], pages: Pages, weight: float, depth: int) -> np.ndarray:
+def top1(questions: Sequence[PriorQuestion], pages: Pages, weight: float, depth: int, penalty: float = 0.0, match: float = 1.0) -> np.ndarray:
     """0/1 per question: the top passage of its ranking with the bonus (each domain's top ``depth``) is gold."""
+    return _top1(questions, _evidence(questions, pages), Setting(weight, depth, penalty, match))
+
+
+def _evidence(questions: Sequence[PriorQuestion], pages: Pages) -> list[Evidence]:
+    return [pages.evidence((h.point_id for hs in q.per_domain.values() for h in hs), q.gold_docs, q.vector) for q in questions]
+
+
+def _top1(questions: Sequence[PriorQuestion], evidence: Sequence[Evidence], s: Setting) -> np.ndarray:
     out = np.zeros(len(questions))
-    for i, q in enumerate(questions):
-        per = {d: sorted(h, key=lambda h: -h.score)[:depth] for d, h in q.per_domain.items()}
-        bonus = pages.bonus((h.point_id for hs in per.values() for h in hs), weight, q.gold_docs) if weight > 0 else None
-        first = merge(per, q.weights, 1, bonus)
+    for i, (q, ev) in enumerate(zip(questions, evidence, strict=True)):
+        per = {d: sorted(h, key=lambda h: -h.score)[: s.depth] for d, h in q.per_domain.items()}
+        first = merge(per, q.weights, 1, ev.bonus(s) if s.weight > 0 or s.penalty > 0 else None)
         out[i] = float(bool(first) and first[0].point_id in q.gold)
     return out
 
 
-def _best(scores: Mapping[tuple[float, int], np.ndarray], rows: Sequence[int]) -> tuple[float, int]:
-    """The setting with the best mean over ``rows`` (ties: the smaller weight, then depth)."""
-    return max(sorted(scores), key=lambda s: (float(scores[s][list(rows)].mean()), -s[0], -s[1]))
+def _best(scores: Mapping[Setting, np.ndarray], rows: Sequence[int]) -> Setting:
+    """The setting with the best mean over ``rows`` (ties: the smaller weight, depth, penalty, match)."""
+    return min(scores, key=lambda s: (-float(scores[s][list(rows)].mean()), s.weight, s.depth, s.penalty, s.match))
+
+
+def _grid(demotes: bool) -> list[Setting]:
+    demotions = [(p, m) for p in PENALTY_GRID for m in MATCH_GRID if p > 0] if demotes else []
+    pairs = [(0.0, 1.0), *demotions]
+    return [NONE] + [Setting(w, d, p, m) for w in WEIGHT_GRID for d in DEPTH_GRID for p, m in pairs if w > 0 or p > 0]
 
 
 def fit_page_prior(questions: Sequence[PriorQuestion], pages: Pages, *, seed: int = 0) -> tuple[PagePrior, dict[str, Any]]:
-    """``pages``' prior with the fitted weight and depth (see the module docstring); and a report."""
+    """``pages``' prior with the fitted weight, depth, penalty and match (see the module docstring); and a report."""
     base_report = {"questions": len(questions), "pages": len(pages.prior.pages), "passages": sum(len(v) for v in pages.prior.members.values())}
     if not questions or not pages.prior.pages:
-        return replace(pages.prior, weight=0.0), {"chosen": "none", "reason": "no held-out question or no counted page", **base_report}
-    settings = [(w, d) for w in WEIGHT_GRID for d in DEPTH_GRID if w > 0] + [(0.0, DEPTH_GRID[0])]
-    scores = {s: top1(questions, pages, *s) for s in settings}
-    base = scores[(0.0, DEPTH_GRID[0])]
+        return replace(pages.prior, weight=0.0, penalty=0.0), {"chosen": "none", "reason": "no held-out question or no counted page", **base_report}
+    demotes = bool(pages.prior.known) and all(q.vector is not None for q in questions)
+    evidence = _evidence(questions, pages)
+    scores = {s: _top1(questions, evidence, s) for s in _grid(demotes)}
+    base = scores[NONE]
     everyone = list(range(len(questions)))
     best = _best(scores, everyone)
     order = everyone.copy()
@@ -163,16 +238,20 @@ def fit_page_prior(questions: Sequence[PriorQuestion], pages: Pages, *, seed: in
             held[fold] = scores[_best(scores, rest)][fold]
     wins, losses = int(((held > 0) & (base == 0)).sum()), int(((held == 0) & (base > 0)).sum())
     pays = wins - losses > PRIOR_Z * math.sqrt(wins + losses)
-    weight, depth = best if pays else (0.0, best[1])
+    chosen = best if pays else Setting(0.0, best.depth)
+    penalties = list(PENALTY_GRID) if demotes else [0.0]
     report = {
-        "chosen": "page prior" if pays and weight > 0 else "none",
-        "weight": weight,
-        "depth": depth,
+        "chosen": "page prior" if chosen.weight > 0 or chosen.penalty > 0 else "none",
+        "weight": chosen.weight,
+        "depth": chosen.depth,
+        "penalty": chosen.penalty,
+        "match": chosen.match,
         **base_report,
         "counted_questions": len(pages.prior.answers),
-        "acc_at_top1": round(float(scores[(weight, depth)].mean()), 4),
+        "known_answers": len(pages.prior.known),
+        "acc_at_top1": round(float(scores.get(chosen, base).mean()), 4),
         "acc_at_top1_without": round(float(base.mean()), 4),
         "crossfit": {"folds": FOLDS, "acc_at_top1": round(float(held.mean()), 4), "wins": wins, "losses": losses, "pays": pays, "z": PRIOR_Z},
-        "grid": {"weight": list(WEIGHT_GRID), "depth": list(DEPTH_GRID)},
+        "grid": {"weight": list(WEIGHT_GRID), "depth": list(DEPTH_GRID), "penalty": penalties, "match": list(MATCH_GRID)},
     }
-    return replace(pages.prior, weight=weight, depth=depth), report
+    return replace(pages.prior, weight=chosen.weight, depth=chosen.depth, penalty=chosen.penalty, match=chosen.match), report

@@ -37,7 +37,7 @@ from training.calibration import fit_calibration
 from training.checkpoint import StopFlag, TrainingInterrupted
 from training.fusion import FitQuestion, fit_fusion
 from training.metrics import router_metrics
-from training.page_prior import DEPTH_GRID, fit_page_prior, index_pages, prior_questions
+from training.page_prior import DEPTH_GRID, Answered, fit_page_prior, index_pages, prior_questions
 from training.router_data import embed_cached, group_of, label_matrix, queries_fingerprint, sample_weights, synthetic_router_queries
 from training.router_heldout import out_of_fold_logits, small_split_warning, thin_domains
 from training.versions import save_version
@@ -141,7 +141,7 @@ def fit_questions(settings: Settings, index_version: str, held: HeldOut, limit: 
         for q, v, p in zip(held.queries, held.vectors, held.probs, strict=True):
             hits, _ = search_domains(store, v, held.domains, limit)
             if q.domains and q.gold_doc_ids:
-                out.append(FitQuestion(p=p, hits=hits, domains=list(q.domains), gold=set(q.gold_doc_ids)))
+                out.append(FitQuestion(p=p, hits=hits, domains=list(q.domains), gold=set(q.gold_doc_ids), vector=v))
         return out
     finally:
         store.close()
@@ -196,7 +196,7 @@ def _fit_held_out(
     cfg: RouterConfig,
     metrics: dict[str, Any],
     logits: np.ndarray | None = None,
-    answered: Sequence[LabelledQuery] = (),
+    answered: Answered | None = None,
 ) -> None:
     """Calibration, the fused strategy's parameters and the page prior (counted on ``answered``), on the held-out
     questions; their reports go into ``metrics``, the fitted values into ``router``. ``logits``: the held-out
@@ -222,7 +222,7 @@ def _fit_held_out(
         params, report = fit_fusion(fit_qs, domains, top_k=cfg.top_k, evidence_k=cfg.evidence_k)
         router.fitted = replace(router.fitted, fusion=params)
         metrics["fusion"] = {**report, "params": params.as_dict()}
-    if fit_qs and answered:
+    if fit_qs and answered is not None and answered.questions:
         t0 = time.perf_counter()
         pages = index_pages(settings, index_version, answered)
         prior, metrics["page_prior"] = fit_page_prior(prior_questions(fit_qs, domains, router.fitted.fusion), pages, seed=cfg.seed)
@@ -240,7 +240,7 @@ def _fit_out_of_fold(
     cfg: RouterConfig,
     metrics: dict[str, Any],
     stop: StopFlag | None,
-    answered: Sequence[LabelledQuery],
+    answered: Answered,
 ) -> None:
     """Calibration and fused parameters on every labelled question of ``train``, each scored by a head
     trained without its fold (``arrays``: the training rows' vectors, labels and weights)."""
@@ -281,6 +281,11 @@ def _manifest(
     }
 
 
+def _answered(settings: Settings, encoder: Encoder, questions: Sequence[LabelledQuery]) -> Answered:
+    """The questions the page prior counts, with their query vectors as /ask embeds them (for the known answers)."""
+    return Answered(questions, embed_cached(encoder, [q.query for q in questions], settings.home_dir / "cache" / "router-vectors"))
+
+
 def _index_encoder(settings: Settings, registry: Registry, index: dict[str, Any]) -> Encoder:
     """The encoder the index version (its manifest ``index``) was embedded with: the router reads its vectors."""
     from service.retrieval.encoder import index_encoder_backend, load_encoder
@@ -319,7 +324,7 @@ def train_and_activate(
     origins = list(origins) if origins is not None else ["labelled"] * len(queries)
     val = [q for q in val if not q.domains or any(d in domains for d in q.domains)]
     thin = thin_domains(val, domains, cfg.min_val_per_domain) if val else []
-    answered = [q for q in [*(queries if answered is None else answered), *val] if q.gold_doc_ids]
+    counted = _answered(settings, encoder, [q for q in [*(queries if answered is None else answered), *val] if q.gold_doc_ids])
     if thin:  # too few to fit on: the validation questions train too, and the fit is out of fold over every labelled one
         queries, origins, val = [*queries, *val], [*origins, *(["labelled"] * len(val))], [*val]
     train, origins = _training_questions(settings, index_version, domains, queries, origins, synthetic, cfg)
@@ -333,12 +338,12 @@ def train_and_activate(
     metrics: dict[str, Any] = {"train": routing_report(router.predict_vectors(vectors), train, domains)}
     if thin:
         warning = small_split_warning(val, thin, cfg.min_val_per_domain, sum(o != "synthetic" for o in origins), cfg.kfold)
-        _fit_out_of_fold(settings, index_version, router, train, origins, (vectors, labels, weights), cfg, metrics, stop, answered)
+        _fit_out_of_fold(settings, index_version, router, train, origins, (vectors, labels, weights), cfg, metrics, stop, counted)
         metrics.update(held_out="kfold", warnings=[warning])
         val = []  # trained on: no question is held out of this version
     elif val:
         val_vectors = embed_cached(encoder, [q.query for q in val], cache)  # as /ask embeds them, like the training questions
-        _fit_held_out(settings, index_version, router, val_vectors, val, cfg, metrics, answered=answered)
+        _fit_held_out(settings, index_version, router, val_vectors, val, cfg, metrics, answered=counted)
         metrics["held_out"] = "validation"
     metrics.update(train_seconds=round(time.perf_counter() - t0, 1), head_seconds=round(t_train, 1))
     manifest = _manifest(cfg, domains, encoder.version, index_version, train, val, metrics, data_fingerprint, data_path)

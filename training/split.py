@@ -9,7 +9,8 @@ ranking's top passage, Acc@1) with at most :data:`MAX_MEAN_GROUPS` products per 
 for at least :data:`MIN_ONE_GROUP` of the questions (the objective of issue 27); ties go to fewer products.
 
 Fit on the router's validation questions (the router has seen its training questions and is over-confident on
-them). The rule is stored as ``split.json`` in the router version's folder and reported in its ``metrics.json``
+them), each ranked with the page prior's counts and known answers of the questions sharing its answer left out (the
+prior counts the validation questions too). The rule is stored as ``split.json`` in the router version's folder and reported in its ``metrics.json``
 (``by_product``), with k-fold figures (each fold decided by a rule fitted on the other folds).
 """
 
@@ -26,6 +27,7 @@ from service.artifacts import Registry
 from service.config import Settings
 from service.queries import LabelledQuery
 from service.routing.split import SplitRule, best_score, save_split, split_path
+from training.page_prior import unseen
 from training.versions import fitted_on, report_in_metrics, save_beside_router
 
 MAX_MEAN_GROUPS = 1.5  # the objective's bounds (issue 27), not values tuned on data
@@ -65,9 +67,10 @@ def collect_cases(pipeline, queries: Sequence[LabelledQuery], *, top_k: int = 5)
     for start in range(0, len(usable), BATCH):
         window = usable[start : start + BATCH]
         for q, prep in zip(window, pipeline.prepare_many([q.query for q in window]), strict=True):
-            ret = pipeline.retrieve(q.query, top_k=top_k, gate_mode="deterministic", prepared=prep)
-            probs = dict(ret.routing.probabilities)
-            own = pipeline.product_retrievals(ret, every.candidates(probs), top_k=top_k)
+            with unseen(pipeline, q.gold_doc_ids):  # the page prior counted it: scored as a new question
+                ret = pipeline.retrieve(q.query, top_k=top_k, gate_mode="deterministic", prepared=prep)
+                probs = dict(ret.routing.probabilities)
+                own = pipeline.product_retrievals(ret, every.candidates(probs), top_k=top_k)
             tops = {d: r.hits[0].passage.doc_id for d, r in own.items() if r.hits}
             best = {d: s for d, r in own.items() if (s := best_score(r.hits)) is not None}
             served = ret.hits[0].passage.doc_id if ret.hits else None

@@ -16,7 +16,7 @@ import argparse
 import json
 import math
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +42,33 @@ def _crossfit(per: np.ndarray, folds: int) -> float:
     return round(float(held.mean()), 3)
 
 
+@dataclass
+class Served:
+    """The validation single questions' served rankings (page prior off) beside the training split's labelled rows."""
+
+    page: dict[str, str]  # doc_id -> page
+    rows: list  # the labelled (not synthetic) retriever rows
+    questions: list  # the validation single questions with gold passages
+    candidates: list  # their served top ``depth``
+    sims: np.ndarray  # (questions, rows) cosine of the query vectors
+
+
+def served(data_dir: str, depth: int) -> Served:
+    """:class:`Served` of the active versions of $FEDQA_HOME and the training set ``data_dir``."""
+    data = TrainingData.load(data_dir)
+    rows = [r for r in data.retriever_rows if r.origin != "synthetic"]
+    qs = [q for q in data.val if q.gold_doc_ids and not q.is_cross]
+    pipeline = load_pipeline(get_settings(), with_llm=False)
+    try:
+        pipeline.router.fitted = replace(pipeline.router.fitted, page_prior=None)
+        cands = with_candidates(pipeline, qs, ["labelled"] * len(qs), depth=depth, passages=None)
+        train_vecs = pipeline.encoder.embed_queries([r.query for r in rows])
+        val_vecs = pipeline.encoder.embed_queries([q.query for q in qs])
+    finally:
+        pipeline.close()
+    return Served({d: p.source for d, p in data.passages.items()}, rows, qs, cands, val_vecs @ train_vecs.T)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", required=True)
@@ -49,24 +76,13 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--folds", type=int, default=5)
     args = ap.parse_args()
-    data = TrainingData.load(args.data)
-    page = {d: p.source for d, p in data.passages.items()}
-    rows = [r for r in data.retriever_rows if r.origin != "synthetic"]
+    got = served(args.data, args.depth)
+    page, rows, cands, sims = got.page, got.rows, got.candidates, got.sims
     row_pages = [{page[g] for g in r.positives if g in page} for r in rows]
     counts: dict[str, int] = {}
     for pages in row_pages:
         for p in pages:
             counts[p] = counts.get(p, 0) + 1
-    qs = [q for q in data.val if q.gold_doc_ids and not q.is_cross]
-    pipeline = load_pipeline(get_settings(), with_llm=False)
-    try:
-        pipeline.router.fitted = replace(pipeline.router.fitted, page_prior=None)
-        cands = with_candidates(pipeline, qs, ["labelled"] * len(qs), depth=args.depth, passages=None)
-        train_vecs = pipeline.encoder.embed_queries([r.query for r in rows])
-        val_vecs = pipeline.encoder.embed_queries([q.query for q in qs])
-    finally:
-        pipeline.close()
-    sims = val_vecs @ train_vecs.T
     prior, near = [], []
     for i, c in enumerate(cands):
         top = np.argsort(-sims[i])[: args.k]

@@ -92,8 +92,10 @@ def _router_part(registry: Registry, version: str | None, index: dict[str, Any])
     fused = "fused strategy fitted" if (router.get("metrics") or {}).get("fusion", {}).get("params") else "fused strategy not fitted (ranks as uis)"
     held = "calibrated out of fold" if (router.get("metrics") or {}).get("held_out") == "kfold" else f"{router.get('val_queries')} held out"
     prior = (router.get("metrics") or {}).get("page_prior") or {}
-    if prior.get("weight"):
+    if prior.get("weight") or prior.get("penalty"):
         fused += f"; page prior weight {prior['weight']} over {prior.get('pages')} pages of {prior.get('counted_questions')} questions"
+        if prior.get("penalty"):
+            fused += f", their {prior.get('known_answers')} answers demoted below cosine {prior.get('match')} (penalty {prior['penalty']})"
     elif prior:
         fused += f"; page prior not used ({prior.get('reason', 'it did not pay on the held-out questions')})"
     return Part("router", True, f"{version}: {router.get('train_queries')} training questions, {held}; {fused}")

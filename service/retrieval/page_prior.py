@@ -7,19 +7,27 @@ labelled training questions rank by
     U' = U + weight * log(1 + n)
 
 (U = w_j * s+, the strategy's unified score; every other passage keeps U), over each searched domain's top ``depth``
-hits. The counts come from the labelled questions' gold passages (each question once per page), the weight and depth
-are fitted on held-out questions by ``fedqa train router`` (training/page_prior.py) and stored with the router
-version with the questions counted; weight 0 is the ranking without it. It applies to the default strategy and to a
+hits. A passage that answers a counted question (a "known answer": on faq6 each FAQ answer answers one question, and
+no two dev questions share a gold passage) answers a new question about as much as the new question resembles the
+one it answers, so a known answer whose nearest counted question is at cosine c < ``match`` from the new one (their
+query vectors) also loses ``penalty * (match - c)``; a question asked again keeps its answer's U. The counts come
+from the labelled questions' gold passages (each question once per page), weight, depth, penalty and match are fitted
+on held-out questions by ``fedqa train router`` (training/page_prior.py) and stored with the router version with the
+questions counted and their vectors; weight and penalty 0 are the ranking without it. It applies to the default strategy and to a
 product filter (the per-product answers), not to the baselines (uis, rfs, mkpqa, lfs), which rank as the method
 defines them.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+import numpy as np
 
 from service.retrieval.passage import point_id
 
@@ -32,13 +40,18 @@ class PagePrior:
     depth: int
     members: Mapping[str, Sequence[str]]  # page (a passage's ``source``) -> doc_ids of its passages in the index
     answers: Mapping[str, Sequence[str]]  # qid -> gold doc_ids of each labelled question counted
+    penalty: float = 0.0  # a known answer's U lowered by penalty * (match - c) ...
+    match: float = 1.0  # ... when its nearest counted question is at cosine c < match from the question
+    questions: Mapping[str, np.ndarray] = field(default_factory=dict, compare=False)  # qid -> its query vector (unit)
     page_of: Mapping[str, str] = field(init=False, repr=False, compare=False)  # doc_id -> its page, for the members
     pages: Mapping[str, int] = field(init=False, repr=False, compare=False)  # page -> questions counted there
     bonus: Mapping[str, float] = field(init=False, repr=False, compare=False)  # point id -> weight * log(1 + n)
+    known: tuple[str, ...] = field(init=False, repr=False, compare=False)  # point ids of the known answers
+    _askers: tuple[np.ndarray, np.ndarray, np.ndarray] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.weight < 0 or self.depth < 1:
-            raise ValueError(f"a page prior needs weight >= 0 and depth >= 1 (got {self.weight}, {self.depth})")
+        if self.weight < 0 or self.depth < 1 or self.penalty < 0:
+            raise ValueError(f"a page prior needs weight, penalty >= 0 and depth >= 1 (got {self.weight}, {self.penalty}, {self.depth})")
         page_of = {d: page for page, ids in self.members.items() for d in ids}
         pages: dict[str, int] = {}
         for gold in self.answers.values():
@@ -51,11 +64,50 @@ class PagePrior:
         object.__setattr__(self, "page_of", page_of)
         object.__setattr__(self, "pages", pages)
         object.__setattr__(self, "bonus", bonus)
+        self._known_answers()
+
+    def _known_answers(self) -> None:
+        """``known`` and, for :meth:`nearest`, the counted questions' vectors and which of them each known answer has."""
+        order = [q for q in self.answers if q in self.questions]
+        row = {q: i for i, q in enumerate(order)}
+        askers: dict[str, list[int]] = {}
+        for q in order:
+            for d in self.answers[q]:
+                askers.setdefault(point_id(d), []).append(row[q])
+        known = tuple(askers)
+        dim = len(next(iter(self.questions.values()))) if self.questions else 0
+        matrix = np.stack([_unit(self.questions[q]) for q in order]) if order else np.zeros((0, dim), dtype=np.float32)
+        rows = np.array([i for p in known for i in askers[p]], dtype=np.int64)
+        starts = np.cumsum([0] + [len(askers[p]) for p in known[:-1]]).astype(np.int64) if known else np.zeros(0, dtype=np.int64)
+        object.__setattr__(self, "known", known)
+        object.__setattr__(self, "_askers", (matrix, rows, starts))
+
+    @property
+    def demotes(self) -> bool:
+        """Whether known answers lose U (a penalty above 0 and counted questions' vectors)."""
+        return self.penalty > 0 and bool(self.known)
 
     @property
     def active(self) -> bool:
-        """Whether it changes any ranking (a weight above 0 and a page with questions)."""
-        return bool(self.bonus)
+        """Whether it changes any ranking (a page bonus above 0, or known answers demoted)."""
+        return bool(self.bonus) or self.demotes
+
+    def nearest(self, vector: np.ndarray) -> np.ndarray:
+        """Per known answer (``known``'s order), the cosine of ``vector`` to the nearest counted question it answers."""
+        matrix, rows, starts = self._askers
+        if not len(rows):
+            return np.zeros(0, dtype=np.float32)
+        return np.maximum.reduceat((matrix @ _unit(vector))[rows], starts)
+
+    def bonus_for(self, vector: np.ndarray) -> Mapping[str, float]:
+        """What U gains (or loses) per point id for the question with query vector ``vector``."""
+        if not self.demotes:
+            return self.bonus
+        out = dict(self.bonus)
+        for pid, c in zip(self.known, self.nearest(vector).tolist(), strict=True):
+            if c < self.match:
+                out[pid] = out.get(pid, 0.0) - demotion(self.penalty, self.match, c)
+        return out
 
     def without(self, gold_doc_ids: Iterable[str]) -> PagePrior:
         """The same prior without every counted question that shares a gold passage with ``gold_doc_ids`` (to score
@@ -70,6 +122,9 @@ class PagePrior:
             "pages": dict(self.pages),  # for reading; recounted from ``answers`` when loaded
             "members": {p: list(ids) for p, ids in self.members.items()},
             "answers": {q: list(ids) for q, ids in self.answers.items()},
+            "penalty": self.penalty,
+            "match": self.match,
+            "questions": {q: base64.b64encode(np.asarray(v, dtype="<f2").tobytes()).decode("ascii") for q, v in self.questions.items()},  # float16
         }
 
     @classmethod
@@ -81,6 +136,25 @@ class PagePrior:
                 depth=int(data["depth"]),
                 members={str(p): [str(d) for d in ids] for p, ids in data["members"].items()},
                 answers={str(q): [str(d) for d in ids] for q, ids in data["answers"].items()},
+                penalty=float(data.get("penalty", 0.0)),  # older routers: no known answers
+                match=float(data.get("match", 1.0)),
+                questions={str(q): _vector(v) for q, v in (data.get("questions") or {}).items()},
             )
-        except (KeyError, TypeError, AttributeError) as exc:
+        except (KeyError, TypeError, AttributeError, binascii.Error) as exc:
             raise ValueError(f"stored page prior is incomplete: {exc!r}") from exc
+
+
+def demotion(penalty: float, match: float, cosine: float) -> float:
+    """What a known answer loses when the nearest counted question it answers is at ``cosine`` from the question."""
+    return penalty * max(0.0, match - cosine)
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    v = np.asarray(v, dtype=np.float32).reshape(-1)
+    n = float(np.linalg.norm(v))
+    return v / n if n > 0 else v
+
+
+def _vector(stored: str) -> np.ndarray:
+    """A question's vector from its stored form (little-endian float16, base64)."""
+    return np.frombuffer(base64.b64decode(stored, validate=True), dtype="<f2").astype(np.float32)

@@ -40,6 +40,11 @@ class RouterFitted:
         if clash:
             raise ValueError(f"{sorted(clash)} are fields of RouterFitted, not extra values")
 
+    @property
+    def active_prior(self) -> PagePrior | None:
+        """The page prior when it changes a ranking, else None."""
+        return self.page_prior if self.page_prior is not None and self.page_prior.active else None
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> RouterFitted:
         """Read the stored form (None or an empty object: nothing fitted). A stored ``fusion`` that is empty counts as
