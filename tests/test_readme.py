@@ -24,6 +24,7 @@ PAGES = (
     "ledger/invoices",
     "beacon/saml",
     "beacon/scim",
+    "beacon/api-keys",
     "relay/email-channels",
     "relay/slas",
 )
@@ -39,7 +40,7 @@ def own_documentation_block() -> str:
 
 
 def write_acme(home: Path) -> None:
-    """~/acme/docs (one folder per product, Markdown pages rebuilt from eight demo pages) and ~/acme/queries.jsonl
+    """~/acme/docs (one folder per product, Markdown pages rebuilt from nine demo pages) and ~/acme/queries.jsonl
     (the demo questions about those pages, with their reference answers)."""
     docs = [json.loads(line) for line in DOCS.read_text(encoding="utf-8").splitlines() if line.strip()]
     for page in PAGES:
@@ -62,8 +63,9 @@ def free_port() -> int:
 
 @pytest.mark.slow
 def test_own_documentation_block_runs_as_written(tmp_path):
-    """From the clone after ./scripts/setup.sh, with no fedqa on PATH: every command of the block works and the
-    last one, ``fedqa serve``, serves /readyz."""
+    """From the clone after ./scripts/setup.sh, with no fedqa on PATH: every command of the block works, the in-scope
+    question is answered with a quote, the off-topic one ``not_covered`` (no out-of-scope file), and the last
+    command, ``fedqa serve``, serves /readyz."""
     write_acme(tmp_path)
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("FEDQA_")}
@@ -101,8 +103,11 @@ def test_own_documentation_block_runs_as_written(tmp_path):
     assert (tmp_path / "fedqa-acme" / "active.json").is_file()
     # fedqa status, in plain words: the router's training fitted "not covered" against the shipped general questions
     assert "has      answer policy" in output and "has      not-covered decision" in output
-    answer = json.loads(output[output.index('{\n  "query"') :].split("\n}\n", 1)[0] + "\n}")  # fedqa ask's JSON
-    assert answer["sources"] and answer["answer_mode"] == "retrieval"
+    asked = [json.loads('{\n  "query"' + part.split("\n}\n", 1)[0] + "\n}") for part in output.split('{\n  "query"')[1:]]  # fedqa ask's JSON
+    assert [a["query"] for a in asked] == ["How do I rotate an API key?", "How do I bake sourdough bread?"]
+    rotate, bread = asked
+    assert rotate["answer_mode"] == "extractive" and rotate["sources"][0]["doc_id"].startswith("beacon/api-keys#") and "[1]" in rotate["answer"]
+    assert bread["answer_mode"] == "not_covered" and bread["sources"]  # no out-of-scope file: the shipped general questions
 
 
 def test_the_readme_says_what_every_training_step_needs_and_what_the_service_does_without_it():
