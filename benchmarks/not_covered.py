@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     general = general_negatives()
     pipeline = load_pipeline(get_settings(), with_llm=False)
     try:
-        ev_in = collect_evidence(pipeline, [q.query for q in in_scope])
+        ev_in = collect_evidence(pipeline, [q.query for q in in_scope], gold=[q.gold_doc_ids for q in in_scope])
         ev_oos = collect_evidence(pipeline, [q.query for q in oos])
         ev_gen = collect_evidence(pipeline, [q.query for q in general])
         versions = pipeline.versions

@@ -17,7 +17,7 @@ from service.retrieval.passage import Hit, Passage, point_id
 from service.routing.fitted import RouterFitted
 from service.routing.fusion import FusionParams
 from training.fusion import FitQuestion
-from training.page_prior import Pages, PriorQuestion, counted, fit_page_prior, prior_questions, top1
+from training.page_prior import Pages, PriorQuestion, counted, fit_page_prior, prior_questions, top1, unseen
 
 
 def _passage(doc_id: str, page: str, domain: str = "a") -> Passage:
@@ -253,5 +253,31 @@ def test_the_served_ranking_demotes_a_known_answer_unless_the_question_is_asked_
             demo_pipeline.router.fitted = replace(saved, page_prior=prior)
             ranked = [h.passage.doc_id for h in demo_pipeline.retrieve(query, top_k=5, strategy="fused", rerank=False).hits]
             assert (ranked[0] != top.doc_id) is demoted, ranked
+    finally:
+        demo_pipeline.router.fitted = saved
+
+
+def test_the_fits_after_the_router_rank_a_counted_question_as_a_new_one(demo_pipeline):
+    """``unseen`` (the split rule, the answer policy and the "not covered" evidence, fitted on questions the prior
+    counted) leaves the question's own count and known answer out while it is ranked, and puts the prior back."""
+    from training.abstention import collect_evidence
+
+    query = "How do I rotate an API key?"
+    top = demo_pipeline.retrieve(query, top_k=5, strategy="fused", rerank=False).hits[0].passage
+    vector = demo_pipeline.prepare(query).vector
+    far = np.zeros_like(vector)
+    far[int(np.argmin(vector))] = 1.0
+    saved = demo_pipeline.router.fitted
+    prior = PagePrior(0.0, 10, {top.source: [top.doc_id]}, {"q": [top.doc_id]}, penalty=5.0, match=0.99, questions={"q": far})
+    try:
+        demo_pipeline.router.fitted = replace(saved, page_prior=prior)
+        counted_in = demo_pipeline.router.fitted
+        assert demo_pipeline.retrieve(query, top_k=5, strategy="fused", rerank=False).hits[0].passage.doc_id != top.doc_id
+        with unseen(demo_pipeline, [top.doc_id]):
+            assert demo_pipeline.retrieve(query, top_k=5, strategy="fused", rerank=False).hits[0].passage.doc_id == top.doc_id
+            alone = collect_evidence(demo_pipeline, [query])
+        assert demo_pipeline.router.fitted is counted_in
+        assert np.array_equal(collect_evidence(demo_pipeline, [query], gold=[[top.doc_id]]), alone)
+        assert not np.array_equal(collect_evidence(demo_pipeline, [query]), alone)  # counted: its answer demoted
     finally:
         demo_pipeline.router.fitted = saved

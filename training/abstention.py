@@ -25,6 +25,7 @@ from service.config import Settings
 from service.generation.abstention import FEATURES, AbstentionModel, Evidence, abstention_path, save_abstention
 from service.queries import LabelledQuery
 from service.retrieval.strategies import DEFAULT_STRATEGY
+from training.page_prior import unseen
 from training.versions import fitted_on, save_beside_router
 
 BATCH = 32
@@ -39,14 +40,23 @@ class AbstentionReport:
     heldout: dict[str, Any]
 
 
-def collect_evidence(pipeline, queries: Sequence[str], *, top_k: int = 5, strategy: str = DEFAULT_STRATEGY.value) -> np.ndarray:  # noqa: ANN001
+def collect_evidence(
+    pipeline,  # noqa: ANN001
+    queries: Sequence[str],
+    *,
+    top_k: int = 5,
+    strategy: str = DEFAULT_STRATEGY.value,
+    gold: Sequence[Sequence[str]] | None = None,
+) -> np.ndarray:
     """Evidence of each question through the serving path (default strategy, deterministic gate); shape
-    (n, len(FEATURES))."""
+    (n, len(FEATURES)). ``gold``: each question's gold passages, left out of the page prior's counts while it is
+    ranked (a labelled question the prior counted, scored as a new one)."""
     rows: list[list[float]] = []
     for start in range(0, len(queries), BATCH):
         window = list(queries[start : start + BATCH])
-        for q, prep in zip(window, pipeline.prepare_many(window), strict=True):
-            ret = pipeline.retrieve(q, top_k=top_k, gate_mode="deterministic", strategy=strategy, prepared=prep)
+        for i, (q, prep) in enumerate(zip(window, pipeline.prepare_many(window), strict=True)):
+            with unseen(pipeline, gold[start + i] if gold is not None else ()):
+                ret = pipeline.retrieve(q, top_k=top_k, gate_mode="deterministic", strategy=strategy, prepared=prep)
             ev, _ = pipeline.answerer.evidence(ret.parts, ret.hits, ret.routing.probabilities, score_sentences=True)
             rows.append(ev.vector(FEATURES))
     return np.asarray(rows, dtype=np.float64).reshape(-1, len(FEATURES))
@@ -174,7 +184,7 @@ def fit_abstention(
     own = pipeline is None
     pipeline = pipeline or load_pipeline(settings, with_llm=False)
     try:
-        ev_in = collect_evidence(pipeline, [q.query for q in in_scope])
+        ev_in = collect_evidence(pipeline, [q.query for q in in_scope], gold=[q.gold_doc_ids for q in in_scope])
         ev_out = collect_evidence(pipeline, [q.query for q in out_of_scope])
         versions = pipeline.versions
     finally:

@@ -145,8 +145,8 @@ class PriorQuestion:
 def unseen(pipeline, gold: Iterable[str]) -> Iterator[None]:  # noqa: ANN001 - a Pipeline
     """While the block runs, ``pipeline``'s page prior leaves out the counted questions sharing a passage of ``gold``
     (a labelled question scored as a new one: the fits made after the router, on its held-out questions)."""
-    fitted = pipeline.router.fitted
-    if fitted.page_prior is None:
+    fitted, gold = pipeline.router.fitted, list(gold)
+    if fitted.page_prior is None or not gold:
         yield
         return
     pipeline.router.fitted = replace(fitted, page_prior=fitted.page_prior.without(gold))
