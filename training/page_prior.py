@@ -134,7 +134,7 @@ class Pages:
 class PriorQuestion:
     """A held-out question as the default strategy searched it: each domain's hits and merge weight, its gold."""
 
-    per_domain: dict[str, list[Hit]]
+    per_domain: dict[str, list[Hit]]  # each domain's hits, best first
     weights: dict[str, float]
     gold: frozenset[str]  # point ids
     gold_docs: frozenset[str]  # doc_ids
@@ -183,7 +183,7 @@ def prior_questions(questions: Sequence[FitQuestion], domains: Sequence[str], fu
         probs = {d: float(v) for d, v in zip(domains, q.p, strict=True)}
         sel = select(DEFAULT_STRATEGY, probs, domains, tau0=0.0, gate_mode="deterministic", search=search, top_k=limit, fitted=fitted)
         got = sel.hits or {}
-        per = {d: got[d] if d in got else q.hits.get(d, []) for d in sel.weights}
+        per = {d: sorted(got[d] if d in got else q.hits.get(d, []), key=lambda h: -h.score) for d in sel.weights}
         out.append(PriorQuestion(per, dict(sel.weights), frozenset(point_id(d) for d in q.gold), frozenset(q.gold), q.vector))
     return out
 
@@ -200,7 +200,7 @@ def _evidence(questions: Sequence[PriorQuestion], pages: Pages) -> list[Evidence
 def _top1(questions: Sequence[PriorQuestion], evidence: Sequence[Evidence], s: Setting) -> np.ndarray:
     out = np.zeros(len(questions))
     for i, (q, ev) in enumerate(zip(questions, evidence, strict=True)):
-        per = {d: sorted(h, key=lambda h: -h.score)[: s.depth] for d, h in q.per_domain.items()}
+        per = {d: h[: s.depth] for d, h in q.per_domain.items()}
         first = merge(per, q.weights, 1, ev.bonus(s) if s.weight > 0 or s.penalty > 0 else None)
         out[i] = float(bool(first) and first[0].point_id in q.gold)
     return out
