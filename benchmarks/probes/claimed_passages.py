@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,11 +26,42 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from question_neighbours import _crossfit, served  # noqa: E402  (the same candidates and 5-fold choice)
+from question_neighbours import Served, _crossfit, served  # noqa: E402  (the same candidates and 5-fold choice)
 
 A_GRID = [0.0, 0.02, 0.03, 0.05, 0.075]
 B_GRID = [0.0, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0]
 T_GRID = [0.6, 0.7, 0.8, 0.9, 0.95]
+
+
+@dataclass
+class Evidence:
+    """One validation question's candidates: the page term, whether each is a known answer, and the cosine to the
+    nearest labelled question it answers; ``kept``: the training rows not sharing the question's gold passages."""
+
+    page: np.ndarray
+    claimed: np.ndarray
+    nearest: np.ndarray
+    kept: list[int]
+
+
+def evidence(got: Served, i: int) -> Evidence:
+    """:class:`Evidence` of question ``i`` of ``got``."""
+    q, c, page, rows = got.questions[i], got.candidates[i], got.page, got.rows
+    gold = set(q.gold_doc_ids)
+    kept = [j for j, r in enumerate(rows) if not gold & set(r.positives)]
+    counts: dict[str, int] = {}
+    best: dict[str, float] = {}
+    for j in kept:
+        for p in {page[g] for g in rows[j].positives if g in page}:
+            counts[p] = counts.get(p, 0) + 1
+        for g in rows[j].positives:
+            best[g] = max(best.get(g, -1.0), float(got.sims[i, j]))
+    return Evidence(
+        np.array([math.log1p(counts.get(page.get(d, ""), 0)) for d in c.doc_ids]),
+        np.array([1.0 if d in best else 0.0 for d in c.doc_ids]),
+        np.array([best.get(d, 0.0) for d in c.doc_ids]),
+        kept,
+    )
 
 
 def main() -> None:
@@ -39,23 +71,15 @@ def main() -> None:
     ap.add_argument("--folds", type=int, default=5)
     args = ap.parse_args()
     got = served(args.data, args.depth)
-    page, rows, qs, cands, sims = got.page, got.rows, got.questions, got.candidates, got.sims
+    cands = got.candidates
     prior, claim, near = [], [], []
     top1_claimed = 0
-    for i, (q, c) in enumerate(zip(qs, cands, strict=True)):
-        gold = set(q.gold_doc_ids)
-        kept = [j for j, r in enumerate(rows) if not gold & set(r.positives)]
-        counts: dict[str, int] = {}
-        best: dict[str, float] = {}
-        for j in kept:
-            for p in {page[g] for g in rows[j].positives if g in page}:
-                counts[p] = counts.get(p, 0) + 1
-            for g in rows[j].positives:
-                best[g] = max(best.get(g, -1.0), float(sims[i, j]))
-        prior.append(np.array([math.log1p(counts.get(page.get(d, ""), 0)) for d in c.doc_ids]))
-        claim.append(np.array([1.0 if d in best else 0.0 for d in c.doc_ids]))
-        near.append(np.array([best.get(d, 0.0) for d in c.doc_ids]))
-        top1_claimed += int(c.doc_ids[int(np.argmax(c.unified))] in best)
+    for i in range(len(cands)):
+        ev = evidence(got, i)
+        prior.append(ev.page)
+        claim.append(ev.claimed)
+        near.append(ev.nearest)
+        top1_claimed += int(ev.claimed[int(np.argmax(cands[i].unified))] > 0)
     grid = [(a, b, t) for a in A_GRID for b in B_GRID for t in (T_GRID if b else [0.0])]
     per = np.array(
         [

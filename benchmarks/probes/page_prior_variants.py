@@ -27,6 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from claimed_passages import evidence  # noqa: E402
 from question_neighbours import _crossfit, served  # noqa: E402
 
 from service.config import get_settings  # noqa: E402
@@ -61,30 +62,21 @@ def main() -> None:
         finally:
             pipeline.close()
     feats = []  # per question: (f served, f variant, claimed, c, g)
-    for i, (q, c) in enumerate(zip(qs, cands, strict=True)):
-        gold = set(q.gold_doc_ids)
-        kept = [j for j, r in enumerate(rows) if not gold & set(r.positives)]
-        counts: dict[str, int] = {}
-        best: dict[str, float] = {}
-        for j in kept:
-            for p in {page[g] for g in rows[j].positives if g in page}:
-                counts[p] = counts.get(p, 0) + 1
-            for g in rows[j].positives:
-                best[g] = max(best.get(g, -1.0), float(sims[i, j]))
-        f = np.array([math.log1p(counts.get(page.get(d, ""), 0)) for d in c.doc_ids])
+    for i, c in enumerate(cands):
+        ev = evidence(got, i)
+        f = ev.page
         pj = np.array([probs[i].get(d.split("/")[0], 0.0) for d in c.doc_ids]) if probs else np.ones(len(f))
         g = np.zeros(len(f))
         if args.near > 0:
             for k, d in enumerate(c.doc_ids):
                 near = [
                     float(sims[i, j]) * math.exp(-abs(_position(a) - _position(d)) / args.near)
-                    for j in kept
+                    for j in ev.kept
                     for a in rows[j].positives
                     if a != d and page.get(a) == page.get(d)
                 ]
                 g[k] = max(near, default=0.0)
-        claimed = np.array([1.0 if d in best else 0.0 for d in c.doc_ids])
-        feats.append((f, pj * f, claimed, np.array([best.get(d, 0.0) for d in c.doc_ids]), g))
+        feats.append((f, pj * f, ev.claimed, ev.nearest, g))
     grid = [(a, b, t, e) for a in A_GRID for b in B_GRID for t in (T_GRID if b else [0.0]) for e in (E_GRID if args.near > 0 else [0.0])]
 
     def per(variant: bool) -> np.ndarray:
