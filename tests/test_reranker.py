@@ -57,8 +57,17 @@ def test_fit_chooses_a_weight_and_the_smallest_depth_that_pays():
     ces = [np.array([0.0, 0, 0, 6.0, 0, 0]) for _ in cands]
     fit = fit_combination(cands, ces, max_depth=20)
     assert fit.weight > 0 and fit.depth == 5 and fit.acc1 == 1.0 and fit.acc1_before == 0.0
-    assert fit.acc1_crossfit == 1.0
+    assert fit.acc1_crossfit == 1.0 and fit.pays and (fit.wins, fit.losses) == (12, 0)
     assert top1_correct(cands, ces, 0.0, 20).sum() == 0
+
+
+def test_fit_keeps_the_strategys_order_when_its_cross_fit_does_not_pass_the_guard():
+    cands = _cands([1] * 3 + [0] * 17)  # gold second for three questions, first for the rest
+    ces = [np.array([0.0, 5.0, 0, 0, 0, 0]) if i < 5 else np.zeros(6) for i in range(20)]  # puts 3 right, 2 wrong
+    assert top1_correct(cands, ces, 1.0, 5).sum() == 18 > top1_correct(cands, ces, 0.0, 5).sum() == 17  # pays in sample
+    fit = fit_combination(cands, ces, max_depth=20)
+    assert fit.weight == 0.0 and fit.depth == 5 and not fit.pays and fit.wins <= 3 and fit.losses <= 2
+    assert fit.acc1 == fit.acc1_before == 17 / 20
 
 
 # ------------------------------------------------------------------ the shipped out-of-scope questions

@@ -42,6 +42,7 @@ from service.routing.fusion import Evidence, FusionParams, domain_evidence, doma
 from service.routing.gate import gate
 from training.fusion_breadth import fit_breadth
 from training.fusion_scoring import Candidates, ColumnSearch, Prepared, candidates, mean_scores, rank_scores, top1_accuracy
+from training.guard import SIGN_TEST_Z
 
 SHARPNESS_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 TAU0_GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
@@ -247,7 +248,7 @@ class Family:
 
 #: The families the guard chooses among, simplest first (ties go to the earlier one): the bounded prior family
 #: needs more wins than losses (z 0), the gate grid a 95% test.
-FAMILIES: dict[str, Family] = {"prior": Family(_prior_search, 0.0), "fused": Family(_grid_search, 1.645)}
+FAMILIES: dict[str, Family] = {"prior": Family(_prior_search, 0.0), "fused": Family(_grid_search, SIGN_TEST_Z)}
 
 
 def as_uis(params: FusionParams) -> FusionParams:

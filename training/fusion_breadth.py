@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from service.routing.fusion import FusionParams, domain_weights, per_domain, search_order
+from training.guard import SIGN_TEST_Z
 
 if TYPE_CHECKING:
     from training.fusion import FitSet
 
 #: z of the breadth fit's one-sided sign test (:func:`fit_breadth`): a breadth is kept unless it loses to every
 #: domain searched at 95%.
-BREADTH_Z = 1.645
+BREADTH_Z = SIGN_TEST_Z
 
 
 def breadth_top1(fs: FitSet, params: FusionParams) -> np.ndarray:

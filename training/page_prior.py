@@ -35,13 +35,12 @@ from service.retrieval.strategies import DEFAULT_STRATEGY, select
 from service.routing.fitted import RouterFitted
 from service.routing.fusion import FusionParams
 from training.fusion import FitQuestion
+from training.guard import SIGN_TEST_Z, pays
 
 WEIGHT_GRID = (0.0, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5)
 DEPTH_GRID = (10, 20, 30)
 PENALTY_GRID = (0.0, 0.1, 0.3, 1.0)
 MATCH_GRID = (0.7, 0.8, 0.9, 0.95)
-#: z of the one-sided sign test the cross-fit must pass (95%, as the fused strategy's guard).
-PRIOR_Z = 1.645
 FOLDS = 5
 
 
@@ -237,8 +236,8 @@ def fit_page_prior(questions: Sequence[PriorQuestion], pages: Pages, *, seed: in
         if fold and rest:
             held[fold] = scores[_best(scores, rest)][fold]
     wins, losses = int(((held > 0) & (base == 0)).sum()), int(((held == 0) & (base > 0)).sum())
-    pays = wins - losses > PRIOR_Z * math.sqrt(wins + losses)
-    chosen = best if pays else Setting(0.0, best.depth)
+    paid = pays(wins, losses)
+    chosen = best if paid else Setting(0.0, best.depth)
     penalties = list(PENALTY_GRID) if demotes else [0.0]
     report = {
         "chosen": "page prior" if chosen.weight > 0 or chosen.penalty > 0 else "none",
@@ -251,7 +250,7 @@ def fit_page_prior(questions: Sequence[PriorQuestion], pages: Pages, *, seed: in
         "known_answers": len(pages.prior.known),
         "acc_at_top1": round(float(scores.get(chosen, base).mean()), 4),
         "acc_at_top1_without": round(float(base.mean()), 4),
-        "crossfit": {"folds": FOLDS, "acc_at_top1": round(float(held.mean()), 4), "wins": wins, "losses": losses, "pays": pays, "z": PRIOR_Z},
+        "crossfit": {"folds": FOLDS, "acc_at_top1": round(float(held.mean()), 4), "wins": wins, "losses": losses, "pays": paid, "z": SIGN_TEST_Z},
         "grid": {"weight": list(WEIGHT_GRID), "depth": list(DEPTH_GRID), "penalty": penalties, "match": list(MATCH_GRID)},
     }
     return replace(pages.prior, weight=chosen.weight, depth=chosen.depth, penalty=chosen.penalty, match=chosen.match), report

@@ -2,9 +2,11 @@
 
 On the validation questions (held out from training), each with the ranking it is served: the weight and the
 depth with the best Acc@Top1 (ties: the smaller depth, then the smaller weight; weight 0 is the strategy's own
-order, so the fit never chooses worse than no reranking on these questions), reported with a k-fold figure
-(each fold scored by the choice fitted on the others). Platt scaling of the logit on the same candidates (the
-gold passage against the rest) gives the calibrated score that sources show and "not covered" reads.
+order), reported with a k-fold figure (each fold scored by the choice fitted on the others). A weight above 0 is
+adopted only when that cross-fit wins more questions from the strategy's own order than it loses by the sign test
+of :mod:`training.guard` (as the page prior and the fused strategy); else weight 0 at the smallest depth. Platt
+scaling of the logit on the same candidates (the gold passage against the rest) gives the calibrated score that
+sources show and "not covered" reads.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from service.reranking.params import RerankParams, reranked_order
+from training.guard import pays
 from training.reranker_data import Candidates
 
 #: The grid the combination is chosen from (the weight of the cross-encoder's logit beside U, the depth reranked).
@@ -33,6 +36,9 @@ class CombinationFit:
     acc1_crossfit: float | None
     by_depth: dict[str, float]
     questions: int
+    wins: int = 0
+    losses: int = 0
+    pays: bool = False
 
 
 def top1_correct(cands: Sequence[Candidates], ces: Sequence[np.ndarray], weight: float, depth: int) -> np.ndarray:
@@ -57,22 +63,29 @@ def _choose(cands: Sequence[Candidates], ces: Sequence[np.ndarray], depths: Sequ
 
 
 def fit_combination(cands: Sequence[Candidates], ces: Sequence[np.ndarray], *, max_depth: int, folds: int = 5, seed: int = 0) -> CombinationFit:
-    """Fit weight and depth (depths up to ``max_depth``) on the validation questions; k-fold Acc@1 beside it."""
+    """Fit weight and depth (depths up to ``max_depth``) on the validation questions, kept when its k-fold
+    cross-fit passes the guard (too few questions for k folds: not kept)."""
     depths = [d for d in DEPTHS if d <= max_depth] or [max_depth]
     weight, depth, acc = _choose(cands, ces, depths)
-    crossfit = None
+    crossfit, wins, losses = None, 0, 0
     if len(cands) >= 2 * folds:
         fold = np.random.default_rng(seed).permutation(len(cands)) % folds
-        correct = 0
+        held = np.zeros(len(cands), dtype=bool)
         for k in range(folds):
             train = [i for i in range(len(cands)) if fold[i] != k]
             test = [i for i in range(len(cands)) if fold[i] == k]
             w, d, _ = _choose([cands[i] for i in train], [ces[i] for i in train], depths)
-            correct += int(top1_correct([cands[i] for i in test], [ces[i] for i in test], w, d).sum())
-        crossfit = correct / len(cands)
+            held[test] = top1_correct([cands[i] for i in test], [ces[i] for i in test], w, d)
+        crossfit = float(held.mean())
+        unchanged = top1_correct(cands, ces, 0.0, depths[0])
+        wins, losses = int((held & ~unchanged).sum()), int((~held & unchanged).sum())
+    paid = weight > 0 and pays(wins, losses)
+    if not paid:
+        weight, depth = 0.0, depths[0]
+        acc = float(top1_correct(cands, ces, weight, depth).mean()) if cands else 0.0
     by_depth = {str(d): float(top1_correct(cands, ces, weight, d).mean()) for d in depths} if cands else {}
     before = float(top1_correct(cands, ces, 0.0, depth).mean()) if cands else 0.0
-    return CombinationFit(weight, depth, acc, before, crossfit, by_depth, len(cands))
+    return CombinationFit(weight, depth, acc, before, crossfit, by_depth, len(cands), wins, losses, paid)
 
 
 def fit_calibration(cands: Sequence[Candidates], ces: Sequence[np.ndarray]) -> tuple[float, float]:
