@@ -50,7 +50,7 @@ log = logging.getLogger("fedqa.training.retriever")
 class RetrieverConfig:
     """Hyper-parameters of a retriever run (saved in the version's manifest)."""
 
-    epochs: int = 3  # docs/quality.md "Three passes over the training set": 1 vs 3 on faq6's two folds
+    epochs: int = 3  # docs/quality.md "Three passes over the retriever's training set": 1, 2, 3 on faq6's two folds
     batch_size: int = 16
     lr: float = 3e-5
     warmup_ratio: float = 0.1

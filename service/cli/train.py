@@ -75,7 +75,7 @@ def _register_split(tsub: Subparsers) -> None:
 def _register_retriever(tsub: Subparsers) -> None:
     t = tsub.add_parser("retriever", help="fine-tune the bi-encoder (symmetric InfoNCE) on a training set")
     t.add_argument("--data", required=True, help="training set from 'fedqa data build'")
-    t.add_argument("--epochs", type=int, default=3, help="passes over the selected examples (50 steps each at the defaults)")
+    t.add_argument("--epochs", type=int, default=3, help="passes over the selected examples (at most 50 steps each at the defaults)")
     t.add_argument("--batch-size", type=int, default=16)
     t.add_argument("--lr", type=float, default=3e-5)
     t.add_argument("--temperature", type=float, default=0.05)
