@@ -11,7 +11,8 @@ the other folds, the out-of-scope questions of every other product and the gener
 then P's questions (all, and those that name P) and the held-out in-scope fold are scored. Each in-scope question
 and each of P's questions is scored by a model that never saw it. ``no out-of-scope file`` is the same with the
 shipped general questions alone: what a home without an out-of-scope file gets. ``--without F...``: the same again
-with each feature F held constant (left out of the fit), to see what it adds; the rows say which.
+with each feature F held constant (left out of the fit), to see what it adds; the rows say which. Several
+``--false-refusal`` targets compare feature sets at the same held-out in-scope refusal rate (one evidence pass).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--in-scope", nargs="+", required=True, help="in-scope questions (the router's validation split)")
     ap.add_argument("--oos", nargs="+", required=True, help="out-of-scope questions with a 'product' field")
     ap.add_argument("--named", nargs="*", default=[], help="the out-of-scope questions that name their product (qids)")
-    ap.add_argument("--false-refusal", type=float, default=0.03)
+    ap.add_argument("--false-refusal", type=float, nargs="+", default=[0.03], help="the fit's in-scope refusal target(s)")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", help="write the table as JSON here")
@@ -80,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     by_product: dict[str, list[int]] = defaultdict(list)
     for i, q in enumerate(oos):
         by_product[products.get(q.qid, "?")].append(i)
-    kw = {"false_refusal": args.false_refusal, "folds": args.folds, "seed": args.seed}
-    for without in [None, *args.without]:
+    for target, without in ((t, w) for t in args.false_refusal for w in [None, *args.without]):
+        kw = {"false_refusal": target, "folds": args.folds, "seed": args.seed}
         e_in, e_oos, e_gen = (_held_constant(e, without) for e in (ev_in, ev_oos, ev_gen))
         for product, idx in sorted(by_product.items()):
             rest = np.array([i for i in range(len(oos)) if i not in set(idx)], dtype=int)
@@ -89,8 +90,9 @@ def main(argv: list[str] | None = None) -> int:
                 fr, refused = _rates(e_in, negatives, e_oos[idx], **kw)
                 is_named = np.array([oos[i].qid in named for i in idx])
                 label = setting if without is None else f"{setting}, without {without}"
-                rows.append(_row(product, label, fr, refused, is_named))
+                rows.append(_row(product, label, target, fr, refused, is_named))
     _print(rows)
+    _summary(rows)
     if args.out:
         Path(args.out).write_text(
             json.dumps({"versions": versions, "in_scope": len(in_scope), "rows": rows, **vars(args)}, indent=2), encoding="utf-8"
@@ -118,10 +120,11 @@ def _products(paths: list[str]) -> dict[str, str]:
     return out
 
 
-def _row(product: str, setting: str, false_refusal: float, refused: np.ndarray, is_named: np.ndarray) -> dict:
+def _row(product: str, setting: str, target: float, false_refusal: float, refused: np.ndarray, is_named: np.ndarray) -> dict:
     return {
         "product": product,
         "setting": setting,
+        "target": target,
         "questions": int(len(refused)),
         "not_covered": round(float(refused.mean()), 4) if len(refused) else None,
         "named": int(is_named.sum()),
@@ -131,12 +134,27 @@ def _row(product: str, setting: str, false_refusal: float, refused: np.ndarray, 
 
 
 def _print(rows: list[dict]) -> None:
-    print(f"{'product':<12}{'setting':<48}{'n':>5}{'not covered':>13}{'named n':>9}{'named':>8}{'in-scope refused':>18}")
+    print(f"{'product':<12}{'setting':<48}{'target':>7}{'n':>5}{'not covered':>13}{'named n':>9}{'named':>8}{'in-scope refused':>18}")
     for r in rows:
         named = "-" if r["not_covered_named"] is None else f"{r['not_covered_named']:.3f}"
         print(
-            f"{r['product']:<12}{r['setting']:<48}{r['questions']:>5}{r['not_covered']:>13.3f}{r['named']:>9}{named:>8}{r['in_scope_refused']:>18.3f}"
+            f"{r['product']:<12}{r['setting']:<48}{r['target']:>7.3f}{r['questions']:>5}{r['not_covered']:>13.3f}{r['named']:>9}{named:>8}"
+            f"{r['in_scope_refused']:>18.3f}"
         )
+
+
+def _summary(rows: list[dict]) -> None:
+    """Per setting and target: the mean share of named questions refused over the products that have them, how many
+    of those products reach 0.80, and the mean in-scope refusal rate."""
+    groups: dict[tuple[str, float], list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[(r["setting"], r["target"])].append(r)
+    print(f"\n{'setting':<48}{'target':>7}{'named mean':>12}{'>= 0.80':>9}{'in-scope refused':>18}")
+    for (setting, target), rs in groups.items():
+        named = [r["not_covered_named"] for r in rs if r["not_covered_named"] is not None]
+        mean_in = float(np.mean([r["in_scope_refused"] for r in rs]))
+        reached = f"{sum(v >= 0.8 for v in named)}/{len(named)}"
+        print(f"{setting:<48}{target:>7.3f}{float(np.mean(named)) if named else float('nan'):>12.3f}{reached:>9}{mean_in:>18.3f}")
 
 
 if __name__ == "__main__":

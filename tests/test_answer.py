@@ -157,6 +157,7 @@ def test_not_covered_answer_lists_sources_and_the_confidence(demo_pipeline, demo
         encoder=demo_pipeline.encoder,
         store=demo_pipeline.store,
         abstention=loaded,
+        vocabulary=demo_pipeline.answerer.vocabulary,  # the evidence it was fitted on reads the index's vocabulary
     )
     off = answer(pipeline, AskRequest(query="What is the meaning of life?"))
     assert off.answer_mode == "not_covered" and off.answer == NOT_COVERED_TEXT and off.citations == []
@@ -171,9 +172,9 @@ def test_not_covered_answer_lists_sources_and_the_confidence(demo_pipeline, demo
 
 def test_evidence_reads_router_similarity_and_span():
     ev = Evidence.of({"a": 0.2, "b": 0.7}, [_hit(0, "x"), RankedHit(_hit(1, "y").passage, 0.8, 1, 0.8)], 0.4)
-    assert ev.vector() == [0.7, pytest.approx(0.9), 0.8, 0.4, 0.0, 0.0]  # not reranked, no vocabulary: both 0
-    rare = Evidence.of({"a": 0.2}, [_hit(0, "x")], 0.4, rare_word=0.5)
-    assert rare.vector(["rare_word", "max_prob"]) == [0.5, 0.2]
+    assert ev.vector() == [0.7, pytest.approx(0.9), 0.8, 0.4, 0.0, 0.0, 0.0]  # not reranked, no vocabulary: all three 0
+    rare = Evidence.of({"a": 0.2}, [_hit(0, "x")], 0.4, rare_word=0.5, uncovered=0.25)
+    assert rare.vector(["uncovered", "rare_word", "max_prob"]) == [0.25, 0.5, 0.2]
 
 
 def test_llm_backends_by_name(tmp_path):

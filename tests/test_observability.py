@@ -33,7 +33,8 @@ def test_metrics_cover_routes_stages_domains_and_readiness(demo_pipeline):
     for q in ("How do I import contacts?", "How do refunds work?", "rotate api keys"):
         assert c.post("/ask", json={"query": q, "generate": False}).status_code == 200
     assert c.post("/ask", json={"query": "How long do sessions last?"}).status_code == 200  # extractive answer
-    with c.stream("POST", "/ask", json={"query": "Set up SCIM", "stream": True}) as r:
+    # a one-product question (SCIM, asked here before, is in two products' documentation: answered by product, untimed as one generation)
+    with c.stream("POST", "/ask", json={"query": "How do I import contacts?", "stream": True}) as r:
         "".join(r.iter_text())
     assert c.post("/ask", json={"query": ""}).status_code == 422
     assert c.get("/no/such/page/12345").status_code == 404

@@ -34,6 +34,29 @@ def test_rarity_is_one_for_a_word_no_passage_holds_and_halves_for_one_that_one_h
     assert Vocabulary.load(tmp_path / "nowhere") is None
 
 
+def test_uncovered_weighs_the_question_words_the_passages_leave_unsaid_by_how_specific_they_are():
+    vocab = Vocabulary.of(
+        [
+            _passage("a", "Contacts", "Import contacts from a CSV file."),
+            _passage("b", "Contacts > Merge", "Merge duplicate contacts."),
+            _passage("c", "Sync", "Sync contacts and calendars every hour."),
+        ]
+    )
+    assert vocab.specificity("tortoisehg") == 1.0 and vocab.specificity("contacts") == 0.0  # in no passage / in all
+    assert 0 < vocab.specificity("merge") < 1
+    found = "Contacts Import contacts from a CSV file."
+    assert vocab.uncovered(["How do I import contacts from CSV?"], [found]) == 0.0  # every word said
+    # the same passage for a question on another topic: "merge" and "duplicate" (one passage each) unsaid;
+    # "contacts" (every passage) weighs nothing
+    assert vocab.uncovered(["How do I merge duplicate contacts?"], [found]) == 1.0
+    # half the specific words said: a share strictly between
+    half = vocab.uncovered(["Import duplicate CSV rows?"], [found])
+    assert 0 < half < 1
+    assert vocab.uncovered(["Import duplicate CSV rows?"], [found, "Merge duplicate contacts."]) < half  # more passages, less unsaid
+    assert vocab.uncovered(["How do I do it?"], [found]) == 0.0  # no counted word
+    assert Vocabulary({}, 0).uncovered(["Anything at all?"], []) == 1.0  # an empty index says nothing
+
+
 def _site(root: Path) -> Path:
     (root / "orbit").mkdir(parents=True)
     (root / "orbit" / "contacts.md").write_text("# Contacts\n\n## Importing\n\nImport a CSV file of contacts.\n", encoding="utf-8")
@@ -84,3 +107,6 @@ def test_the_pipeline_reads_the_stored_vocabulary_or_counts_an_older_versions(tm
         pipeline.close()
     assert present(off.confidence).evidence["rare_word"] == 1.0
     assert present(on.confidence).evidence["rare_word"] == 0.5
+    # the first passage of the in-scope question holds its words; the other's leaves "tortoisehg" unsaid
+    assert present(on.confidence).evidence["uncovered"] == 0.0
+    assert present(off.confidence).evidence["uncovered"] > 0.5

@@ -64,8 +64,9 @@ def collect_evidence(
 
 # Without the span score no sentence is embedded at request time when the answer policy quotes whole passages.
 CHEAP_FEATURES = tuple(f for f in FEATURES if f != "span_score")
-#: Features that are constant without their source: the reranker's score, the rarest word's (the index's vocabulary).
-SOURCED = ("rerank_best", "rare_word")
+#: Features that are constant without their source: the reranker's score; the rarest word's and the unsaid share
+#: (the index's vocabulary).
+SOURCED = ("rerank_best", "rare_word", "uncovered")
 
 
 def fit(in_scope: np.ndarray, out_of_scope: np.ndarray, *, false_refusal: float, features: Sequence[str] = FEATURES) -> AbstentionModel:

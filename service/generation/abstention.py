@@ -6,7 +6,9 @@ counts a question spread over several products), the best similarity s of the ra
 the best sentence of the passage the extractive answer quotes, and (with a reranker) the best calibrated
 reranker score: whether any passage, read together with the question, answers it; and how rare the question's rarest
 word is in the documentation (:meth:`service.retrieval.vocabulary.Vocabulary.rarity`: 1 when no passage holds it, the
-mark of a question about something the documentation never names). A logistic model over them (fitted by
+mark of a question about something the documentation never names), and how much of the question the passages placed
+first leave unsaid (:meth:`~service.retrieval.vocabulary.Vocabulary.uncovered`: the specific words of a question
+about another product are missing from the passage found on its topic). A logistic model over them (fitted by
 :mod:`training.abstention` on in-scope and out-of-scope questions) gives the confidence that the
 documentation covers the question; below the fitted threshold the answer is ``not_covered``.
 The fitted model is a JSON file stored with the router version it was fitted for.
@@ -24,7 +26,7 @@ from service.artifacts import Registry, load_fitted, write_json_atomic
 from service.retrieval.passage import RankedHit
 
 ABSTENTION_FILE = "abstention.json"
-FEATURES = ("max_prob", "p_sum", "best_similarity", "span_score", "rerank_best", "rare_word")
+FEATURES = ("max_prob", "p_sum", "best_similarity", "span_score", "rerank_best", "rare_word", "uncovered")
 
 
 @dataclass(frozen=True)
@@ -37,11 +39,15 @@ class Evidence:
     span_score: float
     rerank_best: float = 0.0
     rare_word: float = 0.0
+    uncovered: float = 0.0
 
     @classmethod
-    def of(cls, probabilities: Mapping[str, float], hits: Sequence[RankedHit], span_score: float, rare_word: float = 0.0) -> Evidence:
+    def of(
+        cls, probabilities: Mapping[str, float], hits: Sequence[RankedHit], span_score: float, rare_word: float = 0.0, uncovered: float = 0.0
+    ) -> Evidence:
         """Evidence from the routing probabilities, the ranking (with the reranker's calibrated scores, 0 when it
-        was not reranked), the extractive span's score and the question's rarest word (0: no vocabulary)."""
+        was not reranked), the extractive span's score, the question's rarest word and its share the first passages
+        leave unsaid (both 0: no vocabulary)."""
         return cls(
             max_prob=max(probabilities.values(), default=0.0),
             p_sum=float(sum(probabilities.values())),
@@ -49,6 +55,7 @@ class Evidence:
             span_score=span_score,
             rerank_best=max((h.rerank_score for h in hits if h.rerank_score is not None), default=0.0),
             rare_word=rare_word,
+            uncovered=uncovered,
         )
 
     def vector(self, names: Sequence[str] = FEATURES) -> list[float]:

@@ -134,8 +134,12 @@ class Answerer:
         """The abstention evidence of a ranking for the questions ``parts``, and the meaning extract it was read from
         (``score_sentences``: compute the span score even when the abstention model does not read it)."""
         meaning = self.extractor.meaning(parts, hits, score_sentences=score_sentences)
-        rare = self.vocabulary.rarity([q.text for q in parts]) if self.vocabulary is not None else 0.0
-        return Evidence.of(probabilities, hits, meaning.score, rare), meaning
+        if self.vocabulary is None:
+            return Evidence.of(probabilities, hits, meaning.score), meaning
+        texts = [q.text for q in parts]
+        # one passage a part of the question: the first len(parts) passages of the ranking
+        first = [f"{h.passage.title} {h.passage.text}" for h in hits[: max(1, len(parts))]]
+        return Evidence.of(probabilities, hits, meaning.score, self.vocabulary.rarity(texts), self.vocabulary.uncovered(texts, first)), meaning
 
     def _decide(self, evidence: Evidence) -> Confidence:
         return self.abstention.decide(evidence) if self.abstention else undecided(evidence)

@@ -6,12 +6,16 @@ product the documentation does not describe often names something no passage men
 holds, 1.6% of its in-scope ones). ``fedqa index build`` stores it with the version (:data:`VOCABULARY_FILE`, a
 gzipped ``word<TAB>passages`` list); an older version's is counted from its passages when the pipeline loads.
 Words are :func:`service.text.terms` of 3 or more characters (shorter ones are names of nothing in particular).
+It also weighs how much of a question the passage placed first leaves unsaid (:meth:`Vocabulary.uncovered`): a
+question about a neighbouring product ("Does sed issue an exit code?") often finds a passage on the topic that never
+names the product it asks about, while a question the documentation answers shares its specific words with it.
 """
 
 from __future__ import annotations
 
 import gzip
 import logging
+import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -55,6 +59,24 @@ class Vocabulary:
         if not words:
             return 0.0
         return 1.0 / (1.0 + min(self.counts.get(w, 0) for w in words))
+
+    def specificity(self, word: str) -> float:
+        """How specific ``word`` is to few passages: log((N + 1) / (df + 1)) / log(N + 1), 1 for a word no passage
+        holds, near 0 for one every passage holds."""
+        if self.passages <= 0:
+            return 1.0
+        return math.log((self.passages + 1) / (self.counts.get(word, 0) + 1)) / math.log(self.passages + 1)
+
+    def uncovered(self, questions: Sequence[str], passages: Sequence[str]) -> float:
+        """The share of the words of ``questions`` that none of ``passages`` holds, each word weighted by its
+        :meth:`specificity` (0 when the passages hold every word, or for a question with no counted word)."""
+        words = set().union(*(passage_terms(q) for q in questions)) if questions else set()
+        weights = {w: self.specificity(w) for w in words}
+        total = sum(weights.values())
+        if total <= 0:
+            return 0.0
+        held = set().union(*(passage_terms(p) for p in passages)) if passages else set()
+        return sum(v for w, v in weights.items() if w not in held) / total
 
     def save(self, folder: Path) -> Path:
         """Write :data:`VOCABULARY_FILE` into ``folder`` (words sorted; the first line is the passage count)."""
