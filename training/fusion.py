@@ -42,7 +42,7 @@ from service.routing.fusion import Evidence, FusionParams, domain_evidence, doma
 from service.routing.gate import gate
 from training.fusion_breadth import fit_breadth
 from training.fusion_scoring import Candidates, ColumnSearch, Prepared, candidates, mean_scores, rank_scores, top1_accuracy
-from training.guard import SIGN_TEST_Z
+from training.guard import SIGN_TEST_Z, pays
 
 SHARPNESS_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 TAU0_GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
@@ -293,7 +293,7 @@ def cross_validated_gain(
         "uis_acc_at_top1": round(float(uis.mean()), 4),
         "wins": wins,
         "losses": losses,
-        "pays": bool(wins - losses > FAMILIES[family].z * np.sqrt(wins + losses)),
+        "pays": pays(wins, losses, FAMILIES[family].z),
     }
 
 

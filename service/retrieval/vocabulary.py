@@ -35,6 +35,11 @@ def passage_terms(text: str) -> set[str]:
     return {t for t in terms(text) if len(t) >= MIN_CHARS}
 
 
+def _words(texts: Sequence[str]) -> set[str]:
+    """The counted words of all of ``texts``."""
+    return set().union(*(passage_terms(t) for t in texts))
+
+
 @dataclass(frozen=True)
 class Vocabulary:
     """Passage counts per word of one index version."""
@@ -55,7 +60,7 @@ class Vocabulary:
     def rarity(self, questions: Sequence[str]) -> float:
         """1 / (1 + the passage count of the rarest word of ``questions``): 1 when a word occurs in no passage,
         1/2 when in one, about 0 when every word is common (0 for a question with no counted word)."""
-        words = set().union(*(passage_terms(q) for q in questions)) if questions else set()
+        words = _words(questions)
         if not words:
             return 0.0
         return 1.0 / (1.0 + min(self.counts.get(w, 0) for w in words))
@@ -70,12 +75,11 @@ class Vocabulary:
     def uncovered(self, questions: Sequence[str], passages: Sequence[str]) -> float:
         """The share of the words of ``questions`` that none of ``passages`` holds, each word weighted by its
         :meth:`specificity` (0 when the passages hold every word, or for a question with no counted word)."""
-        words = set().union(*(passage_terms(q) for q in questions)) if questions else set()
-        weights = {w: self.specificity(w) for w in words}
+        weights = {w: self.specificity(w) for w in _words(questions)}
         total = sum(weights.values())
         if total <= 0:
             return 0.0
-        held = set().union(*(passage_terms(p) for p in passages)) if passages else set()
+        held = _words(passages)
         return sum(v for w, v in weights.items() if w not in held) / total
 
     def save(self, folder: Path) -> Path:
