@@ -19,7 +19,6 @@ products at 0.80, and the share per product.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -27,6 +26,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from not_covered import _products  # noqa: E402  (benchmarks/not_covered.py: qid -> product of the out-of-scope files)
 
 from service.config import get_settings  # noqa: E402
 from service.generation.abstention import FEATURES  # noqa: E402
@@ -134,17 +136,6 @@ def main() -> None:
             fr = refused_in / (len(x_in) * len(products))
             reached = f"{sum(v >= 0.8 for v in shares.values())}/{len(shares)}"
             print(f"{target:.2f}  {label:<34} in-scope refused {fr:.3f}  named {mean:.3f}  >=0.80 {reached}  {per}")
-
-
-def _products(paths: list[str]) -> dict[str, str]:
-    """qid -> product of the out-of-scope files."""
-    out = {}
-    for path in paths:
-        for line in Path(path).read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                rec = json.loads(line)
-                out[str(rec.get("qid"))] = str(rec.get("product", "?"))
-    return out
 
 
 if __name__ == "__main__":
