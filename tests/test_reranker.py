@@ -116,6 +116,23 @@ def reranker_home(demo_home, tmp_path_factory):
     return settings, version, metrics
 
 
+def test_a_reranker_cut_to_fewer_layers_is_saved_and_loaded_cut(tmp_path):
+    """``layers``: the cross-encoder keeps the MiniLM's first N transformer layers, and its saved config says so,
+    so the version (and its export) loads as cut and scores as trained."""
+    from training.reranker import cross_encoder
+
+    model = cross_encoder(None, 32, layers=2)
+    assert model.model.config.num_hidden_layers == 2 and len(model.model.bert.encoder.layer) == 2
+    model.save(str(tmp_path))
+    again = cross_encoder(tmp_path, 32)
+    assert len(again.model.bert.encoder.layer) == 2
+    pairs = [("How do I rotate an API key?", "Rotate keys from the settings page."), ("What is a ledger?", "A ledger records entries.")]
+    assert again.predict(pairs) == pytest.approx(model.predict(pairs), abs=1e-5)
+    assert len(cross_encoder(None, 32).model.bert.encoder.layer) == 6
+    with pytest.raises(ValueError, match="at least one layer"):
+        cross_encoder(None, 32, layers=0)
+
+
 @pytest.mark.slow
 def test_a_reranker_version_records_its_index_and_fit(reranker_home):
     settings, version, metrics = reranker_home

@@ -48,13 +48,25 @@ class RerankerConfig:
     checkpoint_every: int = 50
     freeze_embeddings: bool = True
     titles: bool = False
+    #: transformer layers kept from the shipped MiniLM's six (None: all): fewer train and serve in proportion less time, but 3 or 4
+    #: refused 5 points fewer neighbouring-product questions on faq6's fold b (docs/quality.md, "Where the refresh flow's time goes")
+    layers: int | None = None
 
 
-def cross_encoder(source: str | Path | None, max_length: int, device: str = "cpu"):  # noqa: ANN201 - a sentence_transformers CrossEncoder
-    """A one-logit cross-encoder on ``device``, initialised from ``source`` (default: the shipped MiniLM)."""
+def cross_encoder(source: str | Path | None, max_length: int, device: str = "cpu", *, layers: int | None = None):  # noqa: ANN201 - a sentence_transformers CrossEncoder
+    """A one-logit cross-encoder on ``device``, initialised from ``source`` (default: the shipped MiniLM), cut to
+    its first ``layers`` transformer layers (its config says so, so the saved model and its export load as cut)."""
     from sentence_transformers import CrossEncoder
 
-    return CrossEncoder(str(source or packaged_minilm_path()), num_labels=1, max_length=max_length, device=device, local_files_only=True)
+    model = CrossEncoder(str(source or packaged_minilm_path()), num_labels=1, max_length=max_length, device=device, local_files_only=True)
+    hf = model.model
+    stack = getattr(hf, hf.base_model_prefix).encoder.layer
+    if layers is not None and layers < len(stack):
+        if layers < 1:
+            raise ValueError(f"a cross-encoder needs at least one layer, not {layers}")
+        getattr(hf, hf.base_model_prefix).encoder.layer = stack[:layers]
+        hf.config.num_hidden_layers = layers
+    return model
 
 
 def _group(c: Candidates, k: int, rng: random.Random) -> tuple[str, list[str]]:
@@ -124,7 +136,7 @@ def train_reranker(
     if resume:
         state.update(load_checkpoint_state(resume))
         source = Path(resume) / "model"
-    model = cross_encoder(source, config.max_length, device)
+    model = cross_encoder(source, config.max_length, device, layers=config.layers)
     if config.freeze_embeddings:
         model.model.get_input_embeddings().weight.requires_grad_(False)
     ranking_loss = MultipleNegativesRankingLoss(model, num_negatives=None, scale=1.0, activation_fn=None)

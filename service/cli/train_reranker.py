@@ -28,6 +28,7 @@ def register(tsub: Subparsers) -> None:
     t.add_argument("--depth", type=int, default=20, help="ranking depth the negatives are drawn from")
     t.add_argument("--max-length", type=int, default=None, help="tokens of a question and passage, trained and served (default: RerankerConfig's)")
     t.add_argument("--lr", type=float, default=5e-5)
+    t.add_argument("--layers", type=int, default=None, help="transformer layers kept from the MiniLM's six (default: RerankerConfig's)")
     t.add_argument(
         "--titles",
         action=argparse.BooleanOptionalAction,
@@ -67,6 +68,8 @@ def cmd_train_reranker(args: argparse.Namespace) -> int:
         config = replace(config, titles=args.titles)
     if args.max_length is not None:
         config = replace(config, max_length=args.max_length)
+    if args.layers is not None:
+        config = replace(config, layers=args.layers)
     data = TrainingData.load(args.data)
     with StopFlag().catch_sigint() as stop:
         resume = Path(args.resume) if args.resume else None
