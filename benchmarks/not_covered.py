@@ -81,16 +81,17 @@ def main(argv: list[str] | None = None) -> int:
     by_product: dict[str, list[int]] = defaultdict(list)
     for i, q in enumerate(oos):
         by_product[products.get(q.qid, "?")].append(i)
+    is_named = np.array([q.qid in named for q in oos])
     for target, without in ((t, w) for t in args.false_refusal for w in [None, *args.without]):
         kw = {"false_refusal": target, "folds": args.folds, "seed": args.seed}
         e_in, e_oos, e_gen = (_held_constant(e, without) for e in (ev_in, ev_oos, ev_gen))
+        suffix = "" if without is None else f", without {without}"
+        general_fr, general_refused = _rates(e_in, e_gen, e_oos, **kw)  # the same fit whichever product is left out
         for product, idx in sorted(by_product.items()):
-            rest = np.array([i for i in range(len(oos)) if i not in set(idx)], dtype=int)
-            for setting, negatives in (("leave one product out", np.vstack([e_oos[rest], e_gen])), ("no out-of-scope file", e_gen)):
-                fr, refused = _rates(e_in, negatives, e_oos[idx], **kw)
-                is_named = np.array([oos[i].qid in named for i in idx])
-                label = setting if without is None else f"{setting}, without {without}"
-                rows.append(_row(product, label, target, fr, refused, is_named))
+            rest = np.setdiff1d(np.arange(len(oos)), idx)
+            fr, refused = _rates(e_in, np.vstack([e_oos[rest], e_gen]), e_oos[idx], **kw)
+            rows.append(_row(product, "leave one product out" + suffix, target, fr, refused, is_named[idx]))
+            rows.append(_row(product, "no out-of-scope file" + suffix, target, general_fr, general_refused[idx], is_named[idx]))
     _print(rows)
     _summary(rows)
     if args.out:

@@ -59,13 +59,12 @@ def cross_encoder(source: str | Path | None, max_length: int, device: str = "cpu
     from sentence_transformers import CrossEncoder
 
     model = CrossEncoder(str(source or packaged_minilm_path()), num_labels=1, max_length=max_length, device=device, local_files_only=True)
-    hf = model.model
-    stack = getattr(hf, hf.base_model_prefix).encoder.layer
-    if layers is not None and layers < len(stack):
+    encoder = getattr(model.model, model.model.base_model_prefix).encoder
+    if layers is not None and layers < len(encoder.layer):
         if layers < 1:
             raise ValueError(f"a cross-encoder needs at least one layer, not {layers}")
-        getattr(hf, hf.base_model_prefix).encoder.layer = stack[:layers]
-        hf.config.num_hidden_layers = layers
+        encoder.layer = encoder.layer[:layers]
+        model.model.config.num_hidden_layers = layers
     return model
 
 

@@ -17,6 +17,7 @@ counted once per stack). The sampler costs a few per cent of one core: time a fl
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -71,8 +72,6 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--out is required to run the flow")
     if args.py_spy and not shutil.which("py-spy"):
         p.error("py-spy is not on PATH (pip install py-spy)")
-    import os
-
     home = Path(os.environ.get("FEDQA_HOME", "~/.fedqa")).expanduser()
     data = str(home / "training-data")
     build = [a for a in args.build_args if a != "--"]
