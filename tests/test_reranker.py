@@ -133,6 +133,26 @@ def test_a_reranker_cut_to_fewer_layers_is_saved_and_loaded_cut(tmp_path):
         cross_encoder(None, 32, layers=0)
 
 
+def test_a_reranker_trained_without_dropout_scores_a_pair_the_same_on_every_pass(tmp_path):
+    """``dropout=False``: no dropout in training mode (a training step scores as serving will), and the saved config
+    says so; the shipped MiniLM's dropout makes two training-mode passes differ."""
+    import torch
+
+    from training.reranker import cross_encoder
+
+    pairs = [("How do I rotate an API key?", "Rotate keys from the settings page.")]
+    for dropout in (False, True):
+        model = cross_encoder(None, 32, dropout=dropout)
+        model.model.train()
+        inputs = model.preprocess(pairs)
+        with torch.no_grad():
+            first, second = (model.model(**inputs).logits for _ in range(2))
+        assert torch.allclose(first, second, atol=1e-6) is not dropout
+        model.save(str(tmp_path / str(dropout)))
+        saved = json.loads((tmp_path / str(dropout) / "config.json").read_text())
+        assert (saved["attention_probs_dropout_prob"] == 0.0) is not dropout
+
+
 @pytest.mark.slow
 def test_a_reranker_version_records_its_index_and_fit(reranker_home):
     settings, version, metrics = reranker_home

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ from training.data.build import DataConfig, build_training_data
 from training.data.corpus import load_corpus
 from training.data.dataset import TrainingData
 from training.data.synthetic import HeuristicQueryGenerator
-from training.retriever import RetrieverConfig, select_examples, train_and_save, train_retriever
+from training.retriever import RetrieverConfig, _sentence_transformer, select_examples, train_and_save, train_retriever
 
 TINY = RetrieverConfig(epochs=1, batch_size=4, max_seq_length=48, max_examples=12, labelled_repeat=1, checkpoint_every=0)
 
@@ -104,3 +105,18 @@ def test_interrupted_retriever_training_keeps_a_checkpoint_and_resumes(tmp_path,
     assert np.allclose(resumed_vecs, whole_vecs, atol=1e-5)
     base = SentenceTransformer(str(packaged_minilm_path()), device="cpu", local_files_only=True)
     assert not np.allclose(base.encode(probe), whole_vecs, atol=1e-3)
+
+
+def test_without_dropout_a_model_in_training_encodes_the_same_text_the_same_way_twice():
+    """``dropout=False`` loads the MiniLM without dropout, so a training step's forward pass is the served one
+    (and cheaper on the CPU); with it, two passes over the same text differ."""
+    import torch
+
+    texts = ["How do I refund a payment?"]
+    for dropout in (False, True):
+        model = _sentence_transformer(packaged_minilm_path(), replace(TINY, dropout=dropout))
+        model.train()
+        features = model.preprocess(texts)
+        with torch.no_grad():
+            first, second = (model(dict(features))["sentence_embedding"] for _ in range(2))
+        assert torch.allclose(first, second, atol=1e-6) is not dropout

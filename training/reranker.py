@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 from service.compute import MODEL_LOCK
 from service.retrieval.encoder import packaged_minilm_path
 from training.checkpoint import StopFlag, TrainingInterrupted, load_checkpoint_state, load_extra, save_checkpoint
+from training.dropout import NO_DROPOUT
 from training.reranker_data import Candidates
 
 
@@ -51,14 +52,25 @@ class RerankerConfig:
     #: transformer layers kept from the shipped MiniLM's six (None: all): fewer train and serve in proportion less time, but 3 or 4
     #: refused 5 points fewer neighbouring-product questions on faq6's fold b (docs/quality.md, "Where the refresh flow's time goes")
     layers: int | None = None
+    #: the MiniLM's dropout while training: without it a CPU step takes ~0.6 of the time, but on faq6's fold b
+    #: 1.3 points fewer neighbouring-product questions were refused (docs/quality.md, "Training without dropout")
+    dropout: bool = True
 
 
-def cross_encoder(source: str | Path | None, max_length: int, device: str = "cpu", *, layers: int | None = None):  # noqa: ANN201 - a sentence_transformers CrossEncoder
+def cross_encoder(source: str | Path | None, max_length: int, device: str = "cpu", *, layers: int | None = None, dropout: bool = True):  # noqa: ANN201 - a sentence_transformers CrossEncoder
     """A one-logit cross-encoder on ``device``, initialised from ``source`` (default: the shipped MiniLM), cut to
-    its first ``layers`` transformer layers (its config says so, so the saved model and its export load as cut)."""
+    its first ``layers`` transformer layers (its config says so, so the saved model and its export load as cut),
+    without dropout unless ``dropout``."""
     from sentence_transformers import CrossEncoder
 
-    model = CrossEncoder(str(source or packaged_minilm_path()), num_labels=1, max_length=max_length, device=device, local_files_only=True)
+    model = CrossEncoder(
+        str(source or packaged_minilm_path()),
+        num_labels=1,
+        max_length=max_length,
+        device=device,
+        local_files_only=True,
+        config_kwargs=None if dropout else NO_DROPOUT,
+    )
     encoder = getattr(model.model, model.model.base_model_prefix).encoder
     if layers is not None and layers < len(encoder.layer):
         if layers < 1:
@@ -135,7 +147,7 @@ def train_reranker(
     if resume:
         state.update(load_checkpoint_state(resume))
         source = Path(resume) / "model"
-    model = cross_encoder(source, config.max_length, device, layers=config.layers)
+    model = cross_encoder(source, config.max_length, device, layers=config.layers, dropout=config.dropout)
     if config.freeze_embeddings:
         model.model.get_input_embeddings().weight.requires_grad_(False)
     ranking_loss = MultipleNegativesRankingLoss(model, num_negatives=None, scale=1.0, activation_fn=None)

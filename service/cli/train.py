@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -86,6 +86,12 @@ def _register_retriever(tsub: Subparsers) -> None:
         type=float,
         default=0.05,
         help="drop hard negatives the base model scores within this margin of the positive, or above it (-1: keep all)",
+    )
+    t.add_argument(
+        "--dropout",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the MiniLM's dropout while training (default: RetrieverConfig's)",
     )
     t.add_argument("--max-examples", type=int, default=800, help="every labelled/cross example, then synthetic ones up to this many (0: all)")
     t.add_argument("--labelled-repeat", type=int, default=2)
@@ -288,6 +294,8 @@ def cmd_train_retriever(args: argparse.Namespace) -> int:
         checkpoint_every=args.checkpoint_every,
         negative_margin=args.negative_margin if args.negative_margin >= 0 else None,
     )
+    if args.dropout is not None:
+        config = replace(config, dropout=args.dropout)
     data = TrainingData.load(args.data)
     with StopFlag().catch_sigint() as stop:
         version, metrics = train_and_save(

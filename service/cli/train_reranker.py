@@ -35,6 +35,12 @@ def register(tsub: Subparsers) -> None:
         default=None,
         help="the model reads each passage's title (page > section) before its text (default: RerankerConfig's)",
     )
+    t.add_argument(
+        "--dropout",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the MiniLM's dropout while training (default: RerankerConfig's)",
+    )
     t.add_argument("--labelled-repeat", type=int, default=3, help="times each expert question is used before synthetic ones")
     t.add_argument("--max-questions", type=int, default=1600, help="training questions (expert ones first, then synthetic)")
     t.add_argument("--seed", type=int, default=0)
@@ -70,6 +76,8 @@ def cmd_train_reranker(args: argparse.Namespace) -> int:
         config = replace(config, max_length=args.max_length)
     if args.layers is not None:
         config = replace(config, layers=args.layers)
+    if args.dropout is not None:
+        config = replace(config, dropout=args.dropout)
     data = TrainingData.load(args.data)
     with StopFlag().catch_sigint() as stop:
         resume = Path(args.resume) if args.resume else None
