@@ -64,7 +64,8 @@ class RetrieverConfig:
     seed: int = 0
     checkpoint_every: int = 50
     freeze_embeddings: bool = True
-    #: the MiniLM's dropout while training: without it a step costs ~0.55 of the time, but faq6's fold a lost 6 points of Acc@1
+    #: the MiniLM's dropout while training: without it a step costs ~0.55 of the time, but faq6's fold a scored 0.577
+    #: single Acc@1 against 0.613-0.640 with it (two seeds; docs/quality.md, "Training without dropout")
     dropout: bool = True
     negative_margin: float | None = 0.05  # drop hard negatives scored >= best positive - margin by the base model (None: keep all)
 
