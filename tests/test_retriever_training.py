@@ -20,7 +20,7 @@ from training.data.build import DataConfig, build_training_data
 from training.data.corpus import load_corpus
 from training.data.dataset import TrainingData
 from training.data.synthetic import HeuristicQueryGenerator
-from training.retriever import RetrieverConfig, _sentence_transformer, select_examples, train_and_save, train_retriever
+from training.retriever import RetrieverConfig, select_examples, sentence_transformer, train_and_save, train_retriever
 
 TINY = RetrieverConfig(epochs=1, batch_size=4, max_seq_length=48, max_examples=12, labelled_repeat=1, checkpoint_every=0)
 
@@ -114,7 +114,7 @@ def test_without_dropout_a_model_in_training_encodes_the_same_text_the_same_way_
 
     texts = ["How do I refund a payment?"]
     for dropout in (False, True):
-        model = _sentence_transformer(packaged_minilm_path(), replace(TINY, dropout=dropout))
+        model = sentence_transformer(packaged_minilm_path(), replace(TINY, dropout=dropout))
         model.train()
         features = model.preprocess(texts)
         with torch.no_grad():

@@ -52,7 +52,7 @@ class RerankerConfig:
     #: transformer layers kept from the shipped MiniLM's six (None: all): fewer train and serve in proportion less time, but 3 or 4
     #: refused 5 points fewer neighbouring-product questions on faq6's fold b (docs/quality.md, "Where the refresh flow's time goes")
     layers: int | None = None
-    #: the MiniLM's dropout while training: without it a CPU step takes ~0.6 of the time, but on faq6's fold b
+    #: the MiniLM's dropout while training: without it training took 0.77 of the time, but on faq6's fold b
     #: 1.3 points fewer neighbouring-product questions were refused (docs/quality.md, "Training without dropout")
     dropout: bool = True
 

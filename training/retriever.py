@@ -64,7 +64,7 @@ class RetrieverConfig:
     seed: int = 0
     checkpoint_every: int = 50
     freeze_embeddings: bool = True
-    #: the MiniLM's dropout while training: without it a step costs ~0.55 of the time, but faq6's fold a scored 0.577
+    #: the MiniLM's dropout while training: without it a probe step costs ~0.55 of the time, but faq6's fold a scored 0.577
     #: single Acc@1 against 0.613-0.640 with it (two seeds; docs/quality.md, "Training without dropout")
     dropout: bool = True
     negative_margin: float | None = 0.05  # drop hard negatives scored >= best positive - margin by the base model (None: keep all)
@@ -138,7 +138,7 @@ def train_retriever(
     if resume:
         state.update(load_checkpoint_state(resume))
         source = Path(resume) / "model"
-    model = _sentence_transformer(source, cfg)
+    model = sentence_transformer(source, cfg)
     if cfg.freeze_embeddings:  # half the weights; frozen, CPU steps are faster and few examples overfit less
         model[0].auto_model.get_input_embeddings().weight.requires_grad_(False)
     loss_fn = SymmetricInfoNCELoss(model, temperature=cfg.temperature)
@@ -171,7 +171,7 @@ def train_retriever(
     return model
 
 
-def _sentence_transformer(source: str | Path, cfg: RetrieverConfig) -> SentenceTransformer:
+def sentence_transformer(source: str | Path, cfg: RetrieverConfig) -> SentenceTransformer:
     """A local sentence-transformers model on the CPU, its inputs cut to ``max_seq_length`` tokens, without dropout
     unless ``cfg.dropout``."""
     from sentence_transformers import SentenceTransformer
@@ -297,7 +297,7 @@ def train_and_save(
     val = [q for q in data.val if q.gold_doc_ids]
     metrics: dict = {"validation_pool": len(pool), "validation_queries": len(val)}
     if evaluate_base and val and pool:
-        metrics["base"] = evaluate_on_pool(_sentence_transformer(base, cfg), val, pool, progress=progress)
+        metrics["base"] = evaluate_on_pool(sentence_transformer(base, cfg), val, pool, progress=progress)
         log.info("base retriever on the validation pool: %s", metrics["base"])
     if stop is not None and stop.requested:  # Ctrl-C during the base evaluation: nothing trained yet
         raise TrainingInterrupted(None)
@@ -305,7 +305,7 @@ def train_and_save(
         from training.data.negatives import drop_false_negatives
 
         examples, metrics["negatives_filter"] = drop_false_negatives(
-            examples, data.passages, _sentence_transformer(base, cfg), margin=cfg.negative_margin
+            examples, data.passages, sentence_transformer(base, cfg), margin=cfg.negative_margin
         )
         log.info("hard negatives within the margin of the positive: %s", metrics["negatives_filter"])
     t_train = time.perf_counter()

@@ -47,7 +47,7 @@ def main() -> int:
     from service.retrieval.encoder import packaged_minilm_path
     from training.losses.symmetric_infonce import SymmetricInfoNCELoss, positive_mask
     from training.reranker import RerankerConfig, cross_encoder
-    from training.retriever import RetrieverConfig, _sentence_transformer
+    from training.retriever import RetrieverConfig, sentence_transformer
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -78,7 +78,7 @@ def main() -> int:
         ce.model.train()
         opt = torch.optim.AdamW([w for w in ce.model.parameters() if w.requires_grad], lr=rcfg.lr)
         runs[("reranker", dropout)] = functools.partial(reranker_step, ce, opt)
-        st = _sentence_transformer(packaged_minilm_path(), replace(tcfg, dropout=dropout))
+        st = sentence_transformer(packaged_minilm_path(), replace(tcfg, dropout=dropout))
         st[0].auto_model.get_input_embeddings().weight.requires_grad_(False)
         st.train()
         opt = torch.optim.AdamW([w for w in st.parameters() if w.requires_grad], lr=tcfg.lr)
