@@ -27,6 +27,7 @@ from service.compute import MODEL_LOCK
 from service.retrieval.encoder import packaged_minilm_path
 from training.checkpoint import StopFlag, TrainingInterrupted, load_checkpoint_state, load_extra, save_checkpoint
 from training.dropout import NO_DROPOUT
+from training.precision import TrainingPrecision, autocast
 from training.reranker_data import Candidates
 
 
@@ -55,6 +56,9 @@ class RerankerConfig:
     #: the MiniLM's dropout while training: without it training took 0.77 of the time, but on faq6's fold b
     #: 1.3 points fewer neighbouring-product questions were refused (docs/quality.md, "Training without dropout")
     dropout: bool = True
+    #: a step's arithmetic: ``auto``/``bf16`` halve the flow's training on a CPU with AMX, but on faq6's folds the models were a
+    #: little worse, so float32 by default (docs/quality.md, "Training steps in bfloat16")
+    precision: TrainingPrecision = TrainingPrecision.FP32
 
 
 def cross_encoder(source: str | Path | None, max_length: int, device: str = "cpu", *, layers: int | None = None, dropout: bool = True):  # noqa: ANN201 - a sentence_transformers CrossEncoder
@@ -158,7 +162,8 @@ def train_reranker(
         while state["global_step"] < config.steps:
             rng = random.Random(f"{config.seed}:{state['global_step']}")
             pairs, b = _batch(usable, oos, config, rng)
-            loss = _loss(model, pairs, b, config, ranking_loss)
+            with autocast(config.precision, device):
+                loss = _loss(model, pairs, b, config, ranking_loss)
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)

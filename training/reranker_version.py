@@ -25,6 +25,7 @@ from service.reranking.model import MODEL_DIR, ONNX_DIR, Reranker
 from service.reranking.params import PARAMS_FILE, RerankParams
 from training.checkpoint import StopFlag
 from training.data.dataset import TrainingData
+from training.precision import resolve
 from training.reranker import RerankerConfig, train_reranker
 from training.reranker_data import Candidates, out_of_scope_questions, training_questions, with_candidates
 from training.reranker_fit import fit_calibration, fit_combination, fitted_params
@@ -80,6 +81,7 @@ def train_and_save(
     checkpoints = settings.home_dir / "checkpoints" / "reranker"
     model = train_reranker(in_scope, oos, config=cfg, base_model=base_model, progress=progress, stop=stop, checkpoint_dir=checkpoints, resume=resume)
     metrics["train_seconds"] = round(time.perf_counter() - t_train, 1)
+    metrics["precision"] = resolve(cfg.precision).value
 
     def write(path: Path) -> None:
         model.save(str(path / MODEL_DIR))

@@ -39,6 +39,7 @@ from training.checkpoint import StopFlag, TrainingInterrupted, load_checkpoint_s
 from training.data.dataset import RetrieverExample, TrainingData
 from training.dropout import NO_DROPOUT
 from training.losses.symmetric_infonce import SymmetricInfoNCELoss, positive_mask
+from training.precision import TrainingPrecision, autocast, resolve
 from training.versions import save_version
 
 if TYPE_CHECKING:
@@ -67,6 +68,9 @@ class RetrieverConfig:
     #: the MiniLM's dropout while training: without it a probe step costs ~0.55 of the time, but faq6's fold a scored 0.577
     #: single Acc@1 against 0.613-0.640 with it (two seeds; docs/quality.md, "Training without dropout")
     dropout: bool = True
+    #: a step's arithmetic: ``auto``/``bf16`` halve the flow's training on a CPU with AMX, but on faq6's folds the models were a
+    #: little worse, so float32 by default (docs/quality.md, "Training steps in bfloat16")
+    precision: TrainingPrecision = TrainingPrecision.FP32
     negative_margin: float | None = 0.05  # drop hard negatives scored >= best positive - margin by the base model (None: keep all)
 
 
@@ -141,10 +145,10 @@ def train_retriever(
     model = sentence_transformer(source, cfg)
     if cfg.freeze_embeddings:  # half the weights; frozen, CPU steps are faster and few examples overfit less
         model[0].auto_model.get_input_embeddings().weight.requires_grad_(False)
-    loss_fn = SymmetricInfoNCELoss(model, temperature=cfg.temperature)
     per_epoch = (len(usable) + cfg.batch_size - 1) // cfg.batch_size
     total_steps = per_epoch * cfg.epochs
     opt, sched = _optimizer(model, cfg, total_steps, resume)
+    step = functools.partial(_step, model, SymmetricInfoNCELoss(model, temperature=cfg.temperature), opt, sched, precision=resolve(cfg.precision))
     stop = stop or StopFlag()
     checkpoint = functools.partial(_checkpoint, checkpoint_dir, model, state, cfg, len(usable), opt, sched)
 
@@ -156,7 +160,7 @@ def train_retriever(
             running = None
             for b in range(state["step_in_epoch"], per_epoch):
                 batch = [usable[i] for i in order[b * cfg.batch_size : (b + 1) * cfg.batch_size]]
-                value = _step(model, loss_fn, opt, sched, _batch_texts(batch, passages, cfg))
+                value = step(_batch_texts(batch, passages, cfg))
                 running = value if running is None else 0.9 * running + 0.1 * value
                 state["step_in_epoch"], state["global_step"] = b + 1, state["global_step"] + 1
                 bar.update(1)
@@ -199,11 +203,18 @@ def _optimizer(model: SentenceTransformer, cfg: RetrieverConfig, total_steps: in
 
 
 def _step(
-    model: SentenceTransformer, loss_fn: SymmetricInfoNCELoss, opt: Any, sched: Any, texts: tuple[list[str], list[set[str]], list[str], list[str]]
+    model: SentenceTransformer,
+    loss_fn: SymmetricInfoNCELoss,
+    opt: Any,
+    sched: Any,
+    texts: tuple[list[str], list[set[str]], list[str], list[str]],
+    precision: TrainingPrecision = TrainingPrecision.FP32,
 ) -> float:
-    """One optimisation step on a batch (queries, their gold doc_ids, the batch's doc_ids and texts); returns the loss."""
+    """One optimisation step on a batch (queries, their gold doc_ids, the batch's doc_ids and texts), its forward pass in
+    ``precision``; returns the loss."""
     queries, golds, doc_ids, passage_texts = texts
-    loss = loss_fn(model.preprocess(queries), model.preprocess(passage_texts), positive_mask(golds, doc_ids))
+    with autocast(precision):
+        loss = loss_fn(model.preprocess(queries), model.preprocess(passage_texts), positive_mask(golds, doc_ids))
     opt.zero_grad()
     loss.backward()
     torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
@@ -320,6 +331,7 @@ def train_and_save(
         resume=resume,
     )
     metrics["train_seconds"] = round(time.perf_counter() - t_train, 1)
+    metrics["precision"] = resolve(cfg.precision).value
     if val and pool:
         metrics["fine_tuned"] = evaluate_on_pool(model, val, pool, progress=progress)
         log.info("fine-tuned retriever on the validation pool: %s", metrics["fine_tuned"])

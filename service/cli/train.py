@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from service.cli import train_reranker
 from service.cli.common import print_json, settings
 from service.config import Settings
+from training.precision import TrainingPrecision
 
 if TYPE_CHECKING:
     from service.cli.common import Subparsers
@@ -92,6 +93,12 @@ def _register_retriever(tsub: Subparsers) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="the MiniLM's dropout while training (default: RetrieverConfig's)",
+    )
+    t.add_argument(
+        "--precision",
+        choices=[p.value for p in TrainingPrecision],
+        default=None,
+        help="a training step's arithmetic: bf16 autocast, fp32, or auto (bf16 where the CPU has AMX tiles; default: RetrieverConfig's)",
     )
     t.add_argument("--max-examples", type=int, default=800, help="every labelled/cross example, then synthetic ones up to this many (0: all)")
     t.add_argument("--labelled-repeat", type=int, default=2)
@@ -296,6 +303,8 @@ def cmd_train_retriever(args: argparse.Namespace) -> int:
     )
     if args.dropout is not None:
         config = replace(config, dropout=args.dropout)
+    if args.precision is not None:
+        config = replace(config, precision=TrainingPrecision(args.precision))
     data = TrainingData.load(args.data)
     with StopFlag().catch_sigint() as stop:
         version, metrics = train_and_save(

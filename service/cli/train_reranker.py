@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from service.cli.common import print_json, settings
+from training.precision import TrainingPrecision
 
 if TYPE_CHECKING:
     from service.cli.common import Subparsers
@@ -40,6 +41,12 @@ def register(tsub: Subparsers) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="the MiniLM's dropout while training (default: RerankerConfig's)",
+    )
+    t.add_argument(
+        "--precision",
+        choices=[p.value for p in TrainingPrecision],
+        default=None,
+        help="a training step's arithmetic: bf16 autocast, fp32, or auto (bf16 where the CPU has AMX tiles; default: RerankerConfig's)",
     )
     t.add_argument("--labelled-repeat", type=int, default=3, help="times each expert question is used before synthetic ones")
     t.add_argument("--max-questions", type=int, default=1600, help="training questions (expert ones first, then synthetic)")
@@ -78,6 +85,8 @@ def cmd_train_reranker(args: argparse.Namespace) -> int:
         config = replace(config, layers=args.layers)
     if args.dropout is not None:
         config = replace(config, dropout=args.dropout)
+    if args.precision is not None:
+        config = replace(config, precision=TrainingPrecision(args.precision))
     data = TrainingData.load(args.data)
     with StopFlag().catch_sigint() as stop:
         resume = Path(args.resume) if args.resume else None
