@@ -1,11 +1,12 @@
 """The arithmetic of a training step: float32, or bfloat16 autocast where the CPU multiplies bf16 matrices in hardware.
 
 On a CPU with AMX tiles (Intel Xeon, 4th generation on) PyTorch's oneDNN kernels run autocast's bf16 matrix products
-in the tile unit: a step of either trainer's default shapes took 0.54-0.60 of its float32 time on two cores
-(``benchmarks/probes/dropout_step.py --compare precision``). The weights, the optimiser and the loss stay float32 (autocast casts only the
-products' inputs), so the saved model and its ONNX export are as before. Without AMX, bf16 is emulated and slower
-than float32, so ``auto`` chooses bf16 only where the CPU has the tiles. Both trainers default to float32: on faq6's
-two folds the models trained in bf16 were slightly worse (docs/quality.md, "Training steps in bfloat16").
+in the tile unit: a step of either trainer's default shapes took 0.54-0.73 of its float32 time on two cores
+(``benchmarks/probes/dropout_step.py --compare precision``), and faq6's refresh flow 887 s instead of 1488. The
+weights, the optimiser and the loss stay float32 (autocast casts only the products' inputs), so the saved model and
+its ONNX export are as before. Without AMX, bf16 is emulated and slower than float32, so ``auto`` chooses bf16 only
+where the CPU has the tiles. Both trainers default to float32: on faq6's fold b the models trained in bf16 refused
+fewer of the neighbouring products' questions (docs/quality.md, "Training steps in bfloat16").
 """
 
 from __future__ import annotations

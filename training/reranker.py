@@ -56,8 +56,8 @@ class RerankerConfig:
     #: the MiniLM's dropout while training: without it training took 0.77 of the time, but on faq6's fold b
     #: 1.3 points fewer neighbouring-product questions were refused (docs/quality.md, "Training without dropout")
     dropout: bool = True
-    #: a step's arithmetic: ``auto``/``bf16`` halve the flow's training on a CPU with AMX, but on faq6's folds the models were a
-    #: little worse, so float32 by default (docs/quality.md, "Training steps in bfloat16")
+    #: a step's arithmetic: ``auto``/``bf16`` halve the flow's training on a CPU with AMX, but on faq6's fold b the models
+    #: refused fewer neighbouring-product questions, so float32 by default (docs/quality.md, "Training steps in bfloat16")
     precision: TrainingPrecision = TrainingPrecision.FP32
 
 

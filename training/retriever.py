@@ -68,8 +68,8 @@ class RetrieverConfig:
     #: the MiniLM's dropout while training: without it a probe step costs ~0.55 of the time, but faq6's fold a scored 0.577
     #: single Acc@1 against 0.613-0.640 with it (two seeds; docs/quality.md, "Training without dropout")
     dropout: bool = True
-    #: a step's arithmetic: ``auto``/``bf16`` halve the flow's training on a CPU with AMX, but on faq6's folds the models were a
-    #: little worse, so float32 by default (docs/quality.md, "Training steps in bfloat16")
+    #: a step's arithmetic: ``auto``/``bf16`` halve the flow's training on a CPU with AMX, but on faq6's fold b the models
+    #: refused fewer neighbouring-product questions, so float32 by default (docs/quality.md, "Training steps in bfloat16")
     precision: TrainingPrecision = TrainingPrecision.FP32
     negative_margin: float | None = 0.05  # drop hard negatives scored >= best positive - margin by the base model (None: keep all)
 
