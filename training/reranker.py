@@ -27,7 +27,7 @@ from service.compute import MODEL_LOCK
 from service.retrieval.encoder import packaged_minilm_path
 from training.checkpoint import StopFlag, TrainingInterrupted, load_checkpoint_state, load_extra, save_checkpoint
 from training.dropout import NO_DROPOUT
-from training.precision import TrainingPrecision, autocast
+from training.precision import TrainingPrecision, autocast, resolve
 from training.reranker_data import Candidates
 
 
@@ -157,12 +157,13 @@ def train_reranker(
     ranking_loss = MultipleNegativesRankingLoss(model, num_negatives=None, scale=1.0, activation_fn=None)
     opt, sched = _optimizer(model, config, resume)
     stop = stop or StopFlag()
+    precision = resolve(config.precision, device)  # once: ``auto`` reads the CPU's flags
     model.train()
     with MODEL_LOCK, tqdm(total=config.steps, initial=state["global_step"], desc="training reranker", unit="step", disable=not progress) as bar:
         while state["global_step"] < config.steps:
             rng = random.Random(f"{config.seed}:{state['global_step']}")
             pairs, b = _batch(usable, oos, config, rng)
-            with autocast(config.precision, device):
+            with autocast(precision, device):
                 loss = _loss(model, pairs, b, config, ranking_loss)
             opt.zero_grad()
             loss.backward()
