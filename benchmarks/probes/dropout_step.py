@@ -105,8 +105,8 @@ def main() -> int:
                 run()
                 times[key].append(time.perf_counter() - t)
     after = cpu_times()
+    (ref, _, _), (other, _, _) = settings
     for kind in ("reranker", "retriever"):
-        (ref, _, _), (other, _, _) = settings
         a, b = statistics.median(times[(kind, ref)]), statistics.median(times[(kind, other)])
         print(f"{kind}: step {ref} {a:.2f} s, {other} {b:.2f} s (x{b / a:.2f}; {len(times[(kind, ref)])} steps each)")
     if before and after:

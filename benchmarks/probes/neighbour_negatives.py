@@ -26,12 +26,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from service.jsonl import read_objects  # noqa: E402
 
 
 def in_scope_qids(path: Path) -> list[str]:
     """The qids of a training set's in-scope validation questions (those with domains)."""
-    rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
-    return sorted(r["qid"] for r in rows if r.get("domains"))
+    return sorted(r["qid"] for _, r in read_objects(path) if r.get("domains"))
 
 
 def run(cmd: list[str], log: Path) -> None:
@@ -56,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     home = Path(os.environ.get("FEDQA_HOME", "~/.fedqa")).expanduser()
     data = home / "training-data"
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = [json.loads(x) for x in args.family.read_text(encoding="utf-8").splitlines() if x.strip()]
+    rows = [r for _, r in read_objects(args.family)]
     train = args.out / "train-products.jsonl"
     train.write_text("".join(json.dumps(r) + "\n" for r in rows if r["product"] in args.train_products), encoding="utf-8")
     held_out = sorted({str(r["product"]) for r in rows} - set(args.train_products))

@@ -7,10 +7,10 @@
 Every question goes through the serving path once (training/abstention.py's ``collect_evidence``: default strategy,
 deterministic gate, the page prior without an in-scope question's own answer). Per ``product`` of the named file:
 how well each evidence feature alone separates the in-scope questions from that product's (the AUC either way
-round: 0.5 none, 1.0 complete), and the share of the
-product's questions refused at ``--refusal`` in-scope refusal by a logistic model (all features, balanced classes)
-fitted **in sample** on the in-scope questions and that product's own: a ceiling that no decision fitted without the
-product (leave-one-product-out, ``benchmarks/not_covered.py``) can beat on these features. ``--names P=REGEX``: how many
+round: 0.5 none, 1.0 complete), and the share of the product's questions refused at ``--refusal`` in-scope refusal
+by the served decision's model (all features) fitted **in sample** on the in-scope questions and that product's own:
+a ceiling that no decision fitted without the product (leave-one-product-out, ``benchmarks/not_covered.py``) can
+beat on these features. ``--names P=REGEX``: how many
 corpus passages (title and text, lower-cased) match the product's name. Prints one JSON object.
 """
 
@@ -31,7 +31,7 @@ from service.generation.abstention import FEATURES  # noqa: E402
 from service.jsonl import read_objects  # noqa: E402
 from service.loading import load_pipeline  # noqa: E402
 from service.queries import load_queries  # noqa: E402
-from training.abstention import collect_evidence  # noqa: E402
+from training.abstention import collect_evidence, confidences, fit  # noqa: E402
 
 
 def separation(pos: np.ndarray, neg: np.ndarray) -> float:
@@ -43,16 +43,10 @@ def separation(pos: np.ndarray, neg: np.ndarray) -> float:
 
 
 def in_sample_refused(ins: np.ndarray, oos: np.ndarray, refusal: float) -> float:
-    """Share of ``oos`` refused by a logistic model fitted on both (standardised, balanced), its threshold at the
-    ``refusal`` quantile of the in-scope rows' confidence."""
-    from sklearn.linear_model import LogisticRegression
-
-    x = np.vstack([ins, oos])
-    mean, scale = x.mean(axis=0), x.std(axis=0)
-    scale[scale == 0] = 1.0
-    clf = LogisticRegression(class_weight="balanced", max_iter=1000).fit((x - mean) / scale, np.r_[np.ones(len(ins)), np.zeros(len(oos))])
-    conf_in, conf_oos = (clf.decision_function((r - mean) / scale) for r in (ins, oos))
-    return float(np.mean(conf_oos < np.quantile(conf_in, refusal)))
+    """Share of ``oos`` refused by the served decision's model (training/abstention.py's ``fit``) fitted on both,
+    its threshold at the ``refusal`` quantile of the in-scope rows' confidence."""
+    model = fit(ins, oos, false_refusal=refusal)
+    return float(np.mean(confidences(model, oos) < model.threshold))
 
 
 def name_counts(corpus: Path, names: list[str]) -> dict[str, int]:
