@@ -42,6 +42,7 @@ from service.evaluation.runner import (
 )
 from service.evaluation.spec import JobSpec
 from service.evaluation.worker import EvalWorker
+from service.queries import MISSING_DOMAINS, LabelError
 from service.schemas import ErrorBody, EvalQuery, EvaluateJob, EvaluateRequest
 from service.scope import check_domains, labelled_within, visible, within
 
@@ -217,8 +218,12 @@ def _questions(req: EvaluateRequest, settings: Settings, allowed: frozenset[str]
         raise HTTPException(422, "give either queries (inline) or dataset (a name), not both or neither")
     try:
         queries = load_dataset(req.dataset, settings.home_dir) if req.dataset is not None else list(req.queries or [])
-    except EvaluationError as exc:
+    except (EvaluationError, LabelError) as exc:
         raise HTTPException(422, f"dataset: {exc}") from None
+    unlabelled = [f"queries[{i}] (qid {q.qid or i + 1})" for i, q in enumerate(queries) if "domains" not in q.model_fields_set]
+    if unlabelled:  # inline questions only: a dataset's were checked as it was read
+        named = ", ".join(unlabelled)
+        raise HTTPException(422, f'{len(unlabelled)} of {len(queries)} questions have no "domains" field ({named}); {MISSING_DOMAINS}')
     if req.dataset is not None:
         queries = labelled_within(queries, allowed)
     if req.limit:

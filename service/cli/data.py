@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from service.cli.common import print_json, settings
+from service.cli.labels import add_lenient, checked, corpus_catalogue, read_files
 from service.config import Settings
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ def register(sub: Subparsers) -> None:
     t.add_argument("--label-limit", type=int, default=500, help="most query-passage pairs to label")
     t.add_argument("--force", action="store_true", help="replace --out if it exists")
     t.add_argument("--quiet", action="store_true")
+    add_lenient(t)
     t.set_defaults(func=cmd_data_build)
 
 
@@ -79,20 +81,22 @@ def _generators(args: argparse.Namespace, s: Settings) -> tuple[list[QueryGenera
 
 
 def cmd_data_build(args: argparse.Namespace) -> int:
-    """Build a training-set folder and print its counts and fingerprint."""
-    from service.queries import load_queries
+    """Build a training-set folder and print its counts and fingerprint. The files and the labels they name are
+    checked (against the corpus) before an LLM opens."""
     from training.data.build import DataConfig, build_training_data
     from training.data.corpus import index_corpus, load_corpus
 
     s = settings()
+    if Path(args.out).exists() and not args.force:
+        raise FileExistsError(f"{args.out} exists (pass --force to replace it)")
+    queries, out_of_scope = read_files(args.queries), read_files(args.out_of_scope or [])
     if args.corpus:
         corpus = load_corpus([Path(p) for p in args.corpus], s, domain=args.domain)
-        sources = list(args.corpus)
+        sources, catalogue = list(args.corpus), corpus_catalogue(corpus)
     else:
         corpus = index_corpus(s)
-        sources = ["active index"]
-    queries = [q for f in args.queries for q in load_queries(f)]
-    out_of_scope = [q for f in (args.out_of_scope or []) for q in load_queries(f)]
+        sources, catalogue = ["active index"], corpus_catalogue(corpus, "the index")
+    queries, out_of_scope = checked([queries, out_of_scope], catalogue, lenient=args.lenient)
     generators, judge = _generators(args, s)
     config = DataConfig(
         val_fraction=args.val_fraction,

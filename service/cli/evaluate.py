@@ -61,7 +61,7 @@ class NewJob:
 def new_job(args: argparse.Namespace, s: Settings) -> NewJob:
     """The spec and questions of ``--queries FILE...`` or ``--dataset NAME`` (first ``--limit`` questions)."""
     from service.evaluation.runner import load_dataset, query_record
-    from service.queries import load_queries
+    from service.queries import load_files
     from service.schemas import EvalSpec
 
     spec = EvalSpec.model_validate(
@@ -76,13 +76,21 @@ def new_job(args: argparse.Namespace, s: Settings) -> NewJob:
     )
     if args.queries:
         files = [args.queries] if isinstance(args.queries, str) else list(args.queries)
-        queries = [query_record(q) for f in files for q in load_queries(f)]
+        queries = [query_record(q) for q in load_files(files, require_domains=True)]
         dataset = "+".join(Path(f).name for f in files)
     else:
         queries, dataset = load_dataset(args.dataset, s.home_dir), args.dataset
     if args.limit:
         queries = queries[: args.limit]
     return NewJob(spec, queries, dataset)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """What the options get wrong, refused before a model loads (an evaluation's outputs are written at its end)."""
+    if args.limit is not None and args.limit < 1:
+        raise ValueError(f"--limit must be 1 or more (given {args.limit})")
+    if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ValueError(f"--out {args.out} is a file: give a folder for summary.json, results.jsonl and report.html")
 
 
 def print_plan(job: NewJob, s: Settings) -> None:
@@ -100,6 +108,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from service.evaluation.jobs import JobStore
     from service.evaluation.runner import EvaluationError, write_outputs
 
+    check_args(args)
     s = settings()
     store = JobStore.for_settings(s)
     job: NewJob | None = None

@@ -8,6 +8,7 @@ import sys
 
 from service.cli import ask, data, demo, domains, evaluate, index, ingest, models, serve, status, train
 from service.cli.common import quiet_threads
+from service.queries import LabelError
 from training.checkpoint import TrainingInterrupted
 
 # Each group adds its subcommands; the order is the order of ``fedqa --help``.
@@ -42,6 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     except TrainingInterrupted as exc:
         print(f"fedqa: {exc}", file=sys.stderr)
         return 130
+    except LabelError as exc:  # bad labels: one line each (file:line first), then what to do
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        print(f"fedqa: error: {one_line(ValueError(exc.summary))}", file=sys.stderr)
+        return 2
     except (ValueError, OSError, RuntimeError) as exc:  # expected failures: one line that says what to do
         print(f"fedqa: error: {one_line(exc)}", file=sys.stderr)
         return 2

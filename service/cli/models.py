@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from service.artifacts import KINDS, Kind, Registry, VersionInfo
 from service.cli.common import print_json, settings
+from service.cli.labels import add_lenient, checked, index_catalogue, read_files
 
 if TYPE_CHECKING:
     from service.cli.common import Subparsers
@@ -29,6 +30,7 @@ def register(sub: Subparsers) -> None:
     t = msub.add_parser("evaluate", help="retrieval Acc@1/Recall@5,10/MRR of an index version over its whole corpus")
     t.add_argument("--queries", nargs="+", required=True)
     t.add_argument("--index", help="index version (default: the active one)")
+    add_lenient(t)
     t.set_defaults(func=cmd_models_evaluate)
 
 
@@ -92,10 +94,11 @@ def cmd_models_rollback(args: argparse.Namespace) -> int:
 
 
 def cmd_models_evaluate(args: argparse.Namespace) -> int:
-    """Retrieval metrics of an index version over its whole corpus."""
-    from service.queries import load_queries
+    """Retrieval metrics of an index version over its whole corpus (the questions' labels checked against it first)."""
     from training.evaluate import evaluate_index
 
-    queries = [q for f in args.queries for q in load_queries(f)]
-    print_json(evaluate_index(settings(), queries, version=args.index))
+    s = settings()
+    queries = read_files(args.queries)
+    [queries] = checked([queries], index_catalogue(s, args.index), lenient=args.lenient)
+    print_json(evaluate_index(s, queries, version=args.index))
     return 0

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from service.cli import train_reranker
 from service.cli.common import print_json, settings
+from service.cli.labels import add_lenient, labelled
 from service.config import Settings
 from training.precision import TrainingPrecision
 
@@ -43,6 +44,7 @@ def _register_router(tsub: Subparsers) -> None:
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--no-activate", action="store_true", help="save the version without activating it")
     t.add_argument("--quiet", action="store_true")
+    add_lenient(t)
     t.set_defaults(func=cmd_train_router)
 
 
@@ -54,6 +56,7 @@ def _register_abstention(tsub: Subparsers) -> None:
     t.add_argument("--folds", type=int, default=5, help="k-fold for the held-out figures")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--dry-run", action="store_true", help="report the held-out figures without storing the model")
+    add_lenient(t)
     t.set_defaults(func=cmd_train_abstention)
 
 
@@ -62,6 +65,7 @@ def _register_answer(tsub: Subparsers) -> None:
     t.add_argument("--queries", nargs="+", required=True, help="labelled training questions with reference answers (not the ones you report on)")
     t.add_argument("--top-k", type=int, default=5, help="ranking depth the policy may quote from")
     t.add_argument("--dry-run", action="store_true", help="print the fitted policy without storing it")
+    add_lenient(t)
     t.set_defaults(func=cmd_train_answer)
 
 
@@ -70,6 +74,7 @@ def _register_split(tsub: Subparsers) -> None:
     t.add_argument("--queries", nargs="+", required=True, help="labelled questions with gold passages (the router's validation questions)")
     t.add_argument("--top-k", type=int, default=5, help="ranking depth of each product's answer")
     t.add_argument("--dry-run", action="store_true", help="print the fitted rule and its figures without storing it")
+    add_lenient(t)
     t.set_defaults(func=cmd_train_split)
 
 
@@ -126,8 +131,9 @@ class RouterSets:
 
 
 def _router_sets(args: argparse.Namespace, synthetic_cap: int | None) -> RouterSets:
-    """Training and validation questions from ``--data`` (a built training set) or ``--queries``."""
-    from service.queries import LabelledQuery, load_queries
+    """Training and validation questions from ``--data`` (a built training set) or ``--queries`` (checked against the
+    active index, before any model loads)."""
+    from service.queries import LabelledQuery
     from training.router_data import router_queries_from_data, stratified_split
 
     if args.data:
@@ -138,7 +144,7 @@ def _router_sets(args: argparse.Namespace, synthetic_cap: int | None) -> RouterS
         answered = [LabelledQuery(r.qid, r.query, r.domains, r.positives) for r in data.retriever_rows if r.origin != "synthetic"]
         return RouterSets(train, data.val + data.val_oos, origins, synthetic, data.fingerprint, str(data.path), answered)
     if args.queries:
-        train, val = stratified_split(load_queries(args.queries), args.val_fraction, seed=args.seed)
+        train, val = stratified_split(labelled([args.queries], settings(), lenient=args.lenient), args.val_fraction, seed=args.seed)
         return RouterSets(train, val)
     raise ValueError("give --data DIR (from 'fedqa data build') or --queries FILE")
 
@@ -235,14 +241,18 @@ def _fit_split_after_router(s: Settings, val: list[LabelledQuery]) -> dict | Non
 
 def cmd_train_abstention(args: argparse.Namespace) -> int:
     """Fit (or with --dry-run only measure) the "not covered" decision and print its held-out figures."""
-    from service.queries import load_queries
+    from service.cli.labels import checked, index_catalogue, read_files
     from training.abstention import fit_abstention
 
-    in_scope = [q for f in args.queries for q in load_queries(f)]
+    if not 0.0 < args.false_refusal < 1.0 or args.folds < 2:
+        raise ValueError(f"--false-refusal must lie in (0, 1) and --folds be 2 or more (given {args.false_refusal} and {args.folds})")
+    s = settings()
+    files = read_files(args.queries), read_files([args.out_of_scope])
+    in_scope, out_of_scope = checked(files, index_catalogue(s), lenient=args.lenient)
     report = fit_abstention(
-        settings(),
+        s,
         in_scope,
-        load_queries(args.out_of_scope),
+        out_of_scope,
         false_refusal=args.false_refusal,
         folds=args.folds,
         seed=args.seed,
@@ -262,22 +272,26 @@ def cmd_train_abstention(args: argparse.Namespace) -> int:
 
 def cmd_train_answer(args: argparse.Namespace) -> int:
     """Fit (or with --dry-run only show) the extractive-answer policy and its scores on the fitting questions."""
-    from service.queries import load_queries
     from training.answer_policy import fit_answer_policy
 
-    queries = [q for f in args.queries for q in load_queries(f)]
-    report = fit_answer_policy(settings(), queries, save=not args.dry_run, top_k=args.top_k)
+    s = settings()
+    queries = labelled(args.queries, s, lenient=args.lenient)
+    if not any(q.answer for q in queries):
+        raise ValueError(f'fitting the answer policy needs questions with reference answers ("answer"); {", ".join(args.queries)} give none')
+    report = fit_answer_policy(s, queries, save=not args.dry_run, top_k=args.top_k)
     print_json({"answer_policy": report.path, **report.policy.to_json()})
     return 0
 
 
 def cmd_train_split(args: argparse.Namespace) -> int:
     """Fit (or with --dry-run only show) when an answer covers several products, with its figures."""
-    from service.queries import load_queries
     from training.split import fit_split
 
-    queries = [q for f in args.queries for q in load_queries(f)]
-    report = fit_split(settings(), queries, save=not args.dry_run, top_k=args.top_k)
+    s = settings()
+    queries = labelled(args.queries, s, lenient=args.lenient)
+    if not any(q.domains and q.gold_doc_ids for q in queries):
+        raise ValueError(f'fitting the split needs questions with "domains" and "gold_doc_ids"; {", ".join(args.queries)} give none')
+    report = fit_split(s, queries, save=not args.dry_run, top_k=args.top_k)
     print_json({"split": report.path, **report.report})
     return 0
 

@@ -260,8 +260,12 @@ def run_job(
 
 # --------------------------------------------------------------------------- datasets and outputs
 def load_dataset(name: str, home: str | Path) -> list[EvalQuery]:
-    """Questions of a named dataset: ``demo`` (shipped), or ``$FEDQA_HOME/eval/datasets/NAME.jsonl``."""
-    from service.queries import load_queries
+    """Questions of a named dataset: ``demo`` (shipped), or ``$FEDQA_HOME/eval/datasets/NAME.jsonl``; a
+    :class:`~service.queries.LabelError` lists the questions without ``domains`` (what they would be scored as is
+    not known)."""
+    from dataclasses import replace
+
+    from service.queries import LabelError, load_queries
 
     if name == "demo":
         from service.demo import QUERIES
@@ -273,7 +277,11 @@ def load_dataset(name: str, home: str | Path) -> list[EvalQuery]:
             where = f"$FEDQA_HOME/eval/datasets/{name}.jsonl"  # as the client named it: the server's path is not theirs to know
             raise EvaluationError(f"no dataset {name!r}: put its queries.jsonl at {where}, or send the questions inline")
     try:
-        return [query_record(q) for q in load_queries(path)]
+        return [query_record(q) for q in load_queries(path, require_domains=True)]
+    except LabelError as exc:  # named by line of NAME.jsonl, as the client knows it
+        rename = f"{name}.jsonl"
+        problems = [replace(p, where=p.where.replace(str(path), rename)) for p in exc.problems]
+        raise LabelError(exc.summary.replace(str(path), rename), problems) from None
     except (OSError, ValueError) as exc:  # bad JSON, bad UTF-8 or a line without "query", named by line (not by the server's path)
         raise EvaluationError(str(exc).replace(str(path), f"{name}.jsonl")) from None
 
