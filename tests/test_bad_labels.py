@@ -30,7 +30,7 @@ GOOD = [
 BAD = [
     GOOD[0],
     {"qid": "b2", "query": "How do I refund a card payment?", "domains": ["ledgr"]},
-    {"qid": "b3", "query": "Refund and import", "domains": ["ledger", "billing"], "gold_doc_ids": ["ledger/page#000", "ledger/page#009"], "answer": "x"},
+    {"qid": "b3", "query": "Refund and import", "domains": ["ledger", "billing"], "gold_doc_ids": ["ledger/page#000", "ledger/page#009"]},
     *GOOD[1:],
 ]
 
@@ -94,7 +94,7 @@ def test_questions_without_domains_are_listed_across_files(tmp_path):
     with pytest.raises(LabelError) as err:
         load_files([a, b], require_domains=True)
     assert [str(p) for p in err.value.problems] == [f'{a}:1: qid x: no "domains" field', f'{b}:2: qid b-2: no "domains" field']
-    assert err.value.summary.startswith('2 of 4 questions') and '"domains": []' in err.value.summary
+    assert err.value.summary.startswith("2 of 4 questions") and '"domains": []' in err.value.summary
 
 
 # ------------------------------------------------------------------ the commands, as real processes
@@ -144,7 +144,7 @@ def test_evaluate_refuses_questions_without_domains_before_the_pipeline_loads(ho
     none = _write(tmp_path / "none.jsonl", [{"qid": "a", "query": "How do I import contacts?"}, {"qid": "b", "query": "Refunds?"}])
     mixed = _write(tmp_path / "mixed.jsonl", [GOOD[0], {"qid": "m2", "query": "Refunds?"}, {"qid": "m3", "query": "Weather?", "domains": []}])
     out = fedqa("evaluate", "--queries", str(none), "--strategies", "uis", "--quiet", home=home)
-    assert_one_line_failure(out, '2 of 2 questions', 'no "domains" field', '"domains": []', "out of scope")
+    assert_one_line_failure(out, "2 of 2 questions", 'no "domains" field', '"domains": []', "out of scope")
     assert out.stderr.strip().splitlines()[:2] == [f'{none}:1: qid a: no "domains" field', f'{none}:2: qid b: no "domains" field']
     assert "Loading weights" not in out.stderr
     out = fedqa("evaluate", "--queries", str(mixed), "--strategies", "uis", "--quiet", home=home)
@@ -168,11 +168,11 @@ def test_the_evaluate_api_answers_422_naming_the_questions_without_domains(home)
     (home / "eval" / "datasets").mkdir(parents=True, exist_ok=True)
     _write(home / "eval" / "datasets" / "nodomains.jsonl", [GOOD[0], {"qid": "d2", "query": "Refunds?"}])
     with served_app(create_app(settings, ServiceState(settings)), lifespan="on") as url, httpx.Client(base_url=url, timeout=120) as c:
-        inline = [{"query": "How do I import contacts?", "domains": ["orbit"]}, {"qid": "n2", "query": "Refunds?"}]
+        inline: list[dict[str, object]] = [{"query": "How do I import contacts?", "domains": ["orbit"]}, {"qid": "n2", "query": "Refunds?"}]
         r = c.post("/evaluate", json={"queries": inline, "strategies": ["uis"], "dry_run": True})
         assert r.status_code == 422, r.text
         detail = r.json()["detail"]
-        assert 'queries[1] (qid n2)' in detail and 'no "domains" field' in detail and '"domains": []' in detail and "queries[0]" not in detail
+        assert "queries[1] (qid n2)" in detail and 'no "domains" field' in detail and '"domains": []' in detail and "queries[0]" not in detail
         inline[1]["domains"] = []
         assert c.post("/evaluate", json={"queries": inline, "strategies": ["uis"], "dry_run": True}).status_code == 200
         r = c.post("/evaluate", json={"dataset": "nodomains", "strategies": ["uis"], "dry_run": True})

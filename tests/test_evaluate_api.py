@@ -101,7 +101,7 @@ def reference(demo_pipeline, tmp_path_factory):
 
 def test_dry_run_and_validation(demo_pipeline, tmp_path):
     with TestClient(create_app(make_settings(tmp_path), _state(demo_pipeline, tmp_path))) as c:
-        qs = [{"query": "refunds?", "domains": ["ledger"]}, {"query": "sso?"}, {"query": "import?"}]
+        qs = [{"query": "refunds?", "domains": ["ledger"]}, {"query": "sso?", "domains": []}, {"query": "import?", "domains": ["orbit"]}]
         r = c.post("/evaluate", json={"queries": qs, "strategies": ["mkpqa", "lfs"], "metrics": ["retrieval"], "dry_run": True})
         assert r.status_code == 200, r.text
         body = r.json()
@@ -188,7 +188,7 @@ def test_evaluate_needs_the_api_key(demo_pipeline, tmp_path):
     state = _state(demo_pipeline, tmp_path)
     state.settings = settings
     with TestClient(create_app(settings, state)) as c:
-        body = {"queries": [{"query": "refunds?"}], "dry_run": True}
+        body = {"queries": [{"query": "refunds?", "domains": ["ledger"]}], "dry_run": True}
         assert c.post("/evaluate", json=body).status_code == 401
         assert c.get("/evaluate").status_code == 401
         assert c.post("/evaluate", json=body, headers={"X-API-Key": "k1"}).status_code == 200
@@ -348,8 +348,8 @@ def test_unfinished_jobs_are_capped_per_key_and_finished_ones_deleted_after_the_
     state = _state(demo_pipeline, tmp_path, hold.pipeline_class())
     state.settings = settings
     k1, k2 = {"X-API-Key": "k1"}, {"X-API-Key": "k2"}
-    body = {"queries": [{"query": "held question?"}], "strategies": ["uis"], "metrics": ["retrieval"]}
-    other = {**body, "queries": [{"query": "How do refunds work?"}]}
+    body = {"queries": [{"query": "held question?", "domains": []}], "strategies": ["uis"], "metrics": ["retrieval"]}
+    other = {**body, "queries": [{"query": "How do refunds work?", "domains": ["ledger"]}]}
     with TestClient(create_app(settings, state)) as c:
         c.headers.update(k1)
         held = c.post("/evaluate", json=body)
@@ -381,10 +381,10 @@ def test_inline_questions_and_job_size_are_bounded(demo_pipeline, tmp_path):
     state = _state(demo_pipeline, tmp_path)
     state.settings = settings
     with TestClient(create_app(settings, state)) as c:
-        qs = [{"query": "How do refunds work?"}, {"query": "x" * 61}]
+        qs = [{"query": "How do refunds work?", "domains": ["ledger"]}, {"query": "x" * 61, "domains": []}]
         r = c.post("/evaluate", json={"queries": qs, "dry_run": True})
         assert r.status_code == 422 and "queries[1].query" in r.json()["detail"] and "60" in r.json()["detail"], r.text
-        four = [{"query": f"question {i}?"} for i in range(4)]
+        four = [{"query": f"question {i}?", "domains": []} for i in range(4)]
         r = c.post("/evaluate", json={"queries": four, "dry_run": True})
         assert r.status_code == 422 and "FEDQA_JOBS_MAX_QUESTIONS" in r.json()["detail"], r.text
         assert c.post("/evaluate", json={"queries": four, "limit": 3, "dry_run": True}).status_code == 200

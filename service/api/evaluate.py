@@ -9,7 +9,8 @@ close) what answers it.
 
 Bounds: one API key (one client address when keys are off) has at most ``FEDQA_JOBS_MAX_UNFINISHED_PER_KEY``
 jobs queued or running (429 with Retry-After beyond), a job holds at most ``FEDQA_JOBS_MAX_QUESTIONS``
-questions of at most ``FEDQA_MAX_QUERY_CHARS`` characters each (422), and finished jobs are deleted
+questions of at most ``FEDQA_MAX_QUERY_CHARS`` characters each, each with its ``domains`` field (``[]``: out of
+scope on purpose; 422 naming those without it), and finished jobs are deleted
 ``FEDQA_JOBS_KEEP_DAYS`` after they finished (checked at start-up and on every new job).
 """
 
