@@ -203,11 +203,29 @@ class Settings(BaseSettings):
         default=600, ge=0, description="Requests per minute per API key (per client IP when keys are off) on keyed routes; 0: no limit."
     )
     max_body_bytes: int = Field(default=1_048_576, ge=1024, description="Largest accepted request body (413 above it).")
+    body_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds a request's whole body may take to arrive once its headers are in; a slower one gets 408 and its connection is closed.",
+    )
+    max_connections_per_address: int = Field(
+        default=100,
+        ge=0,
+        description="Open connections one client address may hold on 'fedqa serve'; beyond, a new one gets 503 and is "
+        "closed at once (0: no cap). Counted per TCP peer: behind a proxy every client has the proxy's address, so "
+        "raise it there (or 0).",
+    )
     max_concurrent_answers: int = Field(
         default=64,
         ge=0,
         description="Answering requests (/ask, /v1/chat/completions) handled at once; beyond, 503 with Retry-After at once "
         "(0: no cap). Probes (/healthz, /readyz) and /metrics are never counted.",
+    )
+    chat_turns: int = Field(
+        default=8,
+        ge=2,
+        description="User turns of a chat request that are read, the last ones (the question and the turns before it "
+        "that give it context); earlier ones are ignored, however many the body holds.",
     )
     cors_origins: str = Field(default="", description="Comma-separated origins allowed by CORS; empty: CORS off.")
     log_format: Literal["json", "text"] = Field(default="json", description="Log line format of 'fedqa serve'.")

@@ -5,7 +5,8 @@ while a request is handled (routes, pipeline, worker threads started through Sta
 thread pool, which copies the context) carries it without being passed around.
 
 Keys never reach the log in the first place (no header is ever logged); :class:`RedactFilter`
-is the second line of defence: it blanks configured keys and ``Bearer ...`` tokens in any record.
+is the second line of defence: it blanks configured keys and ``Bearer ...`` tokens in any record, and the formatters
+blank them in tracebacks (an exception's text may quote a header or a URL with a key).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import contextvars
 import logging
 import re
 import sys
-from collections.abc import Iterable
-from typing import IO
+from collections.abc import Callable, Iterable
+from typing import IO, Any
 
 REQUEST_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("fedqa_request_id", default=None)
 
@@ -34,7 +35,8 @@ class RequestIdFilter(logging.Filter):
 
 
 class RedactFilter(logging.Filter):
-    """Blanks secrets in a record's message: the given keys, bearer tokens and ``api_key=...`` pairs."""
+    """Blanks secrets in a record's message: the given keys, bearer tokens and ``api_key=...`` pairs. A record's
+    traceback is formatted later, by the handler's formatter: :func:`configure_logging` gives it :meth:`scrub` too."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         super().__init__()
@@ -54,11 +56,20 @@ class RedactFilter(logging.Filter):
         return True
 
 
-def json_formatter() -> logging.Formatter:
-    """One JSON object a line: time, level, logger, message, request_id and any ``extra`` fields."""
+def _unchanged(text: str) -> str:
+    return text
+
+
+def json_formatter(scrub: Callable[[str], str] = _unchanged) -> logging.Formatter:
+    """One JSON object a line: time, level, logger, message, request_id and any ``extra`` fields; ``scrub`` is applied
+    to every text field before it is written, the traceback (``exc_info``) and ``stack_info`` included."""
     from pythonjsonlogger.json import JsonFormatter
 
-    return JsonFormatter(
+    class ScrubbedJsonFormatter(JsonFormatter):
+        def process_log_record(self, log_data: dict[str, Any]) -> dict[str, Any]:
+            return {k: scrub(v) if isinstance(v, str) else v for k, v in super().process_log_record(log_data).items()}
+
+    return ScrubbedJsonFormatter(
         "{asctime}{levelname}{name}{message}{request_id}",
         style="{",
         rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
@@ -66,17 +77,29 @@ def json_formatter() -> logging.Formatter:
     )
 
 
-def text_formatter() -> logging.Formatter:
-    """Plain lines for a terminal."""
-    return logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s")
+class _ScrubbedFormatter(logging.Formatter):
+    """A plain formatter whose whole output (message, traceback, stack) passes through ``scrub``."""
+
+    def __init__(self, fmt: str, scrub: Callable[[str], str]) -> None:
+        super().__init__(fmt)
+        self.scrub = scrub
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self.scrub(super().format(record))
+
+
+def text_formatter(scrub: Callable[[str], str] = _unchanged) -> logging.Formatter:
+    """Plain lines for a terminal (``scrub``: as :func:`json_formatter`)."""
+    return _ScrubbedFormatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s", scrub)
 
 
 def configure_logging(fmt: str = "json", level: str | int = "INFO", *, secrets: Iterable[str] = (), stream: IO[str] | None = None) -> logging.Handler:
     """Replace the root logger's handlers with one that writes ``fmt`` ("json" or "text") lines to ``stream``."""
     handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(json_formatter() if fmt == "json" else text_formatter())
+    redact = RedactFilter(secrets)
+    handler.setFormatter(json_formatter(redact.scrub) if fmt == "json" else text_formatter(redact.scrub))  # tracebacks too
     handler.addFilter(RequestIdFilter())
-    handler.addFilter(RedactFilter(secrets))
+    handler.addFilter(redact)
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

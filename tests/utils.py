@@ -64,9 +64,17 @@ def pipeline_with(pipeline: Any, **attrs: Any) -> Any:
 
 
 @contextmanager
-def served_app(app: Any, *, lifespan: Literal["auto", "on", "off"] = "off") -> Iterator[str]:
-    """Run an ASGI app under a real uvicorn server on a free loopback port (in a thread); yields its base URL."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), lifespan=lifespan, log_level="warning"))
+def served_app(app: Any, *, lifespan: Literal["auto", "on", "off"] = "off", settings: Settings | None = None) -> Iterator[str]:
+    """Run an ASGI app under a real uvicorn server on a free loopback port (in a thread); yields its base URL.
+    With ``settings``, uvicorn is configured as ``fedqa serve`` configures it (:func:`service.api.server.server_config`:
+    the cap on connections per address)."""
+    if settings is not None:
+        from service.api.server import server_config
+
+        config = server_config(app, settings, host="127.0.0.1", port=free_port(), lifespan=lifespan, log_level="warning")
+    else:
+        config = uvicorn.Config(app, host="127.0.0.1", port=free_port(), lifespan=lifespan, log_level="warning")
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60

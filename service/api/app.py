@@ -78,9 +78,10 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 def install_middleware(app: FastAPI, settings: Settings, metrics_: Metrics) -> None:
-    """Body limit (innermost), CORS when origins are configured, the cap on answers in flight, request id/access
-    log/metrics (outermost, so a refused answer is logged and counted)."""
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes, metrics=metrics_)
+    """Body limits (size and time; innermost), CORS when origins are configured, the answer slots (taken by
+    :func:`~service.api.capacity.answer_slot`, given back here), request id/access log/metrics (outermost, so a
+    refused answer is logged and counted)."""
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s, metrics=metrics_)
     origins = settings.cors_origin_list()
     if origins:
         app.add_middleware(
@@ -91,7 +92,7 @@ def install_middleware(app: FastAPI, settings: Settings, metrics_: Metrics) -> N
             expose_headers=[REQUEST_ID_HEADER, "Retry-After"],
             max_age=600,
         )
-    app.add_middleware(AnswerLimitMiddleware, limit=settings.max_concurrent_answers, metrics=metrics_)
+    app.add_middleware(AnswerLimitMiddleware, limit=settings.max_concurrent_answers)
     app.add_middleware(RequestContextMiddleware, metrics=metrics_)
 
 

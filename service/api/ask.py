@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import itertools
 import logging
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import Response, StreamingResponse
-from starlette.background import BackgroundTask
+from fastapi.responses import Response
 
 from service import ask as answering
+from service.api.capacity import answer_slot
 from service.api.deps import acquire_pipeline, get_state
 from service.api.metrics import record_answer
 from service.api.security import caller_scope, require_api_key
-from service.api.sse import sse
+from service.api.sse import EventStream, sse
 from service.api.state import Lease, ServiceState
 from service.events import DoneEvent, Event
 from service.retrieval.store import StoreUnavailable
@@ -24,7 +23,7 @@ from service.schemas import AskRequest, AskResponse, ErrorBody
 
 log = logging.getLogger("fedqa.api")
 
-router = APIRouter(tags=["ask"], dependencies=[Depends(require_api_key)])
+router = APIRouter(tags=["ask"], dependencies=[Depends(require_api_key), Depends(answer_slot)])  # the slot after the key
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "Missing or invalid API key"},
@@ -37,9 +36,10 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _sse(events: Iterator[Event], request: Request, lease: Lease) -> Iterator[str]:
+def _sse(events: Generator[Event, None, None], request: Request) -> Generator[str, None, None]:
     """Events as SSE; a failure after the stream started (status already sent) ends it with an ``error`` event.
-    The pipeline's lease is given back when the stream ends (or, should it never run, after the response)."""
+    Closed by :class:`~service.api.sse.EventStream` when the response ends (the client gone included), it closes
+    ``events``: the answer, and the LLM stream under it, stop there."""
     try:
         for event in events:
             data = event.data()
@@ -52,7 +52,13 @@ def _sse(events: Iterator[Event], request: Request, lease: Lease) -> Iterator[st
         detail = f"search store unavailable: {exc}" if status == 503 else "internal error; see the service log"
         yield sse({"status": status, "detail": detail}, event="error")
     finally:
-        lease.release()
+        events.close()
+
+
+def _chain(first: Event, rest: Generator[Event, None, None]) -> Generator[Event, None, None]:
+    """``first``, then ``rest`` (``yield from``: closing the chain closes ``rest``)."""
+    yield first
+    yield from rest
 
 
 @router.post(
@@ -86,11 +92,7 @@ def _ask(req: AskRequest, request: Request, state: ServiceState, allowed: frozen
             events = answering.answer_stream(lease.pipeline, req, allowed=allowed)
             first = next(events)  # validation, routing and search run now, so their errors get a real status (422/503)
             streaming = True
-            return StreamingResponse(
-                _sse(itertools.chain([first], events), request, lease),
-                media_type="text/event-stream",
-                background=BackgroundTask(lease.release),
-            )
+            return EventStream(_sse(_chain(first, events), request), lease)  # gives the lease back when it ends
         return _answer(req, request, lease, allowed)
     finally:
         if not streaming:

@@ -5,7 +5,7 @@ The last user message is the question (:mod:`service.api.conversation`): a produ
 previous turn's (the turn is searched restricted to it); one that only names another product ("and in Perl?")
 asks the previous question again for that product; otherwise the previous user turn is prepended for routing and
 retrieval (its end, so that the whole stays within FEDQA_MAX_QUERY_CHARS), so that a follow-up is searched with its
-context, and the answer is to the last question. The answer
+context, and the answer is to the last question. Only the last FEDQA_CHAT_TURNS user turns are read. The answer
 text carries [n] citations, each also an OpenAI ``url_citation`` annotation of the message (and of the last
 streamed chunk's delta); sources, routing, answer mode and confidence come back in the extra field ``fedqa``.
 When the question fits several products (``answer_mode: "by_product"``) the reply is a short answer per product,
@@ -22,21 +22,20 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
-from starlette.background import BackgroundTask
 
 from service import ask as answering
+from service.api.capacity import answer_slot
 from service.api.conversation import by_product_text, follow, url_citations
 from service.api.deps import acquire_pipeline, get_state
 from service.api.metrics import record_answer
 from service.api.security import caller_scope, require_api_key
-from service.api.sse import sse
-from service.api.state import Lease, ServiceState
+from service.api.sse import EventStream, sse
+from service.api.state import ServiceState
 from service.events import DoneEvent, Event, ResetEvent, RetrievalEvent, TokenEvent
 from service.pipeline import Pipeline, RequestError
 from service.retrieval.strategies import DEFAULT_STRATEGY
@@ -46,7 +45,7 @@ log = logging.getLogger("fedqa.api")
 
 MODEL_ID = "fedqa"
 
-router = APIRouter(tags=["chat"], dependencies=[Depends(require_api_key)])
+router = APIRouter(tags=["chat"], dependencies=[Depends(require_api_key), Depends(answer_slot)])  # the slot after the key
 
 
 class ChatMessage(BaseModel):
@@ -78,14 +77,21 @@ class ChatRequest(BaseModel):
     )
 
 
-def _user_turns(req: ChatRequest, max_chars: int) -> list[str]:
-    """The user's messages, oldest first (the last message must be one, within FEDQA_MAX_QUERY_CHARS)."""
-    users = [m.text() for m in req.messages if m.role == "user" and m.text()]
-    if not users or req.messages[-1].role != "user" or not req.messages[-1].text():
+def _user_turns(req: ChatRequest, max_chars: int, turns: int) -> list[str]:
+    """The last ``turns`` user messages (FEDQA_CHAT_TURNS), oldest first: earlier ones are never read, however many
+    the body holds. The last message must be a user's, within FEDQA_MAX_QUERY_CHARS."""
+    last = req.messages[-1].text() if req.messages[-1].role == "user" else ""
+    if not last:
         raise RequestError("messages", "the last message must be a non-empty user message")
-    if len(users[-1]) > max_chars:
-        raise RequestError("messages", f"the last user message is {len(users[-1])} characters; the limit is {max_chars}")
-    return users
+    if len(last) > max_chars:
+        raise RequestError("messages", f"the last user message is {len(last)} characters; the limit is {max_chars}")
+    users = [last]
+    for message in reversed(req.messages[:-1]):
+        if len(users) >= turns:
+            break
+        if message.role == "user" and (text := message.text()):
+            users.append(text)
+    return users[::-1]
 
 
 def _extra(done: dict[str, Any]) -> dict[str, Any]:
@@ -93,10 +99,12 @@ def _extra(done: dict[str, Any]) -> dict[str, Any]:
     return {"retrieval_query": done.get("query"), **{k: done.get(k) for k in keys}}
 
 
-def _events(pipeline: Pipeline, req: ChatRequest, allowed: frozenset[str] | None) -> tuple[str, Iterator[Event]]:
+def _events(pipeline: Pipeline, req: ChatRequest, allowed: frozenset[str] | None) -> tuple[str, Generator[Event, None, None]]:
     visible = [d for d in pipeline.domains if allowed is None or d in allowed]  # a key never names a product it cannot see
     limit = pipeline.settings.max_query_chars
-    turn = follow(_user_turns(req, limit), visible, max_chars=limit)  # service.api.conversation: product switches, "and in X?"
+    turn = follow(
+        _user_turns(req, limit, pipeline.settings.chat_turns), visible, max_chars=limit
+    )  # service.api.conversation: product switches, "and in X?"
     ask = AskRequest(query=turn.question, top_k=req.top_k, strategy=req.strategy, domains=turn.domains)
     return turn.retrieval_query, answering.answer_stream(pipeline, ask, retrieval_query=turn.retrieval_query, allowed=allowed)
 
@@ -120,17 +128,10 @@ def _reply(done: DoneEvent, clarify: bool) -> str:
     return by_product_text(products, clarify=clarify) if products else done.response.answer or ""
 
 
-def _stream(events: Iterator[Event], req: ChatRequest, retrieval_query: str, request: Request, lease: Lease) -> Iterator[str]:
-    """OpenAI chunks; the pipeline's lease is given back when the stream ends."""
-    try:
-        yield from _chunks(events, req, retrieval_query, request)
-    finally:
-        lease.release()
-
-
-def _chunks(events: Iterator[Event], req: ChatRequest, retrieval_query: str, request: Request) -> Iterator[str]:
+def _chunks(events: Generator[Event, None, None], req: ChatRequest, retrieval_query: str, request: Request) -> Generator[str, None, None]:
     """The answer's text as it comes; an answer given by product (announced by the retrieval event) as one piece at
-    the end, in the chat's own words (:func:`_reply`)."""
+    the end, in the chat's own words (:func:`_reply`). Closed by :class:`~service.api.sse.EventStream` when the
+    response ends (the client gone included), it closes ``events``: the answer and its LLM stream stop there."""
     cid, created, model = f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), req.model
     yield _chunk(cid, created, model, {"role": "assistant", "content": ""})
     sent, separate, content, by_product = False, False, "", False
@@ -156,6 +157,8 @@ def _chunks(events: Iterator[Event], req: ChatRequest, retrieval_query: str, req
     except Exception:  # noqa: BLE001 - the 200 is already sent: end the stream with an error chunk
         log.exception("chat stream failed after it started")
         yield sse({"error": {"message": "internal error; see the service log", "type": "server_error"}})
+    finally:
+        events.close()
     yield sse("[DONE]")
 
 
@@ -168,8 +171,7 @@ def chat_completions(  # noqa: ANN201
         retrieval_query, events = _events(lease.pipeline, req, allowed)
         first = next(events)  # validation, routing and search run now, so their errors keep their status (422/503)
         if req.stream:
-            stream = _stream(_chain(first, events), req, retrieval_query, request, lease)
-            return StreamingResponse(stream, media_type="text/event-stream", background=BackgroundTask(lease.release))
+            return EventStream(_chunks(_chain(first, events), req, retrieval_query, request), lease)  # gives the lease back when it ends
         last = [e for e in _chain(first, events) if isinstance(e, DoneEvent)][-1]
     except BaseException:
         lease.release()
@@ -199,7 +201,8 @@ def chat_completions(  # noqa: ANN201
     }
 
 
-def _chain(first: Event, rest: Iterator[Event]) -> Iterator[Event]:
+def _chain(first: Event, rest: Generator[Event, None, None]) -> Generator[Event, None, None]:
+    """``first``, then ``rest`` (``yield from``: closing the chain closes ``rest``)."""
     yield first
     yield from rest
 

@@ -12,6 +12,7 @@ import re
 import time
 import uuid
 
+import anyio
 from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -112,31 +113,40 @@ class BodyTooLarge(HTTPException):
         super().__init__(413, f"request body is larger than the limit of {limit} bytes (FEDQA_MAX_BODY_BYTES)")
 
 
-class BodyLimitMiddleware:
-    """413 for bodies over ``max_bytes``: at once from Content-Length, else while the body streams in.
+class BodyTooSlow(HTTPException):
+    """The request body did not arrive within FEDQA_BODY_TIMEOUT_S (408; the connection is closed)."""
 
-    A streamed (chunked) body that grows past the limit raises :class:`BodyTooLarge` from
-    ``receive``; FastAPI passes HTTPExceptions from body reading through, so the answer is 413.
+    def __init__(self, timeout_s: float) -> None:
+        detail = f"request body did not arrive within {timeout_s:g} s (FEDQA_BODY_TIMEOUT_S)"
+        super().__init__(408, detail, headers={"Connection": "close"})
+
+
+class BodyLimitMiddleware:
+    """413 for bodies over ``max_bytes``: at once from Content-Length, else while the body streams in; 408 for a
+    body not in whole ``timeout_s`` after the request's headers (uvicorn has no such timeout: a client sending a
+    byte now and then would hold its connection and its handler for ever).
+
+    ``receive`` raises :class:`BodyTooLarge` or :class:`BodyTooSlow`; FastAPI passes HTTPExceptions from body
+    reading through, so the answer is 413 or 408. Once the body is in, ``receive`` (which then waits for the
+    client to go) is not timed.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int, metrics: Metrics | None = None) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, timeout_s: float | None = None, metrics: Metrics | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.timeout_s = timeout_s
         self.metrics = metrics
 
-    async def _reject(self, send: Send, *, count: bool = True) -> None:
-        if count and self.metrics is not None:
-            self.metrics.rejected.labels("body_too_large").inc()
-        exc = BodyTooLarge(self.max_bytes)
+    async def _reject(self, send: Send, exc: HTTPException) -> None:
         body = json.dumps({"detail": exc.detail}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-            }
-        )
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (exc.headers or {}).items()]
+        await send({"type": "http.response.start", "status": exc.status_code, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+    def _count(self, reason: str) -> None:
+        if self.metrics is not None:
+            self.metrics.rejected.labels(reason).inc()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -149,19 +159,29 @@ class BodyLimitMiddleware:
             except ValueError:
                 too_big = False  # the server rejects a malformed Content-Length itself
             if too_big:
-                await self._reject(send)
+                self._count("body_too_large")
+                await self._reject(send, BodyTooLarge(self.max_bytes))
                 return
         seen = 0
-        started = False
+        started = complete = False
+        deadline = None if self.timeout_s is None else anyio.current_time() + self.timeout_s
 
         async def limited_receive() -> Message:
-            nonlocal seen
-            message = await receive()
+            nonlocal seen, complete
+            if complete or deadline is None:
+                message = await receive()
+            else:
+                try:
+                    with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
+                        message = await receive()
+                except TimeoutError:
+                    self._count("body_timeout")
+                    raise BodyTooSlow(self.timeout_s or 0.0) from None
             if message["type"] == "http.request":
+                complete = not message.get("more_body", False)
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
-                    if self.metrics is not None:
-                        self.metrics.rejected.labels("body_too_large").inc()
+                    self._count("body_too_large")
                     raise BodyTooLarge(self.max_bytes)
             return message
 
@@ -173,7 +193,7 @@ class BodyLimitMiddleware:
 
         try:
             await self.app(scope, limited_receive, tracking_send)
-        except BodyTooLarge:
+        except (BodyTooLarge, BodyTooSlow) as exc:
             if started:
                 raise
-            await self._reject(send, count=False)  # counted when it was raised
+            await self._reject(send, exc)  # counted when it was raised

@@ -25,10 +25,12 @@ def register(sub: Subparsers) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Configure JSON logging, set up the demo when asked, and serve with uvicorn."""
+    """Configure JSON logging, set up the demo when asked, and serve with uvicorn (:func:`~service.api.server.server_config`)."""
     import uvicorn
+    from uvicorn.config import STARTUP_FAILURE
 
     from service.api.app import create_app
+    from service.api.server import server_config
     from service.logs import configure_logging
 
     s = settings()
@@ -40,14 +42,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
             log = logging.getLogger("fedqa.demo")
             log.info("setting up the demo in %s (a first run takes about a minute or two)", s.home_dir)
             setup_demo_in_subprocess(log.info)
-    uvicorn.run(
-        create_app(s),
-        host=args.host or s.host,
-        port=args.port or s.port,
-        log_config=None,  # logging is configured above (JSON lines); uvicorn's access log is replaced by fedqa.access
-        access_log=False,
-    )
-    return 0
+    server = uvicorn.Server(server_config(create_app(s), s, host=args.host, port=args.port))
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    return 0 if server.started else STARTUP_FAILURE  # as uvicorn.run exits when the app could not start
 
 
 def secrets_of(s: Settings) -> list[str]:

@@ -46,8 +46,10 @@ class OpenAILLM:
                 raise LLMError("LLM endpoint sent a malformed completion") from exc
 
     def stream(self, prompt: str, *, max_tokens: int, stop: Sequence[str], timeout_s: float) -> Iterator[str]:
-        with _errors(timeout_s):
-            for chunk in self._create(prompt, max_tokens, stop, timeout_s, stream=True):
+        """The completion's pieces as they come. The HTTP response is closed when the generator ends, however it
+        ends: closed early (the client of a streamed answer gone), the upstream generation stops with it."""
+        with _errors(timeout_s), self._create(prompt, max_tokens, stop, timeout_s, stream=True) as chunks:
+            for chunk in chunks:
                 if not chunk.choices:
                     continue
                 text = self._text(chunk.choices[0], delta=True)
