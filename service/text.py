@@ -13,10 +13,11 @@
   sentence ending in ``:`` or with no end mark takes the code lines that follow it ("use this\\n    wc -w
   file" is one sentence). A line is code when it is inside a ``` fence, starts with a shell or REPL prompt
   (``$``, ``#``, ``>>>``, ``sqlite>``, ``postgres=#``), an assignment (``key = value``) or a comment
-  (``//``, ``--``), opens or closes a bracket at its end or start, or belongs to a block indented deeper than
-  the line before it whose last line has no end mark; a line that reads as neither prose (three plain words in
-  a row, words of a script without case, or an end mark at its end) nor code is code unless prose resumes after
-  it in lower case. Offsets always index the original text.
+  (``//``, ``--``), opens or closes a bracket at its end or start, belongs to a block indented deeper than the
+  line before it whose last line has no end mark, or has no end mark and sits between code lines (``else:``); a
+  line that reads as neither prose (three plain words in a row, words of a script without case, or an end mark
+  at its end) nor code is code unless prose resumes after it in lower case ("-l, --lines\\n    print the
+  newline counts." is one sentence). Offsets always index the original text.
 - A message asks several questions where a sentence ends and the next begins with a joining word (``And``,
   ``Also``, ``Plus``, ``Additionally``): "How do I strip HTML from a string? And, how do I report a bug in
   Debian?" is two; two sentences of one question ("I get warnings when I compile. Is this a problem?") are one.
@@ -51,6 +52,7 @@ _FINAL = regex.compile(rf"(?<!\.)[.!?؟。！？]{_CLOSERS}$")  # a sentence's e
 PROSE_END = regex.compile(rf"(?<!\.)[.!?؟。！？:：]{_CLOSERS}$")  # ... or a colon: the line ends as prose does
 _FENCE = re.compile(r"\s*(?:```|~~~)")
 _ITEM = regex.compile(r"\s*(?:[-*•‣◦+]|\d+[.)])\s+\S")
+_NUMBERED = re.compile(r"\s*\d+[.)]\s+")
 _TABLE_ROW = re.compile(r"\s*\|.*\|\s*$|[^|]*\S\s+\|\s+[^|]*\s\|\s")
 _PROMPT = regex.compile(r"\s*(?:[$%#]|>>>|\.\.\.|[\w.-]+>|\w+[=-][#>])(?:\s|$)")
 _ASSIGNMENT = regex.compile(r"\s*[$@%]?[\w.\[\]\"'-]+\s*[-+*/.|&:]?=(?!=)")
@@ -72,7 +74,8 @@ class LineKind(Enum):
 
 @dataclass(frozen=True)
 class Line:
-    """One non-blank line: its offsets in the text (``end`` after its last non-space character) and indentation."""
+    """One non-blank line: its offsets in the text (from its first to after its last non-space character), its
+    indentation and its kind."""
 
     start: int
     end: int
@@ -142,8 +145,7 @@ def _settle(text: str, lines: list[Line]) -> list[Line]:
             before = next((k for k in reversed(kinds[:i]) if k is not LineKind.UNCLEAR), None)
             after = next((n for n in range(i + 1, len(kinds)) if kinds[n] is not LineKind.UNCLEAR), None)
             resumes = after is not None and kinds[after] is LineKind.PROSE and text[lines[after].start].islower()
-            prose = resumes and before in (LineKind.PROSE, LineKind.ITEM)
-            kinds[i] = LineKind.PROSE if prose else LineKind.CODE
+            kinds[i] = LineKind.PROSE if resumes and before is not LineKind.CODE else LineKind.CODE
     # A line with no end mark between code lines ("except OSError as err:", "else:") is code.
     for i in range(1, len(lines) - 1):
         if kinds[i - 1] is kinds[i + 1] is LineKind.CODE and kinds[i] is LineKind.PROSE:
@@ -174,8 +176,10 @@ def _indented_code(text: str, lines: list[Line], kinds: list[LineKind]) -> None:
 def _prose_bounds(text: str, start: int, end: int) -> list[tuple[int, int]]:
     """Sentences of the prose ``text[start:end]`` (a newline in it is white space like any other)."""
     seg = text[start:end]
+    number = _NUMBERED.match(seg)  # "1. Open Settings" is one sentence, not "1." and "Open Settings"
+    cuts = [m.end() for m in SENTENCE_BREAK.finditer(seg) if not number or m.end() > number.end()]
     out = []
-    for a, b in pairwise([0] + [m.end() for m in SENTENCE_BREAK.finditer(seg)] + [len(seg)]):
+    for a, b in pairwise([0, *cuts, len(seg)]):
         part = seg[a:b]
         if part.strip():
             lead = len(part) - len(part.lstrip())
