@@ -12,7 +12,7 @@ import pytest
 
 from service.demo import QUERIES
 from service.evaluation import jobs as jobs_module
-from service.evaluation.jobs import JobStore
+from service.evaluation.jobs import JobStore, QueuedJob
 from service.evaluation.record import QuestionRecord
 from service.evaluation.runner import EvaluationError, create_job, pinned_versions, run_job
 from service.evaluation.spec import JobQuestion, JobSpec
@@ -191,11 +191,11 @@ class _BusyStore(JobStore):
 
     failures = 3
 
-    def unfinished(self) -> list[str]:
+    def queued(self) -> list[QueuedJob]:
         if self.failures:
             self.failures -= 1
             raise sqlite3.OperationalError("database is locked")
-        return super().unfinished()
+        return super().queued()
 
 
 def test_a_locked_database_does_not_end_the_worker_thread(tmp_path, monkeypatch):
@@ -230,17 +230,17 @@ def test_a_locked_database_does_not_end_the_worker_thread(tmp_path, monkeypatch)
 
 
 def test_unfinished_jobs_are_capped_per_client_and_finished_ones_purged(tmp_path):
-    from service.evaluation.jobs import TooManyJobs
+    from service.evaluation.jobs import JobQuota, TooManyJobs
 
     store = JobStore(tmp_path / "jobs.sqlite")
     spec, qs = JobSpec(strategies=[StrategyName.UIS]), [JobQuestion(qid="q1", query="q")]
-    first = store.create(spec, qs, client="key:a", max_unfinished=2)
-    store.create(spec, qs, client="key:a", max_unfinished=2)
+    first = store.create(spec, qs, client="key:a", quota=JobQuota(max_unfinished=2))
+    store.create(spec, qs, client="key:a", quota=JobQuota(max_unfinished=2))
     with pytest.raises(TooManyJobs):
-        store.create(spec, qs, client="key:a", max_unfinished=2)
-    store.create(spec, qs, client="key:b", max_unfinished=2)  # another key has its own budget
+        store.create(spec, qs, client="key:a", quota=JobQuota(max_unfinished=2))
+    store.create(spec, qs, client="key:b", quota=JobQuota(max_unfinished=2))  # another key has its own budget
     store.finish(first, {"ok": True})
-    third = store.create(spec, qs, client="key:a", max_unfinished=2)  # a finished job no longer counts
+    third = store.create(spec, qs, client="key:a", quota=JobQuota(max_unfinished=2))  # a finished job no longer counts
     record = {"qid": "q1", "query": "q", "domains": [], "kind": "oos", "strategy": "uis", "position": 0, "gold_doc_ids": []}
     routing = {"ranking": [], "active_domains": [], "fallback": True, "probabilities": {}, "metrics": {}, "outcomes": {}}
     store.save_result(first, QuestionRecord.model_validate({**record, **routing}))
@@ -263,3 +263,48 @@ def test_a_jobs_spec_and_questions_come_back_typed_from_the_store(tmp_path):
     whole = store.create(JobSpec(strategies=[StrategyName.UIS]), qs)
     assert "scope" not in present(store.get(whole))["spec"] and present(store.spec(whole)).scope is None
     assert store.spec("no-such-job") is None
+
+
+def test_a_clients_finished_jobs_and_stored_questions_are_bounded(tmp_path):
+    """Issue 50, fault 3: a client keeps at most ``keep_finished`` finished jobs, and its jobs' questions stay within
+    ``max_question_bytes`` (its oldest finished jobs go first; TooMuchStored when its unfinished ones alone would
+    pass it, and then nothing is deleted); other clients' jobs are never touched; deleted jobs give their space back."""
+    from service.evaluation.jobs import JobQuota, TooMuchStored
+
+    path = tmp_path / "jobs.sqlite"
+    store = JobStore(path)
+    spec = JobSpec(strategies=[StrategyName.UIS])
+
+    def questions(tag: str, n: int) -> list[JobQuestion]:
+        return [JobQuestion(qid=f"q{i}", query=f"{tag} {i} " + "x" * 1000) for i in range(n)]
+
+    theirs = store.create(spec, questions("b", 100), client="key:b")
+    store.finish(theirs, {"ok": True})
+    kept = JobQuota(keep_finished=2)
+    small = [store.create(spec, questions(f"s{i}", 1), client="key:a", quota=kept) for i in range(4)]
+    for job in small:
+        store.finish(job, {"ok": True})
+    store.create(spec, questions("s4", 1), client="key:a", quota=kept)
+    assert [store.get(j) is not None for j in small] == [False, False, True, True]  # the two newest finished are kept
+
+    budget = JobQuota(max_question_bytes=300_000)  # each job below stores ~110 KB of questions
+    big = []
+    for i in range(4):
+        big.append(store.create(spec, questions(f"a{i}", 100), client="key:a", quota=budget))
+        store.finish(big[-1], {"ok": True})
+    assert [store.get(j) is not None for j in big] == [False, False, True, True]
+    running = store.create(spec, questions("r", 100), client="key:a", quota=budget)  # deletes big[2] to fit
+    with pytest.raises(TooMuchStored) as refused:
+        store.create(spec, questions("r2", 200), client="key:a", quota=budget)  # 110 KB unfinished + 220 KB > 300 KB
+    assert refused.value.stored > 100_000 and refused.value.limit == 300_000
+    assert store.get(big[3]) is not None and store.get(running) is not None  # a refused job deletes nothing
+    assert present(store.get(theirs))["status"] == "done"  # another client's job is not this client's budget
+
+    def checkpointed_size() -> int:
+        with sqlite3.connect(path) as c:
+            c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return path.stat().st_size
+
+    size = checkpointed_size()
+    assert store.purge(time.time() + 1) == 2  # theirs and big[3]: the smaller ones went to fit the budget
+    assert checkpointed_size() < size - 150_000  # the deleted jobs' pages went back to the file system
