@@ -230,7 +230,7 @@ def test_a_locked_database_does_not_end_the_worker_thread(tmp_path, monkeypatch)
 
 
 def test_unfinished_jobs_are_capped_per_client_and_finished_ones_purged(tmp_path):
-    from service.evaluation.jobs import JobQuota, TooManyJobs
+    from service.evaluation.quota import JobQuota, TooManyJobs
 
     store = JobStore(tmp_path / "jobs.sqlite")
     spec, qs = JobSpec(strategies=[StrategyName.UIS]), [JobQuestion(qid="q1", query="q")]
@@ -269,7 +269,7 @@ def test_a_clients_finished_jobs_and_stored_questions_are_bounded(tmp_path):
     """Issue 50, fault 3: a client keeps at most ``keep_finished`` finished jobs, and its jobs' questions stay within
     ``max_question_bytes`` (its oldest finished jobs go first; TooMuchStored when its unfinished ones alone would
     pass it, and then nothing is deleted); other clients' jobs are never touched; deleted jobs give their space back."""
-    from service.evaluation.jobs import JobQuota, TooMuchStored
+    from service.evaluation.quota import JobQuota, TooMuchStored
 
     path = tmp_path / "jobs.sqlite"
     store = JobStore(path)

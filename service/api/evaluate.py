@@ -39,8 +39,9 @@ from service.api.keys import ApiKey
 from service.api.security import RateLimiter, caller_scope, caller_sees_everything, require_api_key
 from service.api.state import Lease, ServiceState
 from service.config import Settings
-from service.evaluation.jobs import JobQuota, JobStore, JobStoreUnavailable, TooManyJobs, TooMuchStored
+from service.evaluation.jobs import JobStore, JobStoreUnavailable
 from service.evaluation.judges import open_judge
+from service.evaluation.quota import JobQuota, TooManyJobs, TooMuchStored
 from service.evaluation.report import render
 from service.evaluation.runner import (
     EvaluationError,
@@ -260,8 +261,19 @@ def start(
         return JSONResponse(body.model_dump(), status_code=200)
     worker = _request_worker(request)
     purge_finished(worker.store, state.settings)
+    job_id = _create(worker.store, state.settings, spec, queries, dataset, versions, client_identity(request, caller))
+    worker.start()
+    worker.wake()
+    view = _view(_job(request, job_id, allowed, caller), request)
+    view.plan = the_plan
+    return view
+
+
+def _create(store: JobStore, settings: Settings, spec: JobSpec, queries: list[EvalQuery], dataset: str, versions: dict[str, Any], client: str) -> str:
+    """The new job's id, held to the key's :func:`quota`: 422 for a job that can never fit, 429 (Retry-After) for one
+    that fits once the key's other jobs finish or are cancelled."""
     try:
-        job_id = create_job(worker.store, spec, queries, dataset, versions, client=client_identity(request, caller), quota=quota(state.settings))
+        return create_job(store, spec, queries, dataset, versions, client=client, quota=quota(settings))
     except EvaluationError as exc:
         raise HTTPException(422, str(exc)) from None
     except TooManyJobs as exc:
@@ -278,11 +290,6 @@ def start(
             f"{exc}: wait for a job to finish or cancel one (FEDQA_JOBS_MAX_QUESTION_BYTES_PER_KEY)",
             headers={"Retry-After": str(JOB_RETRY_AFTER_S)},
         ) from None
-    worker.start()
-    worker.wake()
-    view = _view(_job(request, job_id, allowed, caller), request)
-    view.plan = the_plan
-    return view
 
 
 def _questions(req: EvaluateRequest, settings: Settings, allowed: frozenset[str] | None) -> list[EvalQuery]:

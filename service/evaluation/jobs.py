@@ -13,8 +13,8 @@ host), or at once when the owner ran on this host and its process is gone (crash
 
 A job records who asked for it (``client``: a hash of the API key, or of the address when keys are off): the API
 shows and cancels a job for that client (or an admin) only, and :meth:`JobStore.create` holds each client to a
-:class:`JobQuota` (unfinished jobs, finished jobs kept, bytes of stored questions), deleting the client's oldest
-finished jobs to make room. A cancelled job drops its questions at once (it never runs again); finished jobs are
+:class:`~service.evaluation.quota.JobQuota` (unfinished jobs, finished jobs kept, bytes of stored questions),
+deleting the client's oldest finished jobs to make room. A cancelled job drops its questions at once (it never runs again); finished jobs are
 also deleted after a retention period (:meth:`JobStore.purge`). A new database is created with
 ``auto_vacuum=INCREMENTAL`` and every deletion gives its free pages back to the file system, so the file shrinks
 after a burst instead of staying at its largest.
@@ -39,11 +39,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from service.evaluation.quota import FINAL, JobQuota, delete_jobs, make_room
 from service.evaluation.record import QuestionRecord
 from service.evaluation.spec import JobQuestion, JobSpec
 
 STALE_S = 120.0
-FINAL = ("done", "failed", "cancelled")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -63,34 +63,6 @@ CREATE TABLE IF NOT EXISTS cache (
 
 class JobStoreUnavailable(RuntimeError):
     """The jobs database cannot be created or written (e.g. a read-only home)."""
-
-
-class TooManyJobs(RuntimeError):
-    """A client already has as many unfinished jobs as it may (``limit``)."""
-
-    def __init__(self, unfinished: int, limit: int) -> None:
-        super().__init__(f"{unfinished} evaluation jobs of this client are queued or running; the limit is {limit}")
-        self.unfinished, self.limit = unfinished, limit
-
-
-class TooMuchStored(RuntimeError):
-    """A client's jobs would store more bytes of questions than it may (``limit``), even without its finished jobs."""
-
-    def __init__(self, stored: int, asked: int, limit: int) -> None:
-        super().__init__(
-            f"this job's questions take {asked} bytes and this client's unfinished jobs already store {stored}; the limit is {limit} bytes"
-        )
-        self.stored, self.asked, self.limit = stored, asked, limit
-
-
-@dataclass(frozen=True)
-class JobQuota:
-    """What one client's jobs may hold (None: no bound): jobs queued or running, finished jobs kept (the oldest
-    beyond it are deleted when it creates a job), and bytes of stored questions over all its jobs."""
-
-    max_unfinished: int | None = None
-    keep_finished: int | None = None
-    max_question_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -189,9 +161,9 @@ class JobStore:
     ) -> str:
         """A new queued job of ``client``, pinned to ``versions`` (what will answer it); returns its id.
 
-        With a ``quota``: :class:`TooManyJobs` when the client already has ``max_unfinished`` jobs queued or running;
+        With a ``quota``: :class:`~service.evaluation.quota.TooManyJobs` when the client already has ``max_unfinished`` jobs queued or running;
         the client's oldest finished jobs are deleted down to ``keep_finished``, and further while its stored questions
-        and this job's would pass ``max_question_bytes`` (:class:`TooMuchStored` when its unfinished jobs alone would).
+        and this job's would pass ``max_question_bytes`` (:class:`~service.evaluation.quota.TooMuchStored` when its unfinished jobs alone would).
         All in one write transaction, so concurrent requests cannot both slip under a bound."""
         job_id = time.strftime("eval-%Y%m%d-%H%M%S-", time.gmtime()) + secrets.token_hex(3)
         now = time.time()
@@ -200,7 +172,7 @@ class JobStore:
         with self._conn() as c:
             if quota is not None:
                 c.execute("BEGIN IMMEDIATE")
-                self._make_room(c, client, quota, len(stored_queries.encode()))
+                make_room(c, client, quota, len(stored_queries.encode()))
             c.execute(
                 "INSERT INTO jobs (id, created, updated, status, spec, queries, total, versions, client) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
                 (
@@ -217,38 +189,12 @@ class JobStore:
         self._vacuum()
         return job_id
 
-    def _make_room(self, c: sqlite3.Connection, client: str | None, quota: JobQuota, asked: int) -> None:
-        """Hold ``client`` to ``quota`` before a job of ``asked`` bytes of questions is added (see :meth:`create`)."""
-        final = ",".join("?" * len(FINAL))
-        if quota.max_unfinished is not None:
-            unfinished = c.execute("SELECT COUNT(*) FROM jobs WHERE client IS ? AND status IN ('queued', 'running')", (client,)).fetchone()[0]
-            if unfinished >= quota.max_unfinished:
-                raise TooManyJobs(unfinished, quota.max_unfinished)
-        finished = c.execute(
-            f"SELECT id, length(CAST(queries AS BLOB)) AS size FROM jobs WHERE client IS ? AND status IN ({final}) ORDER BY updated DESC",
-            (client, *FINAL),
-        ).fetchall()
-        doomed = [r["id"] for r in finished[quota.keep_finished :]] if quota.keep_finished is not None else []
-        kept = finished[: len(finished) - len(doomed)]
-        if quota.max_question_bytes is not None:
-            unfinished_bytes = c.execute(
-                "SELECT COALESCE(SUM(length(CAST(queries AS BLOB))), 0) FROM jobs WHERE client IS ? AND status IN ('queued', 'running')", (client,)
-            ).fetchone()[0]
-            if unfinished_bytes + asked > quota.max_question_bytes:
-                raise TooMuchStored(unfinished_bytes, asked, quota.max_question_bytes)
-            stored = unfinished_bytes + sum(r["size"] for r in kept)
-            while kept and stored + asked > quota.max_question_bytes:
-                oldest = kept.pop()
-                stored -= oldest["size"]
-                doomed.append(oldest["id"])
-        _delete(c, doomed)
-
     def purge(self, older_than: float) -> int:
         """Delete the finished jobs (with their results and cache) last changed before ``older_than`` (epoch s)."""
         final = ",".join("?" * len(FINAL))
         with self._conn() as c:
             ids = [r["id"] for r in c.execute(f"SELECT id FROM jobs WHERE status IN ({final}) AND updated < ?", (*FINAL, older_than))]
-            _delete(c, ids)
+            delete_jobs(c, ids)
         if ids:
             self._vacuum()
         return len(ids)
@@ -448,9 +394,3 @@ class JobStore:
     def cache_set(self, job_id: str, key: str, value: Any) -> None:
         with self._conn() as c:
             c.execute("INSERT OR REPLACE INTO cache (job_id, key, value) VALUES (?, ?, ?)", (job_id, key, json.dumps(value)))
-
-
-def _delete(c: sqlite3.Connection, ids: Sequence[str]) -> None:
-    """Delete jobs with their results and cache, in the caller's transaction."""
-    for table, column in (("results", "job_id"), ("cache", "job_id"), ("jobs", "id")):
-        c.executemany(f"DELETE FROM {table} WHERE {column} = ?", [(i,) for i in ids])

@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from service.evaluation import rageval
 from service.evaluation.groups import GROUPS, metric_groups, needs_answers, needs_judge
-from service.evaluation.jobs import JobQuota, JobStore
+from service.evaluation.jobs import JobStore
 from service.evaluation.judges import Judge, Outcome
 from service.evaluation.question import EvaluationError, evaluate_question
+from service.evaluation.quota import JobQuota
 from service.evaluation.record import QuestionRecord
 from service.evaluation.spec import JobQuestion, JobSpec
 from service.evaluation.summary import strategy_insights, summarize

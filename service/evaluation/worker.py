@@ -113,7 +113,8 @@ class Turn:
         if w._stop.is_set() or self.claim.job_id in w._cancelled or not self.claim.check():
             return True
         now = time.monotonic()
-        if self.yielded or (now - self._started >= w.slice_s and now - self._looked >= CLAIM_POLL_S and self._give_way(now)):
+        due = w._arrived.is_set() or now - self._looked >= CLAIM_POLL_S  # a job was just created here, or it is time to look
+        if self.yielded or (now - self._started >= w.slice_s and due and self._give_way(now)):
             self.yielded = True
         return self.yielded
 
@@ -122,7 +123,10 @@ class Turn:
         self._looked = now
         try:
             progress = self.worker.store.progress(self.claim.job_id)
-            return self._done_before < progress.done < progress.total and self.worker.store.others_waiting(self.client)
+            if not self._done_before < progress.done < progress.total:
+                return False  # a job that arrived meanwhile is looked for again after the next question
+            self.worker._arrived.clear()
+            return self.worker.store.others_waiting(self.client)
         except sqlite3.Error:  # a busy database: the next question asks again
             return False
 
@@ -151,6 +155,7 @@ class EvalWorker:
         self.owner = owner_id()
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._arrived = threading.Event()  # a job was created in this process since a running job last looked
         self._cancelled: set[str] = set()
         self._paused: set[str] = set()
         self._served: dict[str | None, float] = {}  # client -> when one of its jobs last got the worker
@@ -172,7 +177,8 @@ class EvalWorker:
             self._thread.start()
 
     def wake(self) -> None:
-        """Look for queued jobs now."""
+        """Look for queued jobs now (a running job looks whether to give way at its next question)."""
+        self._arrived.set()
         self._wake.set()
 
     def stop(self, timeout: float = 30.0) -> None:
