@@ -308,3 +308,44 @@ def test_a_clients_finished_jobs_and_stored_questions_are_bounded(tmp_path):
     size = checkpointed_size()
     assert store.purge(time.time() + 1) == 2  # theirs and big[3]: the smaller ones went to fit the budget
     assert checkpointed_size() < size - 150_000  # the deleted jobs' pages went back to the file system
+
+
+def test_two_clients_jobs_take_turns_and_both_finish(tmp_path, monkeypatch):
+    """Issue 50, fault 7, in the worker: with FEDQA_JOBS_SLICE_S=0 two clients' jobs alternate question by question
+    (each turn finishes one before it gives way, so they never pass the worker back and forth without progress),
+    a paused job shows ``queued``, and both finish."""
+    from service.evaluation import worker as worker_module
+
+    monkeypatch.setattr(worker_module, "CLAIM_POLL_S", 0.0)
+    store = JobStore(tmp_path / "jobs.sqlite")
+    spec = JobSpec(strategies=[StrategyName.UIS])
+    record = {"domains": [], "kind": "oos", "strategy": "uis", "gold_doc_ids": []}
+    routing = {"ranking": [], "active_domains": [], "fallback": True, "probabilities": {}, "metrics": {}, "outcomes": {}}
+    order: list[str] = []
+    seen: list[tuple[str, int]] = []
+
+    def run(job_id, should_stop) -> None:  # noqa: ANN001 - like run_job: skip the stored questions, stop when told
+        done = store.done_keys(job_id)
+        for i, q in enumerate(store.queries(job_id)):
+            if ("uis", q.qid) in done:
+                continue
+            if should_stop():
+                return
+            store.save_result(job_id, QuestionRecord.model_validate({**record, **routing, "qid": q.qid, "query": q.query, "position": i}))
+            order.append(job_id)
+            seen.extend((o["status"], o["progress"]["done"]) for o in (present(store.get(j)) for j in jobs if j != job_id))
+        if not should_stop():
+            store.finish(job_id, {"ok": True})
+
+    jobs = [store.create(spec, [JobQuestion(qid=f"q{i}", query=f"{c} {i}") for i in range(3)], client=c) for c in ("key:a", "key:b")]
+    worker = EvalWorker(store, run, slice_s=0.0)
+    worker.start()
+    try:
+        t0 = time.monotonic()
+        while any(present(store.get(j))["status"] != "done" for j in jobs) and time.monotonic() - t0 < 30:
+            time.sleep(0.02)
+    finally:
+        worker.stop()
+    assert [present(store.get(j))["status"] for j in jobs] == ["done", "done"]
+    assert order == [jobs[0], jobs[1]] * 3  # one question each, in turn (before: all of a's, then b's)
+    assert ("queued", 1) in seen  # the paused job went back to the queue, its finished question kept

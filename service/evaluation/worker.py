@@ -106,7 +106,11 @@ class Turn:
         self.yielded = False
         self._started = time.monotonic()
         self._looked = -math.inf  # when the store was last asked whether to yield
-        self._done_before = worker.store.progress(claim.job_id).done
+        self._done_before: float
+        try:
+            self._done_before = worker.store.progress(claim.job_id).done
+        except sqlite3.Error:  # a busy database: this turn runs without giving way (its claim is still released)
+            self._done_before = math.inf
 
     def __call__(self) -> bool:
         w = self.worker
