@@ -181,6 +181,25 @@ class Settings(BaseSettings):
         "after they finished (0: kept forever).",
     )
     jobs_max_questions: int = Field(default=10_000, ge=1, description="Most questions one evaluation job may hold (422 above it).")
+    jobs_keep_finished_per_key: int = Field(
+        default=20,
+        ge=1,
+        description="Finished evaluation jobs kept per API key (per client address when keys are off): when the key "
+        "creates a job, its older finished jobs are deleted with their results.",
+    )
+    jobs_max_question_bytes_per_key: int = Field(
+        default=16 * 1024 * 1024,
+        ge=1024,
+        description="Bytes of questions (as stored, JSON) that one key's evaluation jobs may hold in the jobs database: "
+        "a new job first deletes the key's oldest finished jobs to fit; 429 when its unfinished jobs alone would pass "
+        "it, 422 when the new job alone would. A cancelled job drops its questions at once.",
+    )
+    jobs_slice_s: float = Field(
+        default=10.0,
+        ge=0.0,
+        description="Seconds an evaluation job runs before it pauses, after the question in flight, for another key's "
+        "waiting job (it resumes on its next turn, on the pipeline it started with; 0: after every question).",
+    )
 
     # HTTP
     host: str = "127.0.0.1"

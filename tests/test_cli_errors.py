@@ -92,3 +92,18 @@ def test_index_open_in_a_running_service_and_refusing_service_end_in_one_line(tm
         assert_one_line_failure(out, "answered 422", "query")
         ok = fedqa("ask", "How do I import contacts?", "--no-generate", "--url", f"http://127.0.0.1:{port}", home=home)
         assert ok.returncode == 0 and json.loads(ok.stdout)["sources"]
+
+
+def test_resuming_a_cancelled_job_says_to_submit_it_again(tmp_path):
+    """A cancelled job drops its questions (issue 50, fault 3): ``--resume`` of one is a one-line error, not a summary of nothing."""
+    from service.evaluation.jobs import JobStore
+    from service.evaluation.spec import JobQuestion, JobSpec
+    from service.retrieval.strategies import StrategyName
+
+    home = tmp_path / "home"
+    store = JobStore.for_home(home)
+    job = store.create(JobSpec(strategies=[StrategyName.UIS]), [JobQuestion(qid="q1", query="How do refunds work?")])
+    store.cancel(job)
+    r = fedqa("evaluate", "--resume", job, home=home, timeout=300)
+    assert r.returncode != 0 and f"evaluation job {job} was cancelled" in r.stderr and "submit it again" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr

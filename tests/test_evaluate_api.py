@@ -8,6 +8,7 @@ import shutil
 import threading
 import time
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -21,7 +22,7 @@ from service.files import copytree_sparse
 from service.pipeline import Pipeline
 from service.retrieval.strategies import StrategyName
 from service.schemas import EvalSpec, MetricGroup
-from tests.utils import free_port, make_settings, present
+from tests.utils import free_port, make_settings, present, served_app
 
 LIMIT = 60
 SPEC = EvalSpec(
@@ -414,3 +415,97 @@ def test_a_malformed_dataset_is_422_naming_its_line_not_500(demo_pipeline, tmp_p
         missing = c.post("/evaluate", json={"dataset": "nope", "metrics": ["retrieval"]})
         assert missing.status_code == 422 and "$FEDQA_HOME/eval/datasets/nope.jsonl" in missing.json()["detail"]
         assert str(home) not in missing.text
+
+
+def _jobs_files_size(path) -> int:
+    """Bytes the jobs database takes on disk: the file and its write-ahead log."""
+    return sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists())
+
+
+def test_create_and_cancel_rounds_do_not_fill_the_jobs_volume(demo_pipeline, tmp_path):
+    """Issue 50, fault 3: 25 rounds of a 1 MB job and its DELETE grew jobs.sqlite by ~28 MB (a cancelled job kept
+    its questions for FEDQA_JOBS_KEEP_DAYS). Through a real server: a cancelled job drops its questions at once, so
+    the database stops growing after the first rounds and stays near one job's size."""
+    hold = _Hold("round 0 question 0 " + "x" * 1981)  # the first job's first question: the worker stays on it
+    settings = make_settings(tmp_path, api_keys="k1", rate_limit_per_minute=0)
+    state = _state(demo_pipeline, tmp_path, hold.pipeline_class())
+    state.settings = settings
+    sizes = []
+    with served_app(create_app(settings, state), lifespan="on") as url, httpx.Client(base_url=url, timeout=120, headers={"X-API-Key": "k1"}) as c:
+        for r in range(25):
+            qs = [{"query": f"round {r} question {i} " + "x" * (1981 - len(f"{r}{i}") + 2)} for i in range(500)]
+            created = c.post("/evaluate", json={"queries": qs, "strategies": ["uis"], "metrics": ["retrieval"]})
+            assert created.status_code == 202, created.text
+            if r == 0:
+                assert hold.held.wait(120), "the first job never started"
+            job_id = created.json()["id"]
+            cancelled = c.delete(f"/evaluate/{job_id}")
+            assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+            assert c.get(f"/evaluate/{job_id}").json()["progress"]["total"] == 500  # still readable, its view whole
+            sizes.append(_jobs_files_size(settings.jobs_path))
+        hold.release.set()
+    print("jobs database after each create+cancel round (bytes):", sizes)
+    one_job = 1_000_000
+    assert max(sizes) < 4 * one_job, sizes  # before: 25 rounds took ~28 MB
+    assert sizes[-1] - sizes[4] < one_job, sizes  # it stopped growing: freed pages are reused (or returned)
+    assert JobStore(settings.jobs_path).queries(job_id) == []  # the questions are gone, the job is not
+
+
+def test_one_keys_job_does_not_block_another_keys_and_resumes_on_its_own_pipeline(demo_pipeline, tmp_path, reference):
+    """Issue 50, fault 7: one FIFO worker ran a key's whole job before another key's. Through a real server, with
+    FEDQA_JOBS_SLICE_S=0: key A's job pauses after the question in flight as soon as key B's job waits (queued, its
+    finished questions kept), B's job runs to the end while A's waits, and A's job then resumes on the pipeline it
+    started with though a reload swapped in other versions meanwhile, to the numbers of an uninterrupted run."""
+    ref_summary, _ = reference
+    mini, strategies = _mini(), SPEC.strategies
+    a_hold, b_hold = _Hold(mini[5]["query"]), _Hold("Who may export the audit log?")
+
+    class Held(_SharedPipeline):
+        def retrieve(self, query: str, **kwargs):  # noqa: ANN003, ANN201
+            for hold in (a_hold, b_hold):
+                if query == hold.query and not hold.held.is_set():
+                    hold.held.set()
+                    assert hold.release.wait(120), "the test never released the held question"
+            return super().retrieve(query, **kwargs)
+
+    class Reloaded(Held):
+        @property
+        def versions(self) -> dict:
+            return {**super().versions, "router": "router-reloaded"}
+
+    reloaded = threading.Event()
+
+    def loader(s, backend=None, **_):  # noqa: ANN001, ANN003, ANN202
+        kind = Reloaded if reloaded.is_set() else Held
+        return kind(s, router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=demo_pipeline.store)
+
+    home = tmp_path / "home"
+    _put_mini(home)
+    settings = make_settings(home, api_keys="key-a,key-b", rate_limit_per_minute=0, jobs_slice_s=0)
+    state = ServiceState(settings, loader=loader)
+    with (
+        served_app(create_app(settings, state), lifespan="on") as url,
+        httpx.Client(base_url=url, timeout=120, headers={"X-API-Key": "key-a"}) as a,
+        httpx.Client(base_url=url, timeout=120, headers={"X-API-Key": "key-b"}) as b,
+    ):
+        r = a.post("/evaluate", json={"dataset": "mini", **SPEC.model_dump(include={"strategies", "metrics"})})
+        assert r.status_code == 202, r.text
+        a_job, total = r.json()["id"], r.json()["progress"]["total"]
+        assert a_hold.held.wait(120), "A's job never reached its held question"
+        r = b.post("/evaluate", json={"queries": [{"query": b_hold.query}], "strategies": ["uis"], "metrics": ["retrieval"]})
+        assert r.status_code == 202, r.text
+        b_job = r.json()["id"]
+        a_hold.release.set()
+        assert b_hold.held.wait(120), ("B's job never started", a.get(f"/evaluate/{a_job}").json(), b.get(f"/evaluate/{b_job}").json())
+        paused = _wait(a, a_job, lambda body: True)
+        assert paused["status"] == "queued" and paused["progress"]["done"] == 5 * len(strategies) + 1, paused  # after the question in flight
+        reloaded.set()
+        state.load()  # a reload to other versions while A's job waits
+        assert present(state.pipeline).versions["router"] == "router-reloaded"
+        b_hold.release.set()
+        _wait(b, b_job, lambda body: body["status"] == "done")  # B's job did not wait for the whole of A's
+        done = _wait(a, a_job, lambda body: body["status"] in ("done", "failed"), interval=0.1)
+    assert done["status"] == "done", done["error"]
+    assert done["progress"] == {"done": total, "total": total}
+    assert done["results"]["results"] == ref_summary["results"]  # paused and resumed: the numbers of one uninterrupted run
+    assert done["results"]["versions"]["router"] != "router-reloaded"  # on the pipeline it started with

@@ -12,7 +12,7 @@ import pytest
 
 from service.demo import QUERIES
 from service.evaluation import jobs as jobs_module
-from service.evaluation.jobs import JobStore
+from service.evaluation.jobs import JobStore, QueuedJob
 from service.evaluation.record import QuestionRecord
 from service.evaluation.runner import EvaluationError, create_job, pinned_versions, run_job
 from service.evaluation.spec import JobQuestion, JobSpec
@@ -191,11 +191,11 @@ class _BusyStore(JobStore):
 
     failures = 3
 
-    def unfinished(self) -> list[str]:
+    def queued(self) -> list[QueuedJob]:
         if self.failures:
             self.failures -= 1
             raise sqlite3.OperationalError("database is locked")
-        return super().unfinished()
+        return super().queued()
 
 
 def test_a_locked_database_does_not_end_the_worker_thread(tmp_path, monkeypatch):
@@ -230,17 +230,17 @@ def test_a_locked_database_does_not_end_the_worker_thread(tmp_path, monkeypatch)
 
 
 def test_unfinished_jobs_are_capped_per_client_and_finished_ones_purged(tmp_path):
-    from service.evaluation.jobs import TooManyJobs
+    from service.evaluation.quota import JobQuota, TooManyJobs
 
     store = JobStore(tmp_path / "jobs.sqlite")
     spec, qs = JobSpec(strategies=[StrategyName.UIS]), [JobQuestion(qid="q1", query="q")]
-    first = store.create(spec, qs, client="key:a", max_unfinished=2)
-    store.create(spec, qs, client="key:a", max_unfinished=2)
+    first = store.create(spec, qs, client="key:a", quota=JobQuota(max_unfinished=2))
+    store.create(spec, qs, client="key:a", quota=JobQuota(max_unfinished=2))
     with pytest.raises(TooManyJobs):
-        store.create(spec, qs, client="key:a", max_unfinished=2)
-    store.create(spec, qs, client="key:b", max_unfinished=2)  # another key has its own budget
+        store.create(spec, qs, client="key:a", quota=JobQuota(max_unfinished=2))
+    store.create(spec, qs, client="key:b", quota=JobQuota(max_unfinished=2))  # another key has its own budget
     store.finish(first, {"ok": True})
-    third = store.create(spec, qs, client="key:a", max_unfinished=2)  # a finished job no longer counts
+    third = store.create(spec, qs, client="key:a", quota=JobQuota(max_unfinished=2))  # a finished job no longer counts
     record = {"qid": "q1", "query": "q", "domains": [], "kind": "oos", "strategy": "uis", "position": 0, "gold_doc_ids": []}
     routing = {"ranking": [], "active_domains": [], "fallback": True, "probabilities": {}, "metrics": {}, "outcomes": {}}
     store.save_result(first, QuestionRecord.model_validate({**record, **routing}))
@@ -263,3 +263,89 @@ def test_a_jobs_spec_and_questions_come_back_typed_from_the_store(tmp_path):
     whole = store.create(JobSpec(strategies=[StrategyName.UIS]), qs)
     assert "scope" not in present(store.get(whole))["spec"] and present(store.spec(whole)).scope is None
     assert store.spec("no-such-job") is None
+
+
+def test_a_clients_finished_jobs_and_stored_questions_are_bounded(tmp_path):
+    """Issue 50, fault 3: a client keeps at most ``keep_finished`` finished jobs, and its jobs' questions stay within
+    ``max_question_bytes`` (its oldest finished jobs go first; TooMuchStored when its unfinished ones alone would
+    pass it, and then nothing is deleted); other clients' jobs are never touched; deleted jobs give their space back."""
+    from service.evaluation.quota import JobQuota, TooMuchStored
+
+    path = tmp_path / "jobs.sqlite"
+    store = JobStore(path)
+    spec = JobSpec(strategies=[StrategyName.UIS])
+
+    def questions(tag: str, n: int) -> list[JobQuestion]:
+        return [JobQuestion(qid=f"q{i}", query=f"{tag} {i} " + "x" * 1000) for i in range(n)]
+
+    theirs = store.create(spec, questions("b", 100), client="key:b")
+    store.finish(theirs, {"ok": True})
+    kept = JobQuota(keep_finished=2)
+    small = [store.create(spec, questions(f"s{i}", 1), client="key:a", quota=kept) for i in range(4)]
+    for job in small:
+        store.finish(job, {"ok": True})
+    store.create(spec, questions("s4", 1), client="key:a", quota=kept)
+    assert [store.get(j) is not None for j in small] == [False, False, True, True]  # the two newest finished are kept
+
+    budget = JobQuota(max_question_bytes=300_000)  # each job below stores ~110 KB of questions
+    big = []
+    for i in range(4):
+        big.append(store.create(spec, questions(f"a{i}", 100), client="key:a", quota=budget))
+        store.finish(big[-1], {"ok": True})
+    assert [store.get(j) is not None for j in big] == [False, False, True, True]
+    running = store.create(spec, questions("r", 100), client="key:a", quota=budget)  # deletes big[2] to fit
+    with pytest.raises(TooMuchStored) as refused:
+        store.create(spec, questions("r2", 200), client="key:a", quota=budget)  # 110 KB unfinished + 220 KB > 300 KB
+    assert refused.value.stored > 100_000 and refused.value.limit == 300_000
+    assert store.get(big[3]) is not None and store.get(running) is not None  # a refused job deletes nothing
+    assert present(store.get(theirs))["status"] == "done"  # another client's job is not this client's budget
+
+    def checkpointed_size() -> int:
+        with sqlite3.connect(path) as c:
+            c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return path.stat().st_size
+
+    size = checkpointed_size()
+    assert store.purge(time.time() + 1) == 2  # theirs and big[3]: the smaller ones went to fit the budget
+    assert checkpointed_size() < size - 150_000  # the deleted jobs' pages went back to the file system
+
+
+def test_two_clients_jobs_take_turns_and_both_finish(tmp_path, monkeypatch):
+    """Issue 50, fault 7, in the worker: with FEDQA_JOBS_SLICE_S=0 two clients' jobs alternate question by question
+    (each turn finishes one before it gives way, so they never pass the worker back and forth without progress),
+    a paused job shows ``queued``, and both finish."""
+    from service.evaluation import worker as worker_module
+
+    monkeypatch.setattr(worker_module, "CLAIM_POLL_S", 0.0)
+    store = JobStore(tmp_path / "jobs.sqlite")
+    spec = JobSpec(strategies=[StrategyName.UIS])
+    record = {"domains": [], "kind": "oos", "strategy": "uis", "gold_doc_ids": []}
+    routing = {"ranking": [], "active_domains": [], "fallback": True, "probabilities": {}, "metrics": {}, "outcomes": {}}
+    order: list[str] = []
+    seen: list[tuple[str, int]] = []
+
+    def run(job_id, should_stop) -> None:  # noqa: ANN001 - like run_job: skip the stored questions, stop when told
+        done = store.done_keys(job_id)
+        for i, q in enumerate(store.queries(job_id)):
+            if ("uis", q.qid) in done:
+                continue
+            if should_stop():
+                return
+            store.save_result(job_id, QuestionRecord.model_validate({**record, **routing, "qid": q.qid, "query": q.query, "position": i}))
+            order.append(job_id)
+            seen.extend((o["status"], o["progress"]["done"]) for o in (present(store.get(j)) for j in jobs if j != job_id))
+        if not should_stop():
+            store.finish(job_id, {"ok": True})
+
+    jobs = [store.create(spec, [JobQuestion(qid=f"q{i}", query=f"{c} {i}") for i in range(3)], client=c) for c in ("key:a", "key:b")]
+    worker = EvalWorker(store, run, slice_s=0.0)
+    worker.start()
+    try:
+        t0 = time.monotonic()
+        while any(present(store.get(j))["status"] != "done" for j in jobs) and time.monotonic() - t0 < 30:
+            time.sleep(0.02)
+    finally:
+        worker.stop()
+    assert [present(store.get(j))["status"] for j in jobs] == ["done", "done"]
+    assert order == [jobs[0], jobs[1]] * 3  # one question each, in turn (before: all of a's, then b's)
+    assert ("queued", 1) in seen  # the paused job went back to the queue, its finished question kept

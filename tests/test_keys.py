@@ -26,7 +26,16 @@ from tests.utils import make_settings, pipeline_with, present, served_app
 
 PRODUCTS = ("orbit", "relay", "ledger", "beacon")
 HIDDEN = ("relay", "ledger", "beacon")  # what the orbit key may not see
-KEYS = {"orbit": "k-orbit-only", "pair": "k-orbit-relay", "ghost": "k-orbit-ghost", "all": "k-everything", "ops": "k-ops", "slow": "k-slow"}
+KEYS = {
+    "orbit": "k-orbit-only",
+    "orbit2": "k-orbit-too",
+    "pair": "k-orbit-relay",
+    "ghost": "k-orbit-ghost",
+    "all": "k-everything",
+    "ops": "k-ops",
+    "boss": "k-boss",
+    "slow": "k-slow",
+}
 LEGACY, ADMIN = "legacy-env-key", "admin-env-key"
 STRATEGIES = ("fused", "mkpqa", "uis", "rfs", "lfs")
 
@@ -38,10 +47,12 @@ def _sha(key: str) -> str:
 def _entries() -> list[dict[str, Any]]:
     return [
         {"name": "orbit team", "key_sha256": _sha(KEYS["orbit"]), "domains": ["orbit"]},
+        {"name": "another orbit team", "key_sha256": _sha(KEYS["orbit2"]), "domains": ["orbit"]},
         {"name": "orbit and relay", "key_sha256": _sha(KEYS["pair"]), "domains": ["orbit", "relay"], "admin": False},
         {"name": "orbit and a product not indexed", "key_sha256": _sha(KEYS["ghost"]).upper(), "domains": ["orbit", "ghost"]},
         {"name": "everything", "key_sha256": _sha(KEYS["all"]), "domains": "*"},
         {"name": "operations", "key_sha256": _sha(KEYS["ops"]), "domains": ["beacon"], "admin": True},
+        {"name": "administrator", "key_sha256": _sha(KEYS["boss"]), "domains": "*", "admin": True},
         {"name": "slow", "key_sha256": _sha(KEYS["slow"]), "domains": ["ledger"], "rate_limit_per_minute": 2},
     ]
 
@@ -211,9 +222,9 @@ def test_evaluation_jobs_stay_within_the_key_products(server):
         inline = [{"query": q["query"], "domains": q["domains"]} for q in _questions()]
         theirs = legacy.post("/evaluate", json={"queries": inline, "strategies": ["uis"]})
         assert theirs.status_code == 202
-        for job_id in (job["id"], theirs.json()["id"]):
+        for client, job_id in ((orbit, job["id"]), (legacy, theirs.json()["id"])):
             deadline = time.monotonic() + 180
-            while legacy.get(f"/evaluate/{job_id}").json()["status"] not in ("done", "failed") and time.monotonic() < deadline:
+            while client.get(f"/evaluate/{job_id}").json()["status"] not in ("done", "failed") and time.monotonic() < deadline:
                 time.sleep(0.1)
         done = orbit.get(f"/evaluate/{job['id']}").json()
         assert done["status"] == "done" and not leaks(done)
@@ -228,7 +239,40 @@ def test_evaluation_jobs_stay_within_the_key_products(server):
         for path in (f"/evaluate/{other}", f"/evaluate/{other}/questions", f"/evaluate/{other}/report"):
             assert orbit.get(path).status_code == 404
         assert orbit.delete(f"/evaluate/{other}").status_code == 404
-        assert {job["id"], other} <= {j["id"] for j in legacy.get("/evaluate").json()["jobs"]}
+        assert other in {j["id"] for j in legacy.get("/evaluate").json()["jobs"]}
+        with _client(server.url, KEYS["boss"]) as boss:  # an admin key that sees every product sees both
+            assert {job["id"], other} <= {j["id"] for j in boss.get("/evaluate").json()["jobs"]}
+
+
+def test_a_job_is_its_creators_and_an_admins_only(server):
+    """Issue 50, fault 5: a second key of the same products listed, read (its questions too) and cancelled another
+    key's job. Now only the key that created a job, or an admin key, sees and cancels it; others get 404 (as for a
+    job that does not exist), and nothing about the job changes."""
+    question = {"query": "How do I reset my password?", "domains": ["orbit"]}
+    with _client(server.url, KEYS["orbit"]) as orbit, _client(server.url, KEYS["orbit2"]) as other, _client(server.url, KEYS["boss"]) as boss:
+        mine = orbit.post("/evaluate", json={"queries": [question] * 3, "strategies": ["uis"], "metrics": ["retrieval"]})
+        assert mine.status_code == 202, mine.text
+        job_id = mine.json()["id"]
+        deadline = time.monotonic() + 180
+        while orbit.get(f"/evaluate/{job_id}").json()["status"] != "done" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert job_id not in {j["id"] for j in other.get("/evaluate").json()["jobs"]}
+        for path in (f"/evaluate/{job_id}", f"/evaluate/{job_id}/questions", f"/evaluate/{job_id}/report"):
+            assert other.get(path).status_code == 404, path
+            assert orbit.get(path).status_code == 200, path
+            assert boss.get(path).status_code == 200, path
+        assert other.delete(f"/evaluate/{job_id}").status_code == 404
+        listed = [j for j in orbit.get("/evaluate").json()["jobs"] if j["id"] == job_id]
+        assert len(listed) == 1 and "client" not in listed[0]  # who made it is not handed out
+        assert job_id in {j["id"] for j in boss.get("/evaluate").json()["jobs"]}
+
+        queued = other.post("/evaluate", json={"queries": [question] * 40, "strategies": ["uis", "mkpqa"], "metrics": ["retrieval"]})
+        assert queued.status_code == 202, queued.text
+        theirs = queued.json()["id"]
+        assert orbit.delete(f"/evaluate/{theirs}").status_code == 404
+        assert other.get(f"/evaluate/{theirs}").json()["status"] in ("queued", "running", "done")  # not cancelled by orbit
+        cancelled = boss.delete(f"/evaluate/{theirs}")  # an admin may cancel any key's job
+        assert cancelled.status_code == 200 and cancelled.json()["status"] in ("cancelled", "done")
 
 
 def test_every_route_of_the_app_keeps_the_key_within_its_products(server):
@@ -347,3 +391,40 @@ def test_wrong_keys_from_one_address_get_429(demo_pipeline, tmp_path):
         assert 'fedqa_http_rejected_total{reason="auth_failures"}' in c.get("/metrics").text
         with httpx.Client(base_url=url, timeout=60, transport=httpx.HTTPTransport(local_address="127.0.0.2")) as elsewhere:
             assert elsewhere.post("/ask", json=body, headers={"X-API-Key": "right-key"}).status_code == 200
+
+
+def test_a_503_names_server_paths_only_to_who_may_see_them(demo_pipeline, tmp_path):
+    """Issue 50, fault 12: /readyz hid why the service is not ready from a key of some products, but /ask's 503
+    showed it (a model file's path on the server). Now every answering route (and /evaluate, and the jobs database's
+    503) gives that key a pointer to the service log; a key that sees every product still reads the cause."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "not-a-dir").write_text("a file where the jobs folder should be", encoding="utf-8")
+    keys_file = tmp_path / "keys.json"
+    keys_file.write_text(json.dumps(_entries()), encoding="utf-8")
+    missing = home / "models" / "router" / "model.onnx"
+    settings = make_settings(home, api_keys_file=keys_file, rate_limit_per_minute=0, jobs_db=home / "not-a-dir" / "jobs.sqlite")
+
+    def broken(*_: Any, **__: Any) -> Any:
+        raise FileNotFoundError(f"router model {missing} is missing")
+
+    state = ServiceState(settings, loader=broken)
+    calls = [
+        ("POST", "/ask", {"query": "How do I reset my password?"}),
+        ("POST", "/ask", {"query": "How do I reset my password?", "stream": True}),
+        ("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "How do I reset my password?"}]}),
+        ("POST", "/evaluate", {"queries": [{"query": "How do I reset my password?"}], "metrics": ["retrieval"]}),
+        ("GET", "/domains", None),
+    ]
+    with served_app(create_app(settings, state), lifespan="on") as url:
+        with _client(url, KEYS["orbit"]) as orbit, _client(url, KEYS["all"]) as everything:
+            for method, path, body in calls:
+                limited = orbit.request(method, path, json=body)
+                assert limited.status_code == 503, (path, limited.text)
+                assert str(tmp_path) not in limited.text and "see the service log" in limited.json()["detail"], (path, limited.text)
+                full = everything.request(method, path, json=body)
+                assert full.status_code == 503 and str(missing) in full.json()["detail"], (path, full.text)  # operators read the cause
+            jobs = orbit.get("/evaluate")
+            assert jobs.status_code == 503 and str(tmp_path) not in jobs.text and "FEDQA_JOBS_DB" in jobs.json()["detail"], jobs.text
+            assert str(home / "not-a-dir") in everything.get("/evaluate").json()["detail"]
+            assert orbit.get("/readyz").json() == {"status": "not ready", "detail": "see the service log"}  # as before

@@ -85,7 +85,7 @@ def _answer(req: AskRequest, request: Request, lease: Lease, allowed: frozenset[
 
 
 def _ask(req: AskRequest, request: Request, state: ServiceState, allowed: frozenset[str] | None):  # noqa: ANN202 - JSON or a stream
-    lease = acquire_pipeline(state)  # held until the answer (or the stream) is complete
+    lease = acquire_pipeline(state, request)  # held until the answer (or the stream) is complete
     streaming = False
     try:
         if req.stream:

@@ -166,7 +166,7 @@ def _chunks(events: Generator[Event, None, None], req: ChatRequest, retrieval_qu
 def chat_completions(  # noqa: ANN201
     req: ChatRequest, request: Request, state: ServiceState = Depends(get_state), allowed: frozenset[str] | None = Depends(caller_scope)
 ):
-    lease = acquire_pipeline(state)  # held until the answer (or the stream) is complete, so a reload cannot close it
+    lease = acquire_pipeline(state, request)  # held until the answer (or the stream) is complete, so a reload cannot close it
     try:
         retrieval_query, events = _events(lease.pipeline, req, allowed)
         first = next(events)  # validation, routing and search run now, so their errors keep their status (422/503)

@@ -7,11 +7,19 @@ job worker: /ask serves, /evaluate dry runs work, and the job routes answer 503 
 A job holds a lease on the pipeline it started with, so a reload meanwhile does not change (or
 close) what answers it.
 
+A job belongs to the key that created it: only that key, or an admin key (``"admin": true`` in the keys file),
+lists, reads and cancels it, within the products the key sees (with keys off the API is open: every caller
+sees every job). The worker shares itself between keys: a job pauses after ``FEDQA_JOBS_SLICE_S`` seconds
+when another key's job waits, keeping the pipeline it started with until it resumes.
+
 Bounds: one API key (one client address when keys are off) has at most ``FEDQA_JOBS_MAX_UNFINISHED_PER_KEY``
 jobs queued or running (429 with Retry-After beyond), a job holds at most ``FEDQA_JOBS_MAX_QUESTIONS``
 questions of at most ``FEDQA_MAX_QUERY_CHARS`` characters each, each with its ``domains`` field (``[]``: out of
-scope on purpose; 422 naming those without it), and finished jobs are deleted
-``FEDQA_JOBS_KEEP_DAYS`` after they finished (checked at start-up and on every new job).
+scope on purpose; 422 naming those without it); of a key's finished jobs the newest
+``FEDQA_JOBS_KEEP_FINISHED_PER_KEY`` are kept, and older ones go first when its jobs' questions would pass
+``FEDQA_JOBS_MAX_QUESTION_BYTES_PER_KEY`` bytes (429 when its unfinished jobs alone would, 422 when the job alone
+would); a cancelled job drops its questions at once; finished jobs are deleted ``FEDQA_JOBS_KEEP_DAYS`` after
+they finished (checked at start-up and on every new job).
 """
 
 from __future__ import annotations
@@ -27,10 +35,14 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from service.api.security import RateLimiter, caller_scope, require_api_key
+from service.api.deps import not_ready_cause
+from service.api.keys import ApiKey
+from service.api.security import RateLimiter, caller_scope, caller_sees_everything, require_api_key
+from service.api.state import Lease, ServiceState
 from service.config import Settings
-from service.evaluation.jobs import JobStore, JobStoreUnavailable, TooManyJobs
+from service.evaluation.jobs import JobStore, JobStoreUnavailable
 from service.evaluation.judges import open_judge
+from service.evaluation.quota import JobQuota, TooManyJobs, TooMuchStored
 from service.evaluation.report import render
 from service.evaluation.runner import (
     EvaluationError,
@@ -42,7 +54,7 @@ from service.evaluation.runner import (
     run_job,
 )
 from service.evaluation.spec import JobSpec
-from service.evaluation.worker import EvalWorker
+from service.evaluation.worker import EvalWorker, Turn
 from service.queries import MISSING_DOMAINS, LabelError
 from service.schemas import ErrorBody, EvalQuery, EvaluateJob, EvaluateRequest
 from service.scope import check_domains, labelled_within, visible, within
@@ -62,12 +74,48 @@ def purge_finished(store: JobStore, settings: Settings) -> None:
             log.info("deleted %d evaluation job(s) finished more than %g days ago", removed, settings.jobs_keep_days)
 
 
-def client_identity(request: Request) -> str:
-    """Who asks, for the cap on unfinished jobs: the API key the request was let in with, else its address (hashed)."""
-    key = getattr(request.state, "api_key", None)
-    if key:
-        return RateLimiter.identity("key", key)
+def client_identity(request: Request, caller: ApiKey | None) -> str:
+    """Who asks, recorded as a job's creator and counted for its bounds: the API key the request was let in with
+    (part of its digest: the same key under another name or position is the same creator), else its address (hashed)."""
+    if caller is not None:
+        return caller.identity
     return RateLimiter.identity("ip", request.client.host if request.client else "unknown")
+
+
+def quota(settings: Settings) -> JobQuota:
+    """The bounds every key's jobs are held to (see the module doc)."""
+    return JobQuota(
+        max_unfinished=settings.jobs_max_unfinished_per_key,
+        keep_finished=settings.jobs_keep_finished_per_key,
+        max_question_bytes=settings.jobs_max_question_bytes_per_key,
+    )
+
+
+class PausedLeases:
+    """The pipelines of jobs the worker paused for another key's job: a job resumes on the pipeline it started with,
+    so a reload meanwhile changes nothing of what answers it."""
+
+    def __init__(self, state: ServiceState) -> None:
+        self.state = state
+        self._held: dict[str, Lease] = {}
+        self._lock = threading.Lock()
+
+    def take(self, job_id: str) -> Lease | None:
+        """The lease the job paused with, else one on the current pipeline (None: none is loaded)."""
+        with self._lock:
+            held = self._held.pop(job_id, None)
+        return held or self.state.acquire()
+
+    def keep(self, job_id: str, lease: Lease) -> None:
+        with self._lock:
+            self._held[job_id] = lease
+
+    def forget(self, job_id: str) -> None:
+        """The job will not resume here: give its lease back."""
+        with self._lock:
+            held = self._held.pop(job_id, None)
+        if held is not None:
+            held.release()
 
 
 def _worker(app: FastAPI) -> EvalWorker:
@@ -85,20 +133,37 @@ def _worker_locked(app: FastAPI) -> EvalWorker:
             purge_finished(store, state.settings)
         except JobStoreUnavailable as exc:
             raise HTTPException(503, f"evaluation jobs are unavailable on this instance: {exc}") from None
+        leases = PausedLeases(state)
 
-        def run(job_id: str, should_stop) -> None:  # noqa: ANN001
-            with state.lease() as pipeline:  # a reload meanwhile closes this pipeline only after the job
-                if pipeline is None:
-                    raise EvaluationError("no pipeline loaded")
+        def run(job_id: str, should_stop: Turn) -> None:
+            lease = leases.take(job_id)  # a reload meanwhile closes this pipeline only after the job
+            if lease is None:
+                raise EvaluationError("no pipeline loaded")
+            try:
                 spec = store.spec(job_id)
                 if spec is None:
                     raise EvaluationError(f"no evaluation job {job_id}")
-                judge = open_judge(state.settings, pipeline.llm) if needs_judge(spec) else None
-                run_job(pipeline, judge, store, job_id, should_stop=should_stop)
+                judge = open_judge(state.settings, lease.pipeline.llm) if needs_judge(spec) else None
+                run_job(lease.pipeline, judge, store, job_id, should_stop=should_stop)
+            finally:
+                if should_stop.yielded:
+                    leases.keep(job_id, lease)
+                else:
+                    lease.release()
 
-        worker = EvalWorker(store, run, ready=lambda: state.pipeline is not None)
+        worker = EvalWorker(store, run, ready=lambda: state.pipeline is not None, slice_s=state.settings.jobs_slice_s, forget=leases.forget)
         app.state.eval_worker = worker
     return worker
+
+
+def _request_worker(request: Request) -> EvalWorker:
+    """The app's worker for a request: its 503 names the jobs database's path only to who may see server details."""
+    try:
+        return _worker(request.app)
+    except HTTPException as exc:
+        if exc.status_code == 503 and not caller_sees_everything(request):
+            raise HTTPException(503, "evaluation jobs are unavailable on this instance: see the service log (FEDQA_JOBS_DB)") from None
+        raise
 
 
 @asynccontextmanager
@@ -151,7 +216,12 @@ def _view(job: dict, request: Request) -> EvaluateJob:
     responses=_ERRORS,
     summary="Start an evaluation job (or a dry run counting its LLM calls)",
 )
-def start(req: EvaluateRequest, request: Request, allowed: frozenset[str] | None = Depends(caller_scope)) -> EvaluateJob | JSONResponse:
+def start(
+    req: EvaluateRequest,
+    request: Request,
+    allowed: frozenset[str] | None = Depends(caller_scope),
+    caller: ApiKey | None = Depends(require_api_key),
+) -> EvaluateJob | JSONResponse:
     """A key that sees only some products evaluates within them (the job records its ``scope``); of a named
     dataset it gets only the questions of its products."""
     state = request.app.state.fedqa
@@ -170,7 +240,7 @@ def start(req: EvaluateRequest, request: Request, allowed: frozenset[str] | None
         if pipeline is None:
             from service.retrieval.store import StoreUnavailable
 
-            raise StoreUnavailable(state.error or "the service is still starting")
+            raise StoreUnavailable(not_ready_cause(request, state))
         judge = open_judge(state.settings, pipeline.llm) if needs_judge(spec) else None
         if needs_judge(spec) and judge is None:
             raise HTTPException(
@@ -191,12 +261,21 @@ def start(req: EvaluateRequest, request: Request, allowed: frozenset[str] | None
             plan=the_plan,
         )
         return JSONResponse(body.model_dump(), status_code=200)
-    worker = _worker(request.app)
+    worker = _request_worker(request)
     purge_finished(worker.store, state.settings)
+    job_id = _create(worker.store, state.settings, spec, queries, dataset, versions, client_identity(request, caller))
+    worker.start()
+    worker.wake()
+    view = _view(_job(request, job_id, allowed, caller), request)
+    view.plan = the_plan
+    return view
+
+
+def _create(store: JobStore, settings: Settings, spec: JobSpec, queries: list[EvalQuery], dataset: str, versions: dict[str, Any], client: str) -> str:
+    """The new job's id, held to the key's :func:`quota`: 422 for a job that can never fit, 429 (Retry-After) for one
+    that fits once the key's other jobs finish or are cancelled."""
     try:
-        job_id = create_job(
-            worker.store, spec, queries, dataset, versions, client=client_identity(request), max_unfinished=state.settings.jobs_max_unfinished_per_key
-        )
+        return create_job(store, spec, queries, dataset, versions, client=client, quota=quota(settings))
     except EvaluationError as exc:
         raise HTTPException(422, str(exc)) from None
     except TooManyJobs as exc:
@@ -205,11 +284,14 @@ def start(req: EvaluateRequest, request: Request, allowed: frozenset[str] | None
             f"{exc}: wait for one to finish or cancel one (FEDQA_JOBS_MAX_UNFINISHED_PER_KEY)",
             headers={"Retry-After": str(JOB_RETRY_AFTER_S)},
         ) from None
-    worker.start()
-    worker.wake()
-    view = _view(_job(request, job_id, allowed), request)
-    view.plan = the_plan
-    return view
+    except TooMuchStored as exc:
+        if exc.asked > exc.limit:  # never fits, however long the client waits
+            raise HTTPException(422, f"{exc} (FEDQA_JOBS_MAX_QUESTION_BYTES_PER_KEY; use limit)") from None
+        raise HTTPException(
+            429,
+            f"{exc}: wait for a job to finish or cancel one (FEDQA_JOBS_MAX_QUESTION_BYTES_PER_KEY)",
+            headers={"Retry-After": str(JOB_RETRY_AFTER_S)},
+        ) from None
 
 
 def _questions(req: EvaluateRequest, settings: Settings, allowed: frozenset[str] | None) -> list[EvalQuery]:
@@ -238,16 +320,26 @@ def _questions(req: EvaluateRequest, settings: Settings, allowed: frozenset[str]
     return queries
 
 
-@router.get("/evaluate", summary="Latest evaluation jobs, newest first (those of the API key's products)")
-def list_jobs(request: Request, allowed: frozenset[str] | None = Depends(caller_scope)) -> dict:
-    jobs = _worker(request.app).store.list(limit=50 if allowed is None else 1000)
-    return {"jobs": [j for j in jobs if visible(j["spec"].get("scope"), allowed)][:50]}
+def _owner(caller: ApiKey | None) -> str | None:
+    """The creator whose jobs the caller may see (None: every creator's, for an admin key or while keys are off)."""
+    return None if caller is None or caller.admin else caller.identity
 
 
-def _job(request: Request, job_id: str, allowed: frozenset[str] | None) -> dict:
-    """The job, or 404 (also for a job run over products the caller's key does not see)."""
-    job = _worker(request.app).store.get(job_id)
-    if job is None or not visible(job["spec"].get("scope"), allowed):
+@router.get("/evaluate", summary="Latest evaluation jobs of the API key (an admin key: every key's), newest first, within its products")
+def list_jobs(request: Request, allowed: frozenset[str] | None = Depends(caller_scope), caller: ApiKey | None = Depends(require_api_key)) -> dict:
+    jobs = _request_worker(request).store.list(limit=50 if allowed is None else 1000, client=_owner(caller))
+    shown = [j for j in jobs if visible(j["spec"].get("scope"), allowed)][:50]
+    for j in shown:
+        j.pop("client")  # who made it: a digest, the caller's own (or, for an admin, not a thing to hand out)
+    return {"jobs": shown}
+
+
+def _job(request: Request, job_id: str, allowed: frozenset[str] | None, caller: ApiKey | None) -> dict:
+    """The job, or 404 (also for a job of another key, unless the caller's is an admin key, and for a job run over
+    products the caller's key does not see)."""
+    job = _request_worker(request).store.get(job_id)
+    owner = _owner(caller)
+    if job is None or not visible(job["spec"].get("scope"), allowed) or (owner is not None and job["client"] != owner):
         raise HTTPException(404, f"no evaluation job {job_id!r}")
     return job
 
@@ -255,30 +347,38 @@ def _job(request: Request, job_id: str, allowed: frozenset[str] | None) -> dict:
 @router.get(
     "/evaluate/{job_id}", response_model=EvaluateJob, responses=_ERRORS, summary="Status, progress (done/total) and, when finished, the results"
 )
-def get_job(job_id: str, request: Request, allowed: frozenset[str] | None = Depends(caller_scope)) -> EvaluateJob:
-    return _view(_job(request, job_id, allowed), request)
+def get_job(
+    job_id: str, request: Request, allowed: frozenset[str] | None = Depends(caller_scope), caller: ApiKey | None = Depends(require_api_key)
+) -> EvaluateJob:
+    return _view(_job(request, job_id, allowed, caller), request)
 
 
 @router.get("/evaluate/{job_id}/questions", responses=_ERRORS, summary="Finished per-question results")
-def job_questions(job_id: str, request: Request, allowed: frozenset[str] | None = Depends(caller_scope)) -> dict:
-    _job(request, job_id, allowed)
-    return {"id": job_id, "records": [r.stored() for r in _worker(request.app).store.results(job_id)]}
+def job_questions(
+    job_id: str, request: Request, allowed: frozenset[str] | None = Depends(caller_scope), caller: ApiKey | None = Depends(require_api_key)
+) -> dict:
+    _job(request, job_id, allowed, caller)
+    return {"id": job_id, "records": [r.stored() for r in _request_worker(request).store.results(job_id)]}
 
 
 @router.get(
     "/evaluate/{job_id}/report", name="evaluation_report", response_class=HTMLResponse, responses=_ERRORS, summary="The HTML report of a finished job"
 )
-def job_report(job_id: str, request: Request, allowed: frozenset[str] | None = Depends(caller_scope)) -> HTMLResponse:
-    job = _job(request, job_id, allowed)
+def job_report(
+    job_id: str, request: Request, allowed: frozenset[str] | None = Depends(caller_scope), caller: ApiKey | None = Depends(require_api_key)
+) -> HTMLResponse:
+    job = _job(request, job_id, allowed, caller)
     if job["status"] != "done":
         raise HTTPException(409, f"job {job_id} is {job['status']}; the report comes when it is done")
-    return HTMLResponse(render(job["summary"], _worker(request.app).store.results(job_id)))
+    return HTMLResponse(render(job["summary"], _request_worker(request).store.results(job_id)))
 
 
 @router.delete("/evaluate/{job_id}", response_model=EvaluateJob, responses=_ERRORS, summary="Cancel a job")
-def cancel(job_id: str, request: Request, allowed: frozenset[str] | None = Depends(caller_scope)) -> EvaluateJob:
-    job = _job(request, job_id, allowed)
+def cancel(
+    job_id: str, request: Request, allowed: frozenset[str] | None = Depends(caller_scope), caller: ApiKey | None = Depends(require_api_key)
+) -> EvaluateJob:
+    job = _job(request, job_id, allowed, caller)
     if job["status"] in ("queued", "running"):
-        _worker(request.app).cancel(job_id)
-        job = _job(request, job_id, allowed)
+        _request_worker(request).cancel(job_id)
+        job = _job(request, job_id, allowed, caller)
     return _view(job, request)

@@ -8,7 +8,8 @@ the key itself::
       "rate_limit_per_minute": 120},
      {"name": "ops", "key_sha256": "60303ae...", "domains": "*", "admin": true}]
 
-``domains``: the products the key sees (``"*"``: every one). ``admin``: the key may also use ``/admin/...``.
+``domains``: the products the key sees (``"*"``: every one). ``admin``: the key may also use ``/admin/...``, and
+read and cancel every key's evaluation jobs (within its products).
 ``rate_limit_per_minute``: the key's own limit (default ``FEDQA_RATE_LIMIT_PER_MINUTE``). Keys of
 ``FEDQA_API_KEYS`` see every product; ``FEDQA_ADMIN_KEY`` opens the admin routes only. The service keeps
 digests only (the plain keys of the environment are hashed when read), and compares them in constant time.

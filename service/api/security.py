@@ -138,6 +138,7 @@ async def require_api_key(request: Request, key: str | None = Depends(presented_
         )
     enforce_rate_limit(request, found[0])
     request.state.api_key = found[0].name
+    request.state.caller = found[0]
     return found[0]
 
 
@@ -159,6 +160,19 @@ async def require_admin(request: Request, key: str | None = Depends(presented_ke
     enforce_rate_limit(request, admins[0])
 
 
+def sees_every_product(ring: KeyRing, keys: list[ApiKey]) -> bool:
+    """Whether a caller let in with ``keys`` may see every product's name and count (and the server's own details,
+    such as the file paths in a cause of unreadiness): always while no key is limited to some products; else only
+    with a key that sees every product, or an admin key."""
+    return not ring.scoped or any(k.domains is None or k.admin for k in keys)
+
+
+def caller_sees_everything(request: Request) -> bool:
+    """:func:`sees_every_product` for the caller :func:`require_api_key` let in (none: the API is open)."""
+    caller: ApiKey | None = getattr(request.state, "caller", None)
+    return sees_every_product(key_ring(request), [caller] if caller is not None else [])
+
+
 async def sees_everything(request: Request, key: str | None = Depends(presented_key)) -> bool:
     """Whether the caller may see every product's name and count (operations routes: ``/metrics``, the details
     of ``/readyz``): always while no key is limited to some products; else only with a key that sees every
@@ -168,4 +182,4 @@ async def sees_everything(request: Request, key: str | None = Depends(presented_
         return True
     if not key:
         return False
-    return any(k.domains is None or k.admin for k in authenticate(request, key))
+    return sees_every_product(ring, authenticate(request, key))

@@ -117,6 +117,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         stored = store.spec(args.resume)
         if stored is None:
             raise EvaluationError(f"no evaluation job {args.resume} in {s.home_dir}")
+        if (store.get(args.resume) or {}).get("status") == "cancelled":
+            raise EvaluationError(f"evaluation job {args.resume} was cancelled and its questions dropped: submit it again")
         job_id: str | None = args.resume
         spec, n = stored, len(store.queries(args.resume))
     else:

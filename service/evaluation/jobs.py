@@ -11,9 +11,13 @@ seconds, however long one question takes. A claim is free again when its worker 
 (graceful stop), when its heartbeat is older than ``STALE_S`` (a crashed or hung process, on any
 host), or at once when the owner ran on this host and its process is gone (crash, kill -9).
 
-A job records who asked for it (``client``: a hash of the API key, or of the address when keys are off), so
-that the unfinished jobs of one client can be capped (:meth:`JobStore.create`), and finished jobs are deleted
-after a retention period (:meth:`JobStore.purge`).
+A job records who asked for it (``client``: a hash of the API key, or of the address when keys are off): the API
+shows and cancels a job for that client (or an admin) only, and :meth:`JobStore.create` holds each client to a
+:class:`~service.evaluation.quota.JobQuota` (unfinished jobs, finished jobs kept, bytes of stored questions),
+deleting the client's oldest finished jobs to make room. A cancelled job drops its questions at once (it never runs again); finished jobs are
+also deleted after a retention period (:meth:`JobStore.purge`). A new database is created with
+``auto_vacuum=INCREMENTAL`` and every deletion gives its free pages back to the file system, so the file shrinks
+after a burst instead of staying at its largest.
 
 A job records the versions that answer it (index, router, retriever, LLM, judge) when it is
 created; a resume with other versions would mix two systems in one set of numbers, so the runner
@@ -31,14 +35,15 @@ import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from service.evaluation.quota import FINAL, JobQuota, delete_jobs, make_room
 from service.evaluation.record import QuestionRecord
 from service.evaluation.spec import JobQuestion, JobSpec
 
 STALE_S = 120.0
-FINAL = ("done", "failed", "cancelled")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -60,12 +65,20 @@ class JobStoreUnavailable(RuntimeError):
     """The jobs database cannot be created or written (e.g. a read-only home)."""
 
 
-class TooManyJobs(RuntimeError):
-    """A client already has as many unfinished jobs as it may (``limit``)."""
+@dataclass(frozen=True)
+class Progress:
+    """Questions finished (one strategy, one question each) of a job's total."""
 
-    def __init__(self, unfinished: int, limit: int) -> None:
-        super().__init__(f"{unfinished} evaluation jobs of this client are queued or running; the limit is {limit}")
-        self.unfinished, self.limit = unfinished, limit
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
+class QueuedJob:
+    """An unfinished job as the worker picks it: its id and the client that created it."""
+
+    id: str
+    client: str | None
 
 
 def owner_id(tag: str | None = None) -> str:
@@ -102,6 +115,7 @@ class JobStore:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._conn() as c:
+                c.execute("PRAGMA auto_vacuum=INCREMENTAL")  # takes effect on a new file only (before its first table)
                 c.execute("PRAGMA journal_mode=WAL")
                 c.executescript(_SCHEMA)
                 columns = {r["name"] for r in c.execute("PRAGMA table_info(jobs)").fetchall()}
@@ -143,21 +157,22 @@ class JobStore:
         versions: dict[str, Any] | None = None,
         *,
         client: str | None = None,
-        max_unfinished: int | None = None,
+        quota: JobQuota | None = None,
     ) -> str:
-        """A new queued job, pinned to ``versions`` (what will answer it); returns its id.
+        """A new queued job of ``client``, pinned to ``versions`` (what will answer it); returns its id.
 
-        With ``max_unfinished``, :class:`TooManyJobs` when ``client`` already has that many jobs queued or running
-        (counted and inserted in one write transaction, so concurrent requests cannot both slip under the cap)."""
+        With a ``quota``: :class:`~service.evaluation.quota.TooManyJobs` when the client already has ``max_unfinished`` jobs queued or running;
+        the client's oldest finished jobs are deleted down to ``keep_finished``, and further while its stored questions
+        and this job's would pass ``max_question_bytes`` (:class:`~service.evaluation.quota.TooMuchStored` when its unfinished jobs alone would).
+        All in one write transaction, so concurrent requests cannot both slip under a bound."""
         job_id = time.strftime("eval-%Y%m%d-%H%M%S-", time.gmtime()) + secrets.token_hex(3)
         now = time.time()
         total = len(queries) * len(spec.strategies)
+        stored_queries = json.dumps([q.model_dump() for q in queries])
         with self._conn() as c:
-            if max_unfinished is not None:
+            if quota is not None:
                 c.execute("BEGIN IMMEDIATE")
-                unfinished = c.execute("SELECT COUNT(*) FROM jobs WHERE client IS ? AND status IN ('queued', 'running')", (client,)).fetchone()[0]
-                if unfinished >= max_unfinished:
-                    raise TooManyJobs(unfinished, max_unfinished)
+                make_room(c, client, quota, len(stored_queries.encode()))
             c.execute(
                 "INSERT INTO jobs (id, created, updated, status, spec, queries, total, versions, client) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
                 (
@@ -165,12 +180,13 @@ class JobStore:
                     now,
                     now,
                     json.dumps(spec.stored()),
-                    json.dumps([q.model_dump() for q in queries]),
+                    stored_queries,
                     total,
                     json.dumps(versions) if versions else None,
                     client,
                 ),
             )
+        self._vacuum()
         return job_id
 
     def purge(self, older_than: float) -> int:
@@ -178,9 +194,24 @@ class JobStore:
         final = ",".join("?" * len(FINAL))
         with self._conn() as c:
             ids = [r["id"] for r in c.execute(f"SELECT id FROM jobs WHERE status IN ({final}) AND updated < ?", (*FINAL, older_than))]
-            for table, column in (("results", "job_id"), ("cache", "job_id"), ("jobs", "id")):
-                c.executemany(f"DELETE FROM {table} WHERE {column} = ?", [(i,) for i in ids])
+            delete_jobs(c, ids)
+        if ids:
+            self._vacuum()
         return len(ids)
+
+    def cancel(self, job_id: str) -> None:
+        """Cancel an unfinished job and drop its questions (a cancelled job never runs again; its results stay)."""
+        with self._conn() as c:
+            c.execute(
+                "UPDATE jobs SET status = 'cancelled', queries = '[]', updated = ? WHERE id = ? AND status IN ('queued', 'running')",
+                (time.time(), job_id),
+            )
+        self._vacuum()
+
+    def _vacuum(self) -> None:
+        """Give the free pages back to the file system (a database made before auto_vacuum was set keeps reusing them)."""
+        with self._conn() as c:
+            c.executescript("PRAGMA incremental_vacuum;")  # one page per step: sqlite3_exec steps it to the end
 
     def holder(self, job_id: str) -> tuple[str | None, str | None]:
         """(status, owner) of a job ((None, None) when there is no such job): a running worker reads whether it still holds it."""
@@ -215,6 +246,7 @@ class JobStore:
             "progress": {"done": done, "total": row["total"]},
             "error": row["error"],
             "summary": json.loads(row["summary"]) if row["summary"] else None,
+            "client": row["client"],
         }
 
     def get(self, job_id: str) -> dict[str, Any] | None:
@@ -238,10 +270,11 @@ class JobStore:
             row = c.execute("SELECT queries FROM jobs WHERE id = ?", (job_id,)).fetchone()
         return [JobQuestion.model_validate(q) for q in json.loads(row["queries"])] if row else []
 
-    def list(self, limit: int = 50) -> list[dict[str, Any]]:
-        """The latest jobs, newest first (without their summaries)."""
+    def list(self, limit: int = 50, client: str | None = None) -> list[dict[str, Any]]:
+        """The latest jobs (of ``client`` only, when given), newest first (without their summaries)."""
+        where, args = ("WHERE client = ?", (client,)) if client is not None else ("", ())
         with self._conn() as c:
-            rows = c.execute("SELECT * FROM jobs ORDER BY created DESC LIMIT ?", (limit,)).fetchall()
+            rows = c.execute(f"SELECT * FROM jobs {where} ORDER BY created DESC LIMIT ?", (*args, limit)).fetchall()
             counts = dict(c.execute("SELECT job_id, COUNT(*) FROM results GROUP BY job_id").fetchall())
         out = []
         for r in rows:
@@ -268,9 +301,29 @@ class JobStore:
 
     def unfinished(self) -> builtins.list[str]:  # builtins: the class has a method named list
         """Ids of queued or running jobs, oldest first."""
+        return [j.id for j in self.queued()]
+
+    def queued(self) -> builtins.list[QueuedJob]:
+        """The queued or running jobs with their clients, oldest first."""
         with self._conn() as c:
-            rows = c.execute("SELECT id FROM jobs WHERE status IN ('queued', 'running') ORDER BY created").fetchall()
-        return [r["id"] for r in rows]
+            rows = c.execute("SELECT id, client FROM jobs WHERE status IN ('queued', 'running') ORDER BY created").fetchall()
+        return [QueuedJob(r["id"], r["client"]) for r in rows]
+
+    def progress(self, job_id: str) -> Progress:
+        """How far a job is (0 of 0 when there is no such job)."""
+        with self._conn() as c:
+            row = c.execute(
+                "SELECT total, (SELECT COUNT(*) FROM results WHERE job_id = ?) AS done FROM jobs WHERE id = ?", (job_id, job_id)
+            ).fetchone()
+        return Progress(row["done"], row["total"]) if row else Progress(0, 0)
+
+    def others_waiting(self, client: str | None) -> bool:
+        """Whether a job of another client than ``client`` is unfinished and held by no worker."""
+        with self._conn() as c:
+            row = c.execute(
+                "SELECT 1 FROM jobs WHERE status IN ('queued', 'running') AND owner IS NULL AND client IS NOT ? LIMIT 1", (client,)
+            ).fetchone()
+        return row is not None
 
     # ----------------------------------------------------------------- claims
     def claim(self, job_id: str, owner: str) -> bool:
@@ -303,6 +356,11 @@ class JobStore:
         """Give a claim back (the job stays unfinished and is resumed by the next worker)."""
         with self._conn() as c:
             c.execute("UPDATE jobs SET owner = NULL WHERE id = ? AND owner = ?", (job_id, owner))
+
+    def requeue(self, job_id: str, owner: str) -> None:
+        """A running job of ``owner`` back in the queue, unclaimed (it paused to let another client's job run)."""
+        with self._conn() as c:
+            c.execute("UPDATE jobs SET status = 'queued', owner = NULL WHERE id = ? AND owner = ? AND status = 'running'", (job_id, owner))
 
     # ---------------------------------------------------------------- results
     def save_result(self, job_id: str, record: QuestionRecord) -> None:

@@ -22,6 +22,7 @@ from service.evaluation.groups import GROUPS, metric_groups, needs_answers, need
 from service.evaluation.jobs import JobStore
 from service.evaluation.judges import Judge, Outcome
 from service.evaluation.question import EvaluationError, evaluate_question
+from service.evaluation.quota import JobQuota
 from service.evaluation.record import QuestionRecord
 from service.evaluation.spec import JobQuestion, JobSpec
 from service.evaluation.summary import strategy_insights, summarize
@@ -294,15 +295,15 @@ def create_job(
     versions: dict[str, Any] | None = None,
     *,
     client: str | None = None,
-    max_unfinished: int | None = None,
+    quota: JobQuota | None = None,
 ) -> str:
     """Store a new job (questions de-duplicated by qid; ``spec`` a :class:`JobSpec` when the job has a ``scope``),
     pinned to ``versions`` (:func:`pinned_versions` of the pipeline that will run it; None: pinned when it starts);
-    returns its id. ``client`` and ``max_unfinished``: see :meth:`JobStore.create` (TooManyJobs)."""
+    returns its id. ``client`` and ``quota``: see :meth:`JobStore.create` (TooManyJobs, TooMuchStored)."""
     if not queries:
         raise EvaluationError("no questions to evaluate")
     job_spec = JobSpec.model_validate({**spec.model_dump(), "dataset": dataset})
-    return store.create(job_spec, dedupe_qids(queries), versions, client=client, max_unfinished=max_unfinished)
+    return store.create(job_spec, dedupe_qids(queries), versions, client=client, quota=quota)
 
 
 def write_outputs(out: str | Path, summary: dict[str, Any], records: Sequence[QuestionRecord]) -> dict[str, str]:
