@@ -54,6 +54,13 @@ class Settings(BaseSettings):
         description="An embedded shard (one product) of at least this many passages gets an HNSW graph at the end of a "
         "build; smaller ones are scanned whole (int8, re-scored exactly), which is faster there (docs/scale.md).",
     )
+    min_free_mb: int = Field(
+        default=128,
+        ge=0,
+        description="MiB the embedded store keeps free on the home's file system: a shard write, copy or optimize that "
+        "would leave less is refused with an error, and an index is not opened for writing (the engine writes into "
+        "memory-mapped holes, and on a full disk or tmpfs that kills the process with SIGBUS). 0: no check.",
+    )
     hnsw_m: int = Field(default=16, ge=0, description="Degree of the embedded HNSW graphs (0: never build one).")
     hnsw_ef: int = Field(default=128, ge=1, description="Candidates an HNSW search keeps (higher: better recall, slower).")
 
