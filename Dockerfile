@@ -1,7 +1,8 @@
 # fedqa service image: CPU-only torch, models from their PyPI packages, non-root, no secrets.
 #   docker build -t fedqa:0.1.0 .
 #   docker run -p 8000:8000 -v fedqa-home:/data -e FEDQA_API_KEYS=... fedqa:0.1.0
-# Keys and other secrets come from the environment at run time (Kubernetes: the fedqa-secrets Secret).
+# Keys and other secrets come from the environment at run time (Kubernetes: the fedqa-secrets Secret). It listens on
+# 0.0.0.0, so it refuses to start without FEDQA_API_KEYS (or FEDQA_API_KEYS_FILE); -e FEDQA_ALLOW_OPEN=1 serves openly.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build

@@ -54,6 +54,13 @@ class Settings(BaseSettings):
         description="An embedded shard (one product) of at least this many passages gets an HNSW graph at the end of a "
         "build; smaller ones are scanned whole (int8, re-scored exactly), which is faster there (docs/scale.md).",
     )
+    min_free_mb: int = Field(
+        default=128,
+        ge=0,
+        description="MiB the embedded store keeps free on the home's file system: a shard write, copy or optimize that "
+        "would leave less is refused with an error, and an index is not opened for writing (the engine writes into "
+        "memory-mapped holes, and on a full disk or tmpfs that kills the process with SIGBUS). 0: no check.",
+    )
     hnsw_m: int = Field(default=16, ge=0, description="Degree of the embedded HNSW graphs (0: never build one).")
     hnsw_ef: int = Field(default=128, ge=1, description="Candidates an HNSW search keeps (higher: better recall, slower).")
 
@@ -215,8 +222,19 @@ class Settings(BaseSettings):
     auth_failures_per_minute: int = Field(
         default=10,
         ge=0,
-        description="Wrong keys one client address may send in any 60-second window; above it, 429 for every keyed "
-        "request from that address until the window frees (0: no limit).",
+        description="Wrong keys one client address may send (and times one wrong key may be sent from anywhere) in any "
+        "60-second window; above it, 429 for wrong keys until the window frees; a right key is never refused (0: no limit).",
+    )
+    trusted_proxies: str = Field(
+        default="",
+        description="Comma-separated addresses or networks (CIDR) of the proxies in front of 'fedqa serve' whose "
+        "X-Forwarded-For names the client (uvicorn's forwarded_allow_ips; '*': any peer). Empty: none, the TCP peer "
+        "is the client and X-Forwarded-For is ignored.",
+    )
+    allow_open: bool = Field(
+        default=False,
+        description="Let 'fedqa serve' listen on a non-loopback address without an API key (the API, /evaluate and "
+        "/metrics then open to whoever reaches it); without it such a start is refused.",
     )
     rate_limit_per_minute: int = Field(
         default=600, ge=0, description="Requests per minute per API key (per client IP when keys are off) on keyed routes; 0: no limit."

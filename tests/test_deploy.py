@@ -135,3 +135,100 @@ def test_validator_is_not_vacuous():
     doc = yaml.safe_load((K8S / "base" / "fedqa-deployment.yaml").read_text())
     doc["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["portt"] = 8000
     assert _validate([doc], "typo") and "portt" in _validate([doc], "typo")[0]
+
+
+def _base_docs() -> list[dict]:
+    """k8s/base as deployed: rendered by ``kubectl kustomize`` when kubectl is installed, else its resource files
+    parsed directly (the same objects without the kustomization's labels and generated Secrets), so these pins
+    run in CI without kubectl."""
+    if KUBECTL is not None:
+        return _render(K8S / "base")
+    kustomization = yaml.safe_load((K8S / "base" / "kustomization.yaml").read_text())
+    return [d for name in kustomization["resources"] for d in yaml.safe_load_all((K8S / "base" / name).read_text()) if d]
+
+
+def _matches(selector: dict, labels: dict) -> bool:
+    return selector.get("matchLabels", {}).items() <= labels.items()
+
+
+def test_network_policies_keep_qdrant_and_metrics_from_other_pods():
+    """Issue 50 fault 10: no NetworkPolicy, so Qdrant's cluster port (6335), its API and fedqa's /metrics were
+    reachable from any pod. Qdrant's ports admit only its peers (p2p) and fedqa (API/gRPC only); fedqa's port only
+    the ingress controller and the metrics scrape."""
+    docs = _base_docs()
+    by = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    qdrant_labels = by[("StatefulSet", "qdrant")]["spec"]["template"]["metadata"]["labels"]
+    fedqa_labels = by[("Deployment", "fedqa")]["spec"]["template"]["metadata"]["labels"]
+    for labels in (qdrant_labels, fedqa_labels):
+        covering = [p for p in policies if _matches(p["spec"]["podSelector"], labels) and "Ingress" in p["spec"]["policyTypes"]]
+        assert covering, f"no ingress NetworkPolicy selects {labels}"
+    qdrant = next(p for p in policies if _matches(p["spec"]["podSelector"], qdrant_labels))
+    for rule in qdrant["spec"]["ingress"]:
+        peers = rule["from"]
+        assert peers and all(set(peer) == {"podSelector"} for peer in peers)  # pods of this namespace only, never "any"
+        ports = {p["port"] for p in rule["ports"]}
+        from_qdrant = all(_matches(peer["podSelector"], qdrant_labels) for peer in peers)
+        assert "p2p" not in ports or from_qdrant, "the cluster port is open to pods other than Qdrant's"
+        assert from_qdrant or all(_matches(peer["podSelector"], {"app.kubernetes.io/name": "fedqa"}) for peer in peers)
+    fedqa = next(p for p in policies if _matches(p["spec"]["podSelector"], fedqa_labels))
+    assert all(rule.get("from") for rule in fedqa["spec"]["ingress"])  # every rule names who may come in
+
+
+def test_qdrant_copies_spread_over_nodes_and_start_safely():
+    """Issue 50 fault 10: both copies of a shard could share a node (no anti-affinity nor spread), no startupProbe
+    (liveness killed a node replaying a long WAL), and /tmp had no size limit."""
+    by = {(d["kind"], d["metadata"]["name"]): d for d in _base_docs()}
+    pod = by[("StatefulSet", "qdrant")]["spec"]["template"]
+    anti = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert any(t["topologyKey"] == "kubernetes.io/hostname" and _matches(t["labelSelector"], pod["metadata"]["labels"]) for t in anti)
+    spread = pod["spec"]["topologySpreadConstraints"]
+    assert any(t["topologyKey"] == "topology.kubernetes.io/zone" and _matches(t["labelSelector"], pod["metadata"]["labels"]) for t in spread)
+    container = pod["spec"]["containers"][0]
+    startup = container["startupProbe"]
+    assert startup["httpGet"]["port"] == "http" and startup["periodSeconds"] * startup["failureThreshold"] >= 300
+    assert "initialDelaySeconds" not in container["livenessProbe"]
+    for workload in (by[("StatefulSet", "qdrant")], by[("Deployment", "fedqa")]):
+        for volume in workload["spec"]["template"]["spec"]["volumes"]:
+            if "emptyDir" in volume:
+                assert volume["emptyDir"].get("sizeLimit"), f"{workload['metadata']['name']}: emptyDir {volume['name']} has no sizeLimit"
+
+
+def test_serving_pods_use_qdrant_read_only_key():
+    """Issue 50 fault 10: the serving pods held Qdrant's read-write key; they get the read-only one, which Qdrant
+    is given too, while the ingest job keeps the read-write key."""
+    by = {(d["kind"], d["metadata"]["name"]): d for d in _base_docs()}
+
+    def key_of(container: dict, variable: str) -> str:
+        return next(e["valueFrom"]["secretKeyRef"]["key"] for e in container["env"] if e["name"] == variable)
+
+    assert key_of(by[("Deployment", "fedqa")]["spec"]["template"]["spec"]["containers"][0], "FEDQA_QDRANT_API_KEY") == "read-only-api-key"
+    qdrant = by[("StatefulSet", "qdrant")]["spec"]["template"]["spec"]["containers"][0]
+    assert key_of(qdrant, "QDRANT__SERVICE__READ_ONLY_API_KEY") == "read-only-api-key"
+    assert key_of(qdrant, "QDRANT__SERVICE__API_KEY") == "api-key"
+    job = yaml.safe_load((K8S / "jobs" / "ingest-job.yaml").read_text())
+    assert key_of(job["spec"]["template"]["spec"]["containers"][0], "FEDQA_QDRANT_API_KEY") == "api-key"
+    generated = yaml.safe_load((K8S / "base" / "kustomization.yaml").read_text())["secretGenerator"]
+    literals = next(g["literals"] for g in generated if g["name"] == "qdrant-secrets")
+    assert {lit.split("=", 1)[0] for lit in literals} == {"api-key", "read-only-api-key"}
+
+
+def test_third_party_images_are_pinned_by_digest():
+    """Issue 50 fault 10: images were referenced by tag (re-pushable). Every image but fedqa's own (pinned per release
+    in the deploying overlay, see k8s/base/kustomization.yaml) names a sha256 digest."""
+    import re
+
+    images = [c["image"] for d in _base_docs() if d["kind"] in ("Deployment", "StatefulSet") for c in d["spec"]["template"]["spec"]["containers"]]
+    third_party = [i for i in images if not i.startswith("fedqa")]
+    assert third_party and all(re.search(r"@sha256:[0-9a-f]{64}$", i) for i in third_party), third_party
+
+
+def test_the_service_trusts_the_ingress_for_x_forwarded_for():
+    """Issue 50 fault 8: the manifests set no trusted proxy, so every client behind the ingress had the ingress's
+    address and one guesser's wrong keys were counted against all of them."""
+    by = {(d["kind"], d["metadata"]["name"]): d for d in _base_docs()}
+    import ipaddress
+
+    trusted = by[("ConfigMap", "fedqa-config")]["data"]["FEDQA_TRUSTED_PROXIES"]
+    networks = [ipaddress.ip_network(n.strip()) for n in trusted.split(",") if n.strip()]
+    assert networks and all(not n.is_global for n in networks)  # the cluster's own network, never "*" or the internet

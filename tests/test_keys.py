@@ -373,9 +373,10 @@ def test_keys_file_errors_stop_the_service_and_an_empty_file_closes_the_api(tmp_
 
 
 def test_wrong_keys_from_one_address_get_429(demo_pipeline, tmp_path):
-    """Fault 12: wrong keys were never limited (50 tries, 50 x 401). Now the address is refused (429, Retry-After)
-    after FEDQA_AUTH_FAILURES_PER_MINUTE wrong keys, on every keyed route and for its right key too, while
-    other addresses and missing keys are not counted."""
+    """Fault 12: wrong keys were never limited (50 tries, 50 x 401). Now the address's wrong keys are refused (429,
+    Retry-After) after FEDQA_AUTH_FAILURES_PER_MINUTE of them, on every keyed route, while other addresses and
+    missing keys are not counted. Issue 50 fault 8: its right key is never locked out (it was 429 too: behind an
+    ingress one guesser locked out every user, the admin and the keyed metrics scrape)."""
     settings = make_settings(tmp_path, api_keys="right-key", admin_key="admin-key", rate_limit_per_minute=0)
     state = ServiceState(settings)
     state.pipeline = pipeline_with(demo_pipeline)
@@ -385,9 +386,11 @@ def test_wrong_keys_from_one_address_get_429(demo_pipeline, tmp_path):
         codes = [c.post("/ask", json=body, headers={"X-API-Key": f"guess-{i}"}).status_code for i in range(50)]
         assert 429 in codes, "50 wrong keys from one address were never limited"
         assert codes[:10] == [401] * 10 and set(codes[10:]) == {429}  # the default: 10 a minute
-        r = c.post("/ask", json=body, headers={"Authorization": "Bearer right-key"})
+        r = c.post("/ask", json=body, headers={"X-API-Key": "one-more-guess"})
         assert r.status_code == 429 and 1 <= int(r.headers["retry-after"]) <= 60 and "failed authentications" in r.json()["detail"]
+        assert c.post("/ask", json=body, headers={"Authorization": "Bearer right-key"}).status_code == 200  # never locked out
         assert c.post("/admin/reload", headers={"X-API-Key": "guess"}).status_code == 429
+        assert c.post("/admin/reload", headers={"X-API-Key": "admin-key"}).status_code != 429
         assert 'fedqa_http_rejected_total{reason="auth_failures"}' in c.get("/metrics").text
         with httpx.Client(base_url=url, timeout=60, transport=httpx.HTTPTransport(local_address="127.0.0.2")) as elsewhere:
             assert elsewhere.post("/ask", json=body, headers={"X-API-Key": "right-key"}).status_code == 200
@@ -413,7 +416,7 @@ def test_a_503_names_server_paths_only_to_who_may_see_them(demo_pipeline, tmp_pa
         ("POST", "/ask", {"query": "How do I reset my password?"}),
         ("POST", "/ask", {"query": "How do I reset my password?", "stream": True}),
         ("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "How do I reset my password?"}]}),
-        ("POST", "/evaluate", {"queries": [{"query": "How do I reset my password?"}], "metrics": ["retrieval"]}),
+        ("POST", "/evaluate", {"queries": [{"query": "How do I reset my password?", "domains": []}], "metrics": ["retrieval"]}),
         ("GET", "/domains", None),
     ]
     with served_app(create_app(settings, state), lifespan="on") as url:
@@ -428,3 +431,37 @@ def test_a_503_names_server_paths_only_to_who_may_see_them(demo_pipeline, tmp_pa
             assert jobs.status_code == 503 and str(tmp_path) not in jobs.text and "FEDQA_JOBS_DB" in jobs.json()["detail"], jobs.text
             assert str(home / "not-a-dir") in everything.get("/evaluate").json()["detail"]
             assert orbit.get("/readyz").json() == {"status": "not ready", "detail": "see the service log"}  # as before
+
+
+def _limited_server(demo_pipeline: Any, tmp_path: Path, **overrides: Any) -> Any:
+    """A keyed app served as ``fedqa serve`` serves it (:func:`service.api.server.server_config`: the proxies it trusts)."""
+    settings = make_settings(tmp_path, api_keys="right-key", rate_limit_per_minute=0, **overrides)
+    state = ServiceState(settings)
+    state.pipeline = pipeline_with(demo_pipeline)
+    return served_app(create_app(settings, state), settings=settings)
+
+
+def test_x_forwarded_for_is_ignored_from_an_untrusted_peer(demo_pipeline, tmp_path):
+    """Issue 50 fault 8: uvicorn believed X-Forwarded-For from 127.0.0.1 by default, so a local client that named a
+    new address on each request was never limited (50 wrong keys, 50 x 401). Without FEDQA_TRUSTED_PROXIES the TCP
+    peer is the client."""
+    with _limited_server(demo_pipeline, tmp_path) as url, httpx.Client(base_url=url, timeout=60) as c:
+        codes = [c.get("/domains", headers={"X-API-Key": f"guess-{i}", "X-Forwarded-For": f"198.51.100.{i}"}).status_code for i in range(30)]
+        assert codes[:10] == [401] * 10 and set(codes[10:]) == {429}, codes
+
+
+def test_behind_a_trusted_proxy_clients_are_counted_apart_and_a_wrong_key_from_anywhere_is_limited(demo_pipeline, tmp_path):
+    """Issue 50 fault 8: through a trusted proxy one client's guesses lock out neither another client nor a right key;
+    one wrong key repeated from ever new addresses (a stale key on many clients, or forged addresses) is limited
+    per key (it was never limited)."""
+    with _limited_server(demo_pipeline, tmp_path, trusted_proxies="127.0.0.1") as url, httpx.Client(base_url=url, timeout=60) as c:
+
+        def get(key: str, client: str) -> int:
+            return c.get("/domains", headers={"X-API-Key": key, "X-Forwarded-For": client}).status_code
+
+        assert [get(f"guess-{i}", "203.0.113.5") for i in range(11)] == [401] * 10 + [429]
+        assert get("right-key", "203.0.113.5") == 200
+        assert get("another-guess", "203.0.113.6") == 401  # another client of the same proxy: not locked out
+        assert get("right-key", "203.0.113.6") == 200
+        codes = [get("stale-key", f"198.51.100.{i}") for i in range(20)]
+        assert codes[:10] == [401] * 10 and set(codes[10:]) == {429}, codes

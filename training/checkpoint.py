@@ -33,6 +33,10 @@ class TrainingInterrupted(RuntimeError):
         self.checkpoint = checkpoint
 
 
+class CheckpointError(ValueError):
+    """A checkpoint file holds more than tensors and plain values (or is not a torch file): not loaded."""
+
+
 class StopFlag:
     """Set by Ctrl-C (inside :meth:`catch_sigint`) or by code (tests, callbacks)."""
 
@@ -110,8 +114,19 @@ def load_checkpoint_state(path: Path) -> dict[str, Any]:
 
 
 def load_extra(path: Path, name: str) -> Any:
-    """A torch object saved beside a checkpoint's model (optimizer, scheduler), or None."""
+    """A torch object saved beside a checkpoint's model (optimizer, scheduler, random state), or None.
+
+    Read with ``weights_only=True``: tensors and plain containers only, so a crafted file cannot run code
+    (:class:`CheckpointError` naming the file instead)."""
+    import pickle
+
     import torch
 
     f = Path(path) / f"{name}.pt"
-    return torch.load(f, weights_only=False) if f.is_file() else None
+    if not f.is_file():
+        return None
+    try:
+        return torch.load(f, weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError) as exc:
+        reason = " ".join(str(exc).split()).split(" Check the documentation")[0]
+        raise CheckpointError(f"{f}: not a checkpoint fedqa wrote (only tensors and plain values are loaded): {reason}") from None

@@ -11,8 +11,10 @@ and searches within it and answers 403 for a ``domains`` filter outside it.
 Every route that depends on :func:`require_api_key` or :func:`require_admin` is rate limited:
 ``FEDQA_RATE_LIMIT_PER_MINUTE`` requests (or the key's own ``rate_limit_per_minute``) in any 60-second window
 per key (per client IP when keys are off), 429 with ``Retry-After`` above it. Wrong keys are limited per
-client address: after ``FEDQA_AUTH_FAILURES_PER_MINUTE`` of them in 60 s, every request from that address
-that carries a key gets 429 until the window frees, so keys cannot be guessed at speed. The limiter is the
+client address and per presented key: after ``FEDQA_AUTH_FAILURES_PER_MINUTE`` of them in 60 s from one address
+(or of one wrong key from anywhere), wrong keys get 429 until the window frees, so keys cannot be guessed at
+speed; a right key is never refused (an ingress or a guesser cannot lock out the other users). The client
+address is the TCP peer, or ``X-Forwarded-For`` from ``FEDQA_TRUSTED_PROXIES`` only. The limiter is the
 ``limits`` library's moving window over in-process memory, so with several replicas the limits apply per replica.
 """
 
@@ -109,17 +111,20 @@ def enforce_rate_limit(request: Request, key: ApiKey | None) -> None:
 
 
 def authenticate(request: Request, key: str) -> list[ApiKey]:
-    """The configured keys equal to ``key``. A wrong key counts against the client's address, and an address
-    over ``FEDQA_AUTH_FAILURES_PER_MINUTE`` gets 429 without its key being checked."""
-    failures: RateLimiter | None = getattr(request.app.state, "auth_failures", None)
-    address = RateLimiter.identity("ip", _client(request))
-    if failures is not None:
-        wait = failures.full(address)
-        if wait is not None:
-            raise _too_many(request, wait, "auth_failures", "too many failed authentications from this address")
+    """The configured keys equal to ``key``; a right key is never refused here. A wrong key counts against the
+    client's address and against the key itself, and once either is over ``FEDQA_AUTH_FAILURES_PER_MINUTE`` a
+    wrong key gets 429."""
     found = key_ring(request).matches(key)
-    if not found and failures is not None:
-        failures.check(address)
+    failures: RateLimiter | None = getattr(request.app.state, "auth_failures", None)
+    if found or failures is None:
+        return found
+    counters = (RateLimiter.identity("ip", _client(request)), RateLimiter.identity("wrong-key", key))
+    for counter in counters:
+        wait = failures.full(counter)
+        if wait is not None:
+            raise _too_many(request, wait, "auth_failures", "too many failed authentications from this address or with this key")
+    for counter in counters:
+        failures.check(counter)
     return found
 
 

@@ -1,5 +1,5 @@
-"""How ``fedqa serve`` runs the app under uvicorn: its settings, and the cap on open connections per client address
-(``FEDQA_MAX_CONNECTIONS_PER_ADDRESS``).
+"""How ``fedqa serve`` runs the app under uvicorn: its settings, the proxies whose ``X-Forwarded-For`` is believed
+(``FEDQA_TRUSTED_PROXIES``), and the cap on open connections per client address (``FEDQA_MAX_CONNECTIONS_PER_ADDRESS``).
 
 uvicorn caps neither the connections of one address nor the time a request's body takes (that one is
 :class:`~service.api.middleware.BodyLimitMiddleware`'s), so one client could hold any number of connections,
@@ -95,6 +95,10 @@ def server_config(app: Any, settings: Settings, *, host: str | None = None, port
         host=host or settings.host,
         port=port or settings.port,
         http=protocol,
+        # X-Forwarded-For only from FEDQA_TRUSTED_PROXIES (uvicorn's own default trusts 127.0.0.1: any local process
+        # could pose as any number of clients and evade the per-address limits).
+        proxy_headers=bool(settings.trusted_proxies.strip()),
+        forwarded_allow_ips=settings.trusted_proxies.strip() or None,
         log_config=None,  # logging is configured by the caller (JSON lines); uvicorn's access log is replaced by fedqa.access
         access_log=False,
         **options,

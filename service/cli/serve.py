@@ -25,16 +25,21 @@ def register(sub: Subparsers) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Configure JSON logging, set up the demo when asked, and serve with uvicorn (:func:`~service.api.server.server_config`)."""
+    """Configure JSON logging, refuse an open API on the network or placeholder secrets
+    (:func:`~service.api.exposure.check_exposure`), set up the demo when asked, and serve with uvicorn
+    (:func:`~service.api.server.server_config`)."""
     import uvicorn
     from uvicorn.config import STARTUP_FAILURE
 
     from service.api.app import create_app
+    from service.api.exposure import check_exposure, log_exposure
+    from service.api.keys import key_ring
     from service.api.server import server_config
     from service.logs import configure_logging
 
     s = settings()
     configure_logging(s.log_format, s.log_level, secrets=secrets_of(s))
+    exposure = check_exposure(s, key_ring(s), args.host or s.host)  # before the demo's minutes: refused at once
     if args.demo:
         from service.cli.demo import demo_needed, setup_demo_in_subprocess
 
@@ -42,7 +47,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             log = logging.getLogger("fedqa.demo")
             log.info("setting up the demo in %s (a first run takes about a minute or two)", s.home_dir)
             setup_demo_in_subprocess(log.info)
-    server = uvicorn.Server(server_config(create_app(s), s, host=args.host, port=args.port))
+    app = create_app(s)
+    log_exposure(exposure)
+    server = uvicorn.Server(server_config(app, s, host=args.host, port=args.port))
     try:
         server.run()
     except KeyboardInterrupt:

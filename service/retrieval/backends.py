@@ -28,4 +28,4 @@ def open_backend(settings: Settings) -> StoreBackend:
     from service.retrieval.edge_store import EdgeBackend, HnswPlan
 
     plan = HnswPlan(min_passages=settings.hnsw_min_passages, m=settings.hnsw_m, ef=settings.hnsw_ef)
-    return EdgeBackend(Registry(settings.home_dir), plan)
+    return EdgeBackend(Registry(settings.home_dir), plan, settings.min_free_mb * 2**20)

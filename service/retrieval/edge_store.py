@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from qdrant_edge import (
 )
 
 from service.artifacts import Registry
-from service.files import copytree_sparse
+from service.files import copytree_sparse, disk_usage, ensure_room
 from service.retrieval.passage import Hit, Passage, point_id
 from service.retrieval.store import StoreError, StoreUnavailable
 
@@ -115,10 +116,13 @@ class EdgeStore:
 
     backend = "qdrant-edge"
 
-    def __init__(self, root: Path, version: str, plan: HnswPlan = HnswPlan()) -> None:
+    def __init__(self, root: Path, version: str, plan: HnswPlan = HnswPlan(), min_free: int = 0) -> None:
         self.root = root
         self.version = version
         self.plan = plan
+        self.min_free = min_free  # bytes kept free on the home's file system (FEDQA_MIN_FREE_MB); 0: no check
+        if root.is_dir() and os.access(root, os.W_OK):  # the engine may grow a writable shard's files as it opens it
+            self._room(f"opening index {version}")
         self._search = SearchParams(hnsw_ef=plan.ef, quantization=_RESCORE)
         self._shards: dict[str, EdgeShard] = {}
         for d in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
@@ -135,6 +139,11 @@ class EdgeStore:
     def domains(self) -> list[str]:
         return sorted(self._shards)
 
+    def _room(self, what: str, need: int = 0) -> None:
+        """:class:`~service.files.DiskFull` before a write that could fill the file system: the engine writes into
+        memory-mapped holes, and on a full file system such a write is a SIGBUS, not an error."""
+        ensure_room(self.root, self.min_free, what, need)
+
     def _shard(self, domain: str) -> EdgeShard:
         try:
             return self._shards[domain]
@@ -147,6 +156,7 @@ class EdgeStore:
     def create_domain(self, domain: str, dim: int) -> None:
         if domain in self._shards:
             return
+        self._room(f"a new shard for {domain!r} in index {self.version}")
         # float16 vectors: half the memory of float32. On faq6 (same vectors stored both ways) Acc@1,
         # Recall@5/10 and MRR over the dev questions are identical. Searches read the int8 copy (_RESCORE).
         # The write-ahead log stays: the engine's lock on a shard is the log's (created without one, a second
@@ -159,6 +169,7 @@ class EdgeStore:
     def upsert(self, domain: str, passages: Sequence[Passage], vectors: np.ndarray) -> None:
         shard = self._shard(domain)
         for i in range(0, len(passages), _BATCH):
+            self._room(f"passages of {domain!r} in index {self.version}")
             points = [
                 Point(id=p.point_id, vector=v.tolist(), payload=p.payload())
                 for p, v in zip(passages[i : i + _BATCH], vectors[i : i + _BATCH], strict=True)
@@ -191,6 +202,8 @@ class EdgeStore:
     def finish(self) -> None:
         """Give shards of ``plan.min_passages`` or more an HNSW graph, quantize and flush every shard."""
         for domain in list(self._shards):
+            # optimize writes the shard's segments anew before it drops the old ones: room for a second copy
+            self._room(f"optimizing {domain!r} of index {self.version}", disk_usage(self.root / domain))
             self._shards[domain] = self._with_graph(domain)
             self._shards[domain].optimize()
             self._shards[domain].flush()
@@ -223,6 +236,7 @@ def delete_edge_passages(store: EdgeStore, domain: str, doc_ids: Sequence[str]) 
     shard = store._shard(domain)
     ids: list[int | UUID | str] = [point_id(d) for d in doc_ids]
     for i in range(0, len(ids), _BATCH):
+        store._room(f"removing passages of {domain!r} from index {store.version}")
         shard.update(UpdateOperation.delete_points(ids[i : i + _BATCH]))
     if shard.count(CountRequest(exact=True)) == 0:
         shard.close()
@@ -235,9 +249,10 @@ class EdgeBackend:
 
     name = "qdrant-edge"
 
-    def __init__(self, registry: Registry, plan: HnswPlan = HnswPlan()) -> None:
+    def __init__(self, registry: Registry, plan: HnswPlan = HnswPlan(), min_free: int = 0) -> None:
         self.registry = registry
         self.plan = plan
+        self.min_free = min_free  # bytes kept free on the home's file system (FEDQA_MIN_FREE_MB); 0: no check
 
     def _root(self, version: str) -> Path:
         return self.registry.path("index", version) / "shards"
@@ -248,12 +263,13 @@ class EdgeBackend:
             root.mkdir(parents=True, exist_ok=True)
         elif not root.is_dir():
             raise StoreUnavailable(f"index {version} has no shards at {root}")
-        return EdgeStore(root, version, self.plan)
+        return EdgeStore(root, version, self.plan, self.min_free)
 
     def clone(self, src: str, dst: str) -> None:
         src_root = self._root(src)
         if not src_root.is_dir():
             raise StoreError(f"index {src} has no shards to copy")
+        ensure_room(self.registry.home, self.min_free, f"a copy of index {src}", disk_usage(src_root))
         # Shard files are consistent after the build's flush; a serving process only reads them. The copy keeps the
         # holes of the engine's preallocated files (a plain copy took a faq6 index from 121 MB to 0.9 GB on disk).
         copytree_sparse(src_root, self._root(dst))
