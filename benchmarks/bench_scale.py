@@ -375,10 +375,10 @@ def router_recall(ranks: list[int], m: int) -> tuple[dict[str, float], dict[str,
 
 def prepare_vectors(settings: Any, encoder: CachedEncoder, docs_path: Path, qs: list[dict]) -> None:
     """Every passage, the router's synthetic questions and the dev questions through the vector cache."""
-    from indexes.loaders import load_paths
+    from indexes.loaders import load_paths, segmentation_for
     from training.router_data import synthetic_router_queries
 
-    passages = list(load_paths([docs_path], domain=None, count_tokens=encoder.count_tokens, max_tokens=settings.max_passage_tokens))
+    passages = list(load_paths([docs_path], domain=None, segmentation=segmentation_for(settings, encoder.count_tokens)))
     encoder.embed_passages([p.text for p in passages], bulk=True)
     encoder.save()
     synthetic = synthetic_router_queries(passages, 2000, seed=0)  # what 'train router' makes (its defaults)

@@ -8,7 +8,7 @@ from enum import Enum
 from pathlib import Path
 
 from indexes.build import BuildReport, build_index
-from indexes.loaders import load_paths
+from indexes.loaders import LoadReport, load_paths, segmentation_for
 from service.artifacts import Registry
 from service.config import Settings
 from service.retrieval.backends import open_backend
@@ -34,6 +34,7 @@ def ingest(
     encoder: Encoder | None = None,
     progress: bool = True,
     mode: IngestMode = IngestMode.MIRROR,
+    loaded: LoadReport | None = None,
 ) -> BuildReport:
     """Make a new index version, based on the active one, that mirrors ``paths`` (``mode``: or adds them to it).
 
@@ -42,7 +43,8 @@ def ingest(
     no new version). An input that yields no passages is refused (:class:`~indexes.build.EmptyBuild`).
     The new version is embedded with the retriever and encoder runtime of the active index, and its ONNX export (the
     one calibrated on what the index recorded); with no index yet, by the active retriever and FEDQA_ENCODER_BACKEND,
-    an ONNX export calibrated on a sample of the input's passages.
+    an ONNX export calibrated on a sample of the input's passages. ``loaded`` records, per product, the pages read
+    and skipped (with reasons), the passages' lengths and the page furniture dropped.
     """
     t0 = time.perf_counter()  # the report's seconds include loading the encoder (and a first ONNX export)
     registry = Registry(settings.home_dir)
@@ -54,13 +56,13 @@ def ingest(
     passages: Iterable[Passage]
     if encoder is None and not base and EncoderBackend(settings.encoder_backend) is EncoderBackend.ONNX:
         # A new vector space: the passages are segmented first, then the export is calibrated on a sample of them.
-        passages = list(_load(paths, domain, token_counter(encoder_path(settings, registry, retriever)), settings))
+        passages = list(_load(paths, domain, token_counter(encoder_path(settings, registry, retriever)), settings, loaded))
         calibration = corpus_calibration(p.text for p in passages)
         encoder = load_encoder(settings, registry, retriever, calibration=calibration)
     else:
         calibrated = base_manifest.get("encoder_calibration")
         encoder = encoder or load_encoder(settings, registry, retriever, backend=encoder_backend, calibration=calibrated)
-        passages = _load(paths, domain, encoder.count_tokens, settings)
+        passages = _load(paths, domain, encoder.count_tokens, settings, loaded)
     backend = backend or open_backend(settings)
     report = build_index(
         passages,
@@ -76,6 +78,8 @@ def ingest(
     return report
 
 
-def _load(paths: list[Path], domain: str | None, count_tokens: Callable[[str], int], settings: Settings) -> Iterator[Passage]:
+def _load(
+    paths: list[Path], domain: str | None, count_tokens: Callable[[str], int], settings: Settings, loaded: LoadReport | None
+) -> Iterator[Passage]:
     """The passages of ``paths``, segmented to FEDQA_MAX_PASSAGE_TOKENS as ``count_tokens`` counts."""
-    return load_paths([Path(p) for p in paths], domain=domain, count_tokens=count_tokens, max_tokens=settings.max_passage_tokens)
+    return load_paths([Path(p) for p in paths], domain=domain, segmentation=segmentation_for(settings, count_tokens), report=loaded)

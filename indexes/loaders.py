@@ -5,14 +5,17 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from indexes.segment import Section, segment_html, segment_markdown, segment_text, split_section
+from indexes.markup import PAGE_SUFFIXES, UnreadablePage, read_page
+from indexes.segment import Segmentation, passages
+from service.config import Settings
 from service.jsonl import read_objects
 from service.retrieval.passage import Passage
 
-PAGE_SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".html": "html", ".htm": "html", ".txt": "text"}
+_READABLE = ", ".join(sorted(PAGE_SUFFIXES))
 _DOMAIN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 
@@ -47,13 +50,6 @@ def load_jsonl(path: Path, domain: str | None = None) -> Iterator[Passage]:
         )
 
 
-_SEGMENTERS: dict[str, Callable[[str, str], list[Section]]] = {
-    "markdown": segment_markdown,
-    "html": segment_html,
-    "text": segment_text,
-}
-
-
 @dataclass(frozen=True)
 class Page:
     """One page file to load: its domain and its source, ``<domain>/<path>``."""
@@ -61,6 +57,50 @@ class Page:
     path: Path
     domain: str
     source: str
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A file that gave no passage, and why."""
+
+    source: str
+    reason: str
+
+
+@dataclass
+class DomainLoad:
+    """What loading one product's pages found (``fedqa ingest`` prints it)."""
+
+    pages_read: int = 0
+    skipped: list[Skipped] = field(default_factory=list)
+    passage_words: list[int] = field(default_factory=list)
+    kept_chars: int = 0
+    dropped_chars: int = 0
+
+    def summary(self) -> dict[str, Any]:
+        """The product's line of the ingest report."""
+        words = sorted(self.passage_words)
+        total = self.kept_chars + self.dropped_chars
+        return {
+            "pages_read": self.pages_read,
+            "pages_skipped": len(self.skipped),
+            "skipped": [{"page": s.source, "reason": s.reason} for s in self.skipped],
+            "passages": len(words),
+            "median_words": words[len(words) // 2] if words else 0,
+            "mean_words": round(sum(words) / len(words), 1) if words else 0.0,
+            "boilerplate_dropped": round(self.dropped_chars / total, 3) if total else 0.0,
+        }
+
+
+@dataclass
+class LoadReport:
+    """Per product, what loading its pages found (JSONL inputs count passages only)."""
+
+    domains: dict[str, DomainLoad] = field(default_factory=dict)
+
+    def of(self, domain: str) -> DomainLoad:
+        """The product's record (made on first use)."""
+        return self.domains.setdefault(domain, DomainLoad())
 
 
 def id_stems(pages: list[Page]) -> dict[Page, str]:
@@ -75,62 +115,118 @@ def id_stems(pages: list[Page]) -> dict[Page, str]:
     return {p: p.source if by_stem[(p.domain, p.source.rsplit(".", 1)[0])] > 1 else p.source.rsplit(".", 1)[0] for p in seen.values()}
 
 
-def load_page(page: Page, *, id_stem: str, count_tokens: Callable[[str], int], max_tokens: int) -> Iterator[Passage]:
-    """Passages of one page (doc_id ``<id_stem>#NNN``): sections at its headers, long sections split to ``max_tokens``."""
-    path = page.path
-    kind = PAGE_SUFFIXES[path.suffix.lower()]
+def load_page(page: Page, *, id_stem: str, segmentation: Segmentation, report: LoadReport | None = None) -> Iterator[Passage]:
+    """Passages of one page (doc_id ``<id_stem>#NNN``): its main content cut at headings into passages
+    (:mod:`indexes.segment`); a page that yields none is recorded in ``report`` with the reason."""
+    record = (report or LoadReport()).of(page.domain)
     try:
-        raw = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raw = path.read_bytes().decode("latin-1")
-    n = 0
-    for section in _SEGMENTERS[kind](raw, path.stem):
-        for chunk in split_section(section.text, count_tokens, max_tokens):
-            yield Passage(doc_id=f"{id_stem}#{n:03d}", domain=page.domain, title=section.title, source=page.source, text=chunk)
-            n += 1
+        doc = read_page(page.path, PAGE_SUFFIXES[page.path.suffix.lower()])
+    except UnreadablePage as exc:
+        record.skipped.append(Skipped(page.source, str(exc)))
+        record.dropped_chars += exc.dropped_chars
+        return
+    except OSError as exc:
+        record.skipped.append(Skipped(page.source, f"could not be read: {exc.strerror or exc}"))
+        return
+    record.pages_read += 1
+    record.kept_chars += doc.kept_chars
+    record.dropped_chars += doc.dropped_chars
+    for n, part in enumerate(passages(doc, page.path.stem, segmentation)):
+        record.passage_words.append(len(part.text.split()))
+        yield Passage(doc_id=f"{id_stem}#{n:03d}", domain=page.domain, title=part.title, source=page.source, text=part.text)
 
 
-def folder_pages(path: Path, *, domain: str | None) -> list[Page]:
-    """Pages under ``path``: one sub-folder per domain, or the whole folder as ``domain`` when given."""
+def _product_files(root: Path) -> list[Path]:
+    return [f for f in sorted(root.rglob("*")) if f.is_file() and not any(x.startswith(".") for x in f.relative_to(root).parts)]
+
+
+def folder_pages(path: Path, *, domain: str | None, report: LoadReport | None = None) -> list[Page]:
+    """Pages under ``path``: one sub-folder per domain, or the whole folder as ``domain`` when given. Files of other
+    types are recorded in ``report`` as skipped; a product folder with no page of a readable type is refused, naming
+    the folder and what it holds."""
     if domain:
         roots = [(check_domain(domain), path)]
     else:
         roots = [(check_domain(d.name), d) for d in sorted(path.iterdir()) if d.is_dir() and not d.name.startswith(".")]
         if not roots:
             raise LoadError(f"{path}: expected one sub-folder per domain (or pass --domain NAME)")
-    return [
-        Page(f, dom, f"{dom}/{f.relative_to(root).as_posix()}")
-        for dom, root in roots
-        for f in sorted(root.rglob("*"))
-        if f.is_file() and f.suffix.lower() in PAGE_SUFFIXES
-    ]
+    pages: list[Page] = []
+    for dom, root in roots:
+        files = _product_files(root)
+        readable = [f for f in files if f.suffix.lower() in PAGE_SUFFIXES]
+        if not readable:
+            kinds = Counter(f.suffix.lower() or "(no extension)" for f in files)
+            held = ", ".join(f"{n} {k}" for k, n in kinds.most_common(5)) or "no files"
+            raise LoadError(f"{root}: product {dom!r} has no page fedqa reads ({held}); readable: {_READABLE}")
+        for f in files:
+            if f.suffix.lower() not in PAGE_SUFFIXES:
+                (report or LoadReport()).of(dom).skipped.append(
+                    Skipped(f"{dom}/{f.relative_to(root).as_posix()}", f"unsupported file type {f.suffix or '(none)'}")
+                )
+        pages.extend(Page(f, dom, f"{dom}/{f.relative_to(root).as_posix()}") for f in readable)
+    return pages
 
 
-def _pages_of(path: Path, domain: str | None) -> list[Page] | None:
+@dataclass(frozen=True)
+class Input:
+    """One path given to ``fedqa ingest``: a JSONL file (``pages`` None) or the pages it names."""
+
+    path: Path
+    pages: list[Page] | None
+
+
+def _pages_of(path: Path, domain: str | None, report: LoadReport) -> list[Page] | None:
     """The pages ``path`` names (a folder or one page), or None for a ``.jsonl`` file; LoadError for anything else."""
     if not path.exists():
         raise LoadError(f"{path}: no such file or folder")
     if path.is_dir():
-        return folder_pages(path, domain=domain)
+        return folder_pages(path, domain=domain, report=report)
     if path.suffix.lower() == ".jsonl":
         return None
     if path.suffix.lower() in PAGE_SUFFIXES:
         if not domain:
             raise LoadError(f"{path}: a single page needs --domain NAME")
         return [Page(path, check_domain(domain), f"{domain}/{path.name}")]
-    raise LoadError(f"{path}: unsupported file type (use .jsonl, .md, .html, .txt or a folder)")
+    raise LoadError(f"{path}: unsupported file type {path.suffix or '(none)'} (use .jsonl, a folder, or a page: {_READABLE})")
 
 
-def load_paths(paths: list[Path], *, domain: str | None, count_tokens: Callable[[str], int], max_tokens: int) -> Iterator[Passage]:
+def check_inputs(paths: list[Path], *, domain: str | None, report: LoadReport | None = None) -> list[Input]:
+    """Every path checked and its pages listed (cheap: no page is parsed, no model loaded); LoadError names the first
+    path that cannot be ingested and why."""
+    report = report if report is not None else LoadReport()
+    inputs = [Input(path, _pages_of(path, domain, report)) for path in paths]
+    id_stems([p for i in inputs for p in i.pages or []])  # two files with one source: refused here
+    return inputs
+
+
+def segmentation_for(settings: Settings, count_tokens: Callable[[str], int]) -> Segmentation:
+    """How ``fedqa ingest`` cuts pages under ``settings`` (FEDQA_MAX_PASSAGE_TOKENS, FEDQA_MIN_PASSAGE_CHARS)."""
+    return Segmentation(count_tokens, settings.max_passage_tokens, settings.min_passage_chars)
+
+
+def load_paths(paths: list[Path], *, domain: str | None, segmentation: Segmentation, report: LoadReport | None = None) -> Iterator[Passage]:
     """Passages from every path: ``.jsonl`` files, page files (need ``domain``) or folders.
 
     Every path is checked, and the pages' doc_ids chosen (:func:`id_stems`), before the first passage is read.
+    ``report`` records per product the pages read and skipped (with reasons), passage lengths and boilerplate dropped;
+    a product whose pages all yield nothing is refused (LoadError with the reasons).
     """
-    inputs = [(path, _pages_of(path, domain)) for path in paths]
-    stems = id_stems([p for _, pages in inputs for p in pages or []])
-    for path, pages in inputs:
-        if pages is None:
-            yield from load_jsonl(path, domain)
+    report = report if report is not None else LoadReport()
+    inputs = check_inputs(paths, domain=domain, report=report)
+    stems = id_stems([p for i in inputs for p in i.pages or []])
+    for item in inputs:
+        if item.pages is None:
+            for passage in load_jsonl(item.path, domain):
+                report.of(passage.domain).passage_words.append(len(passage.text.split()))
+                yield passage
             continue
-        for page in pages:
-            yield from load_page(page, id_stem=stems[page], count_tokens=count_tokens, max_tokens=max_tokens)
+        for dom in dict.fromkeys(p.domain for p in item.pages):
+            n = 0
+            for page in (p for p in item.pages if p.domain == dom):
+                for passage in load_page(page, id_stem=stems[page], segmentation=segmentation, report=report):
+                    n += 1
+                    yield passage
+            if n == 0:
+                reasons = Counter(s.reason for s in report.of(dom).skipped)
+                said = "; ".join(f"{k} ({v} pages)" for k, v in reasons.most_common(3))
+                raise LoadError(f"{item.path}: product {dom!r} yields no passage: {said}")

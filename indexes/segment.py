@@ -1,23 +1,22 @@
-"""Segment pages at their headers and split long sections hierarchically (MKP-QA, section 4.2).
+"""Cut a page's main content (:class:`~indexes.document.PageDoc`) into passages (MKP-QA, section 4.2).
 
-A section longer than ``max_tokens`` (of the retriever's tokenizer) is split at paragraph
-boundaries, a paragraph that is still too long at sentence boundaries, and a sentence that
-is still too long at word boundaries.
+- A **section** starts at each heading; its title is the page title and the heading path ("Page > Chapter >
+  Section"; a heading that repeats the page title is not repeated). Its heading is also the first line of its first
+  passage, so the passage's text names what it is about.
+- A section's blocks are packed into passages of at most ``max_tokens`` (of the retriever's tokenizer) without
+  cutting a block; a block still too long is split: prose at sentence ends, then words; code at line breaks.
+- **Fragments are merged**: a section with less than ``min_chars`` characters of text (a chapter heading and its one
+  line of introduction, a stub page's note) joins the next section of its page (or the previous one, at the end).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from bs4 import BeautifulSoup
-
+from indexes.document import Block, BlockKind, PageDoc
 from service.text import SENTENCE_END
-
-_ATX = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
-_FENCE = re.compile(r"^\s*(```|~~~)")
-_BLOCK_TAGS = ["p", "li", "pre", "blockquote", "dd", "dt", "tr", "table", "div", "section", "article", "br"]
 
 
 @dataclass(frozen=True)
@@ -28,70 +27,57 @@ class Section:
     text: str
 
 
-def segment_markdown(text: str, fallback_title: str) -> list[Section]:
-    """Sections at ATX headers (``#`` .. ``######``), ignoring headers inside code fences."""
-    page_title = fallback_title
+@dataclass(frozen=True)
+class Segmentation:
+    """How pages are cut: passages of at most ``max_tokens`` tokens; sections under ``min_chars`` merged."""
+
+    count_tokens: Callable[[str], int]
+    max_tokens: int
+    min_chars: int = 0
+
+
+@dataclass
+class _Part:
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+
+    def chars(self) -> int:
+        return sum(len(b.text) for b in self.blocks if b.kind is not BlockKind.HEADING)
+
+
+def _parts(doc: PageDoc, fallback_title: str) -> list[_Part]:
+    """The page's sections, each with its heading block first."""
+    page_title = doc.title or fallback_title
     stack: list[tuple[int, str]] = []
-    sections: list[Section] = []
-    buf: list[str] = []
-    in_fence = False
+    parts = [_Part(page_title)]
+    for block in doc.blocks:
+        if block.kind is not BlockKind.HEADING:
+            parts[-1].blocks.append(block)
+            continue
+        stack = [(lvl, h) for lvl, h in stack if lvl < block.level] + [(block.level, block.text)]
+        path = [h for _, h in stack if h.casefold() != page_title.casefold()]
+        parts.append(_Part(" > ".join([page_title, *path]), [block]))
+    return [p for p in parts if p.chars() > 0]
 
-    def title() -> str:
-        parts = [page_title] + [h for lvl, h in stack if not (lvl == 1 and h == page_title)]
-        return " > ".join(parts)
 
-    def flush() -> None:
-        body = "\n".join(buf).strip()
-        if body:
-            sections.append(Section(title(), body))
-        buf.clear()
-
-    for line in text.splitlines():
-        if _FENCE.match(line):
-            in_fence = not in_fence
-        m = None if in_fence else _ATX.match(line)
-        if m:
-            flush()
-            level, heading = len(m.group(1)), m.group(2).strip()
-            if level == 1 and not stack and not sections:
-                page_title = heading
-            stack = [(lvl, h) for lvl, h in stack if lvl < level] + [(level, heading)]
+def _merge_fragments(parts: list[_Part], min_chars: int) -> list[_Part]:
+    """Sections under ``min_chars`` of text joined to the next section (the last one to the previous)."""
+    out: list[_Part] = []
+    pending: _Part | None = None
+    for part in parts:
+        if pending is not None:
+            part = _Part(part.title, pending.blocks + part.blocks)
+            pending = None
+        if part.chars() < min_chars:
+            pending = part
         else:
-            buf.append(line)
-    flush()
-    return sections
-
-
-def html_to_markdown(html: str) -> tuple[str, str | None]:
-    """Headings become ATX headers, blocks become paragraphs; scripts and navigation are dropped."""
-    soup = BeautifulSoup(html, "html.parser")
-    for tag in soup(["script", "style", "nav", "header", "footer", "noscript"]):
-        tag.decompose()
-    page_title = soup.title.get_text(" ", strip=True) if soup.title else None
-    if soup.title:
-        soup.title.decompose()
-    for level in range(1, 7):
-        for h in soup.find_all(f"h{level}"):
-            h.replace_with(f"\n\n{'#' * level} {h.get_text(' ', strip=True)}\n\n")
-    for tag in soup.find_all(_BLOCK_TAGS):
-        tag.insert_before("\n\n")
-        tag.insert_after("\n\n")
-    text = soup.get_text()
-    paragraphs = [re.sub(r"[ \t\r\f\v]+", " ", p).strip() for p in re.split(r"\n\s*\n", text)]
-    return "\n\n".join(p for p in paragraphs if p), page_title
-
-
-def segment_html(html: str, fallback_title: str) -> list[Section]:
-    """Sections at ``<h1>``..``<h6>``."""
-    md, page_title = html_to_markdown(html)
-    sections = segment_markdown(md, page_title or fallback_title)
-    return sections
-
-
-def segment_text(text: str, fallback_title: str) -> list[Section]:
-    """A plain-text page is one section (split later by size)."""
-    body = text.strip()
-    return [Section(fallback_title, body)] if body else []
+            out.append(part)
+    if pending is not None:
+        if out:
+            out[-1] = _Part(out[-1].title, out[-1].blocks + pending.blocks)
+        else:
+            out.append(pending)
+    return out
 
 
 def _pack(units: list[str], sep: str, count: Callable[[str], int], max_tokens: int, finer: Callable[[str], list[str]]) -> list[str]:
@@ -113,6 +99,21 @@ def _pack(units: list[str], sep: str, count: Callable[[str], int], max_tokens: i
     return chunks
 
 
+def _by_words(text: str, count: Callable[[str], int], max_tokens: int) -> list[str]:
+    return _pack(text.split(), " ", count, max_tokens, lambda w: [w])
+
+
+def _split_prose(text: str, count: Callable[[str], int], max_tokens: int) -> list[str]:
+    """A paragraph too long for one passage, at sentence ends, then words."""
+    sentences = [s for s in SENTENCE_END.split(text) if s.strip()]
+    return _pack(sentences, " ", count, max_tokens, lambda s: _by_words(s, count, max_tokens))
+
+
+def _split_code(text: str, count: Callable[[str], int], max_tokens: int) -> list[str]:
+    """A code block too long for one passage, at line breaks (a single over-long line at words)."""
+    return _pack(text.split("\n"), "\n", count, max_tokens, lambda line: _by_words(line, count, max_tokens))
+
+
 def split_section(text: str, count_tokens: Callable[[str], int], max_tokens: int) -> list[str]:
     """Split ``text`` into chunks of at most ``max_tokens`` tokens: paragraphs, then sentences, then words."""
     text = text.strip()
@@ -120,12 +121,43 @@ def split_section(text: str, count_tokens: Callable[[str], int], max_tokens: int
         return []
     if count_tokens(text) <= max_tokens:
         return [text]
-
-    def by_words(sentence: str) -> list[str]:
-        return _pack(sentence.split(), " ", count_tokens, max_tokens, lambda w: [w])
-
-    def by_sentences(paragraph: str) -> list[str]:
-        return _pack([s for s in SENTENCE_END.split(paragraph) if s.strip()], " ", count_tokens, max_tokens, by_words)
-
     paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
-    return _pack(paragraphs, "\n\n", count_tokens, max_tokens, by_sentences)
+    return _pack(paragraphs, "\n\n", count_tokens, max_tokens, lambda p: _split_prose(p, count_tokens, max_tokens))
+
+
+def _units(blocks: list[Block]) -> list[Block]:
+    """The blocks to pack, a heading joined to the block after it (a heading never ends a passage alone)."""
+    units: list[Block] = []
+    heading: str | None = None
+    for b in blocks:
+        if b.kind is BlockKind.HEADING:
+            heading = b.text if heading is None else f"{heading}\n\n{b.text}"
+            continue
+        units.append(Block(b.kind, b.text if heading is None else f"{heading}\n\n{b.text}"))
+        heading = None
+    if heading is not None:
+        units.append(Block(BlockKind.PROSE, heading))
+    return units
+
+
+def _chunks(part: _Part, seg: Segmentation) -> list[str]:
+    """A section's passages: its blocks packed whole, a block too long split by its kind."""
+
+    def finer(unit: str) -> list[str]:
+        kind = kinds.get(unit, BlockKind.PROSE)
+        split = _split_code if kind is BlockKind.CODE else _split_prose
+        return split(unit, seg.count_tokens, seg.max_tokens)
+
+    units = _units(part.blocks)
+    kinds = {b.text: b.kind for b in units}
+    return _pack([b.text for b in units], "\n\n", seg.count_tokens, seg.max_tokens, finer)
+
+
+def sections(doc: PageDoc, fallback_title: str, min_chars: int = 0) -> list[Section]:
+    """The page's sections (fragments under ``min_chars`` merged), each one text of its blocks."""
+    return [Section(p.title, "\n\n".join(b.text for b in p.blocks)) for p in _merge_fragments(_parts(doc, fallback_title), min_chars)]
+
+
+def passages(doc: PageDoc, fallback_title: str, seg: Segmentation) -> list[Section]:
+    """The page cut into passages: (title, text) per passage, in page order."""
+    return [Section(p.title, chunk) for p in _merge_fragments(_parts(doc, fallback_title), seg.min_chars) for chunk in _chunks(p, seg)]

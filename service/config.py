@@ -67,7 +67,24 @@ class Settings(BaseSettings):
     # Models
     encoder_model: str | None = Field(default=None, description="Path of a sentence-transformers model; default: shipped MiniLM.")
     router_base_model: str | None = Field(default=None, description="Path of the router's BERT encoder; default: shipped MiniLM.")
-    max_passage_tokens: int = Field(default=512, ge=32, le=4096)
+    max_passage_tokens: int = Field(
+        default=256,
+        ge=32,
+        le=4096,
+        description="Longest passage cut from a page, in the retriever's tokens (the shipped MiniLM reads 256: a longer "
+        "passage is embedded by its first 256 tokens only). docs.jsonl records are kept as given.",
+    )
+    lexical: Literal["on", "off"] = Field(
+        default="on",
+        description="Search each product's BM25 index beside its vectors and fuse the two rankings (reciprocal rank "
+        "fusion); off: the vectors alone. An index version built without a lexical index is served by its vectors.",
+    )
+    min_passage_chars: int = Field(
+        default=200,
+        ge=0,
+        description="A page's section with less text than this (a heading and one line) is merged into the next section "
+        "of its page rather than made a passage of its own.",
+    )
     torch_threads: int | None = Field(default=None, ge=1)
     encoder_backend: Literal["onnx", "torch"] = Field(
         default="onnx",

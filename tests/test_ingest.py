@@ -9,7 +9,7 @@ import pytest
 
 from indexes.build import EmptyBuild
 from indexes.ingest import IngestMode, ingest
-from indexes.loaders import LoadError, load_jsonl
+from indexes.loaders import LoadError, LoadReport, load_jsonl
 from service.artifacts import Registry
 from service.config import Settings
 from service.retrieval.edge_store import EdgeBackend
@@ -38,7 +38,7 @@ def _write_site(root: Path) -> None:
 def test_folder_ingest_makes_one_collection_per_domain_with_provenance(tmp_path, encoder):
     site = tmp_path / "site"
     _write_site(site)
-    settings = make_settings(tmp_path / "home")
+    settings = make_settings(tmp_path / "home", min_passage_chars=0)
     report = ingest([site], settings, encoder=encoder, progress=False)
     assert report.domains == {"ledger": 3, "orbit": 3}
     store = EdgeBackend(Registry(settings.home_dir)).open(present(report.version))
@@ -54,7 +54,7 @@ def test_folder_ingest_makes_one_collection_per_domain_with_provenance(tmp_path,
 def test_reingesting_same_input_is_idempotent_and_changes_make_a_new_version(tmp_path, encoder):
     site = tmp_path / "site"
     _write_site(site)
-    settings = make_settings(tmp_path / "home")
+    settings = make_settings(tmp_path / "home", min_passage_chars=0)
     registry = Registry(settings.home_dir)
     first = ingest([site], settings, encoder=encoder, progress=False)
     again = ingest([site], settings, encoder=encoder, progress=False)
@@ -87,7 +87,7 @@ def test_jsonl_errors_name_the_line(tmp_path):
 def test_interrupted_build_leaves_previous_index_active(tmp_path, encoder):
     site = tmp_path / "site"
     _write_site(site)
-    settings = make_settings(tmp_path / "home")
+    settings = make_settings(tmp_path / "home", min_passage_chars=0)
     registry = Registry(settings.home_dir)
     first = ingest([site], settings, encoder=encoder, progress=False)
 
@@ -124,7 +124,7 @@ def test_reingest_mirrors_the_folder_pages_that_shrank_or_left_lose_their_passag
     site = tmp_path / "site"
     _write_site(site)
     (site / "orbit" / "setup.md").write_text(_sections(5), encoding="utf-8")
-    settings = make_settings(tmp_path / "home")
+    settings = make_settings(tmp_path / "home", min_passage_chars=0)
     first = ingest([site], settings, encoder=encoder, progress=False)
     assert {f"orbit/setup#{i:03d}" for i in range(5)} <= _doc_ids(settings, first.version)["orbit"]
 
@@ -155,7 +155,7 @@ def test_pages_sharing_a_stem_get_distinct_doc_ids(tmp_path, encoder):
     (site / "orbit" / "guide.md").write_text("# Guide\n\nThe Markdown guide explains imports.\n", encoding="utf-8")
     (site / "orbit" / "guide.html").write_text("<h1>Guide</h1><p>The HTML guide explains exports.</p>", encoding="utf-8")
     (site / "orbit" / "other.md").write_text("# Other\n\nAnother page.\n", encoding="utf-8")
-    settings = make_settings(tmp_path / "home")
+    settings = make_settings(tmp_path / "home", min_passage_chars=0)
     report = ingest([site], settings, encoder=encoder, progress=False)
     assert report.duplicates == 0 and report.domains == {"orbit": 3}
     assert _doc_ids(settings, report.version) == {"orbit": {"orbit/guide.md#000", "orbit/guide.html#000", "orbit/other#000"}}
@@ -170,7 +170,7 @@ def test_the_same_doc_id_in_two_domains_is_two_passages(tmp_path, encoder):
         + "\n",
         encoding="utf-8",
     )
-    settings = make_settings(tmp_path / "home")
+    settings = make_settings(tmp_path / "home", min_passage_chars=0)
     report = ingest([docs], settings, encoder=encoder, progress=False)
     assert report.duplicates == 0 and report.domains == {"ledger": 1, "orbit": 1}
     assert _doc_ids(settings, report.version) == {"ledger": {"faq#000"}, "orbit": {"faq#000"}}
@@ -184,9 +184,9 @@ def test_an_ingest_without_passages_is_refused_and_nothing_is_activated(tmp_path
     empty = tmp_path / "empty"
     (empty / "orbit").mkdir(parents=True)
     (empty / "orbit" / "blank.md").write_text("\n\n", encoding="utf-8")
-    settings = make_settings(tmp_path / "home")
+    settings = make_settings(tmp_path / "home", min_passage_chars=0)
     registry = Registry(settings.home_dir)
-    with pytest.raises(EmptyBuild, match="no passages"):
+    with pytest.raises(LoadError, match="product 'orbit' yields no passage: no text"):
         ingest([empty], settings, encoder=encoder, progress=False)
     assert registry.active()["index"] is None and registry.list("index") == []
     assert not registry.kind_dir("index").is_dir() or list(registry.kind_dir("index").iterdir()) == []
@@ -207,7 +207,7 @@ def test_an_ingest_without_passages_is_refused_and_nothing_is_activated(tmp_path
     get_settings.cache_clear()
     try:
         assert main(["ingest", str(empty), "--quiet"]) == 2
-        assert "yields no passages" in capsys.readouterr().err
+        assert "product 'orbit' yields no passage" in capsys.readouterr().err
         assert Registry(tmp_path / "fresh").active()["index"] is None
     finally:
         get_settings.cache_clear()
@@ -242,3 +242,48 @@ def test_a_page_deleted_from_the_folder_is_gone_from_ask_after_reingest_and_relo
         assert c.post("/admin/reload", headers={"Authorization": "Bearer admin-secret"}).status_code == 200
         after = [s["doc_id"] for s in c.post("/ask", json=ask).json()["sources"]]
         assert len(after) == 5 and "ledger/notes#000" not in after
+
+
+def test_a_product_folder_without_a_readable_page_is_refused_before_a_model_loads(tmp_path, capsys, monkeypatch):
+    """A folder of files fedqa does not read is named, with what it holds, before any encoder is loaded or exported."""
+    from service.cli import main
+    from service.config import get_settings
+
+    site = tmp_path / "site"
+    _write_site(site)
+    (site / "slides").mkdir()
+    (site / "slides" / "deck.pptx").write_bytes(b"PK")
+    (site / "slides" / "notes.docx").write_bytes(b"PK")
+    home = tmp_path / "home"
+    monkeypatch.setenv("FEDQA_HOME", str(home))
+    get_settings.cache_clear()
+    try:
+        assert main(["ingest", str(site), "--quiet"]) == 2
+    finally:
+        get_settings.cache_clear()
+    err = capsys.readouterr().err
+    assert (
+        "product 'slides' has no page fedqa reads (1 .docx, 1 .pptx)" in err or "product 'slides' has no page fedqa reads (1 .pptx, 1 .docx)" in err
+    )
+    assert ".pdf" in err and ".rst" in err  # what it does read
+    assert not (home / "cache").exists() and Registry(home).active()["index"] is None  # no export, nothing written
+
+
+def test_the_ingest_report_lists_skipped_files_and_pages_per_product(tmp_path, encoder):
+    site = tmp_path / "site"
+    _write_site(site)
+    (site / "orbit" / "logo.png").write_bytes(b"\x89PNG")
+    (site / "orbit" / "toc.html").write_text(
+        "<html><body><ul><li><a href='contacts.html'>Contacts</a></li><li><a href='import.html'>Importing</a></li></ul></body></html>",
+        encoding="utf-8",
+    )
+    loaded = LoadReport()
+    ingest([site], make_settings(tmp_path / "home"), encoder=encoder, progress=False, loaded=loaded)
+    orbit = loaded.domains["orbit"].summary()
+    assert orbit["pages_read"] == 1 and orbit["passages"] == 1
+    assert {(s["page"], s["reason"]) for s in orbit["skipped"]} == {
+        ("orbit/logo.png", "unsupported file type .png"),
+        ("orbit/toc.html", "only navigation or link lists"),
+    }
+    assert 0 < orbit["boilerplate_dropped"] < 1
+    assert loaded.domains["ledger"].summary()["pages_read"] == 2

@@ -34,10 +34,10 @@ def make_settings(home: Path, **overrides: Any) -> Settings:
 def ingest_calibration(path: Path) -> Calibration:
     """The :class:`~service.retrieval.onnx_smoothing.Calibration` a first ingest of ``path`` into an ONNX home
     makes: a sample of its passages as the ingest segments them (its base-model export lies under that fingerprint)."""
-    from indexes.loaders import load_paths
+    from indexes.loaders import load_paths, segmentation_for
     from service.retrieval.encoder import packaged_minilm_path, token_counter
 
-    passages = load_paths([path], domain=None, count_tokens=token_counter(packaged_minilm_path()), max_tokens=512)
+    passages = load_paths([path], domain=None, segmentation=segmentation_for(Settings(), token_counter(packaged_minilm_path())))
     return corpus_calibration(p.text for p in passages)
 
 

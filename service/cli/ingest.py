@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 def register(sub: Subparsers) -> None:
     """Add ``ingest`` to the parser."""
-    s = sub.add_parser("ingest", help="index documents (docs.jsonl, or folders of .md/.html/.txt pages)")
+    s = sub.add_parser("ingest", help="index documents (docs.jsonl, or folders of .html/.md/.rst/.pdf/.txt pages)")
     s.add_argument("paths", nargs="+")
     s.add_argument("--domain", help="domain of the pages (when PATH is one domain's folder or page)")
     s.add_argument(
@@ -24,6 +24,12 @@ def register(sub: Subparsers) -> None:
         "passages of pages that left them or shrank are removed)",
     )
     s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.add_argument(
+        "--no-fit",
+        action="store_true",
+        help="do not fit the untrained 'not covered' decision (on a home without a trained router, an ingest fits one "
+        "from the index's own section headings against the general questions shipped with fedqa)",
+    )
     s.set_defaults(func=cmd_ingest)
 
 
@@ -33,9 +39,14 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if missing:  # said at once, before the encoder is loaded
         raise FileNotFoundError(f"no such file or folder: {missing[0]}")
     from indexes.ingest import IngestMode, ingest
+    from indexes.loaders import LoadReport, check_inputs
 
+    paths = [Path(p) for p in args.paths]
+    check_inputs(paths, domain=args.domain)  # every folder and file checked before a model loads
     mode = IngestMode.ADD if args.add else IngestMode.MIRROR
-    report = ingest([Path(p) for p in args.paths], settings(), domain=args.domain, progress=not args.quiet, mode=mode)
+    loaded = LoadReport()
+    report = ingest(paths, settings(), domain=args.domain, progress=not args.quiet, mode=mode, loaded=loaded)
+    not_covered = _fit_not_covered(report.version) if report.changed and not args.no_fit else None
     print_json(
         {
             "index": report.version,
@@ -47,7 +58,26 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             "unchanged": report.unchanged,
             "duplicates_dropped": report.duplicates,
             "domains": report.domains,
+            "products": {d: r.summary() for d, r in sorted(loaded.domains.items())},
             "seconds": round(report.seconds, 1),
+            "not_covered": not_covered,
         }
     )
     return 0
+
+
+def _fit_not_covered(version: str | None) -> dict | None:
+    """On a home without a trained router, fit "not covered" for the new index version
+    (:func:`training.abstention.fit_untrained`); what it measured, or None (a router is trained: its own decision
+    serves)."""
+    from service.artifacts import Registry
+
+    cfg = settings()
+    if version is None or Registry(cfg.home_dir).active()["router"]:
+        return None
+    from training.abstention import fit_untrained
+
+    fitted = fit_untrained(cfg)
+    if fitted is None:
+        return {"fitted": False, "reason": "too few section headings to make in-scope questions from"}
+    return {"fitted": True, "path": fitted.path, "heldout": {k: v for k, v in fitted.heldout.items() if k != "per_fold"}}

@@ -13,7 +13,7 @@ from service.retrieval.passage import Passage
 def load_corpus(paths: Sequence[Path], settings: Settings, *, domain: str | None = None) -> list[Passage]:
     """Passages of ``paths`` segmented exactly as ``fedqa ingest`` does (same tokenizer, same limits)."""
     from indexes.build import dedupe
-    from indexes.loaders import load_paths
+    from indexes.loaders import load_paths, segmentation_for
 
     def counter() -> Callable[[str], int]:  # built only when a folder of pages needs it
         from service.retrieval.encoder import packaged_minilm_path
@@ -24,7 +24,7 @@ def load_corpus(paths: Sequence[Path], settings: Settings, *, domain: str | None
 
     needs_tokens = any(Path(p).is_dir() or Path(p).suffix.lower() != ".jsonl" for p in paths)
     count = counter() if needs_tokens else (lambda text: 0)
-    passages, _ = dedupe(load_paths([Path(p) for p in paths], domain=domain, count_tokens=count, max_tokens=settings.max_passage_tokens))
+    passages, _ = dedupe(load_paths([Path(p) for p in paths], domain=domain, segmentation=segmentation_for(settings, count)))
     return passages
 
 

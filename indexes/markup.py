@@ -1,0 +1,118 @@
+"""Read a page of any supported format into its main content (:class:`~indexes.document.PageDoc`).
+
+HTML is read by :mod:`indexes.html`; Markdown (CommonMark and tables, by markdown-it-py) and reStructuredText (by
+docutils, with file inclusion and raw HTML off) are rendered to HTML and read the same way; PDF's text layer is read
+by pypdf, a page per block run; plain text is cut at blank lines, as a prose ``<pre>`` is.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+
+from indexes.document import BlockKind, PageDoc
+from indexes.html import clean_title, read_html, reflow_paragraphs
+
+
+class PageKind(str, Enum):
+    """A page format fedqa reads."""
+
+    HTML = "html"
+    MARKDOWN = "markdown"
+    RST = "rst"
+    PDF = "pdf"
+    TEXT = "text"
+
+
+PAGE_SUFFIXES: dict[str, PageKind] = {
+    ".html": PageKind.HTML,
+    ".htm": PageKind.HTML,
+    ".xhtml": PageKind.HTML,
+    ".md": PageKind.MARKDOWN,
+    ".markdown": PageKind.MARKDOWN,
+    ".rst": PageKind.RST,
+    ".rest": PageKind.RST,
+    ".pdf": PageKind.PDF,
+    ".txt": PageKind.TEXT,
+}
+
+
+class UnreadablePage(ValueError):
+    """A page of a supported format that yields no text; the message is the reason, ``dropped_chars`` the page
+    furniture it held."""
+
+    def __init__(self, reason: str, dropped_chars: int = 0) -> None:
+        super().__init__(reason)
+        self.dropped_chars = dropped_chars
+
+
+def _decode(path: Path) -> str:
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
+
+
+def _markdown(text: str) -> PageDoc:
+    from markdown_it import MarkdownIt
+
+    return read_html(f"<html><body>{MarkdownIt('commonmark').enable('table').render(text)}</body></html>")
+
+
+def _rst(text: str, source: str) -> PageDoc:
+    from docutils.core import publish_parts
+
+    overrides = {"report_level": 5, "halt_level": 5, "file_insertion_enabled": False, "raw_enabled": False, "_disable_config": True}
+    try:
+        parts = publish_parts(source=text, source_path=source, writer_name="html5", settings_overrides=overrides)
+    except Exception as exc:  # docutils raises its own SystemMessage and others on malformed input
+        raise UnreadablePage(f"reStructuredText could not be parsed: {exc}") from None
+    doc = read_html(f"<html><head><title>{parts.get('title', '')}</title></head><body>{parts['html_body']}</body></html>")
+    return doc
+
+
+def _pdf(path: Path) -> PageDoc:
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
+    try:
+        reader = PdfReader(str(path))
+        if reader.is_encrypted:
+            raise UnreadablePage("the PDF is encrypted")
+        texts = [page.extract_text() or "" for page in reader.pages]
+        title = (reader.metadata.title if reader.metadata else None) or None
+    except (PdfReadError, OSError, ValueError) as exc:
+        raise UnreadablePage(f"the PDF could not be read: {exc}") from None
+    doc = PageDoc(title=clean_title(title) if title else None)
+    for text in texts:
+        _text_blocks(doc, text)
+    if not doc.blocks and reader.pages:
+        raise UnreadablePage("the PDF has no text layer (a scan?): fedqa does not run OCR")
+    return doc
+
+
+def _text_blocks(doc: PageDoc, text: str) -> None:
+    for block in reflow_paragraphs(text):
+        doc.add(block.kind, block.text)
+
+
+def read_page(path: Path, kind: PageKind) -> PageDoc:
+    """The main content of the page at ``path``; :class:`UnreadablePage` when it yields none."""
+    if kind is PageKind.PDF:
+        doc = _pdf(path)
+    else:
+        raw = _decode(path)
+        if kind is PageKind.HTML:
+            doc = read_html(raw)
+        elif kind is PageKind.MARKDOWN:
+            doc = _markdown(raw)
+        elif kind is PageKind.RST:
+            doc = _rst(raw, str(path))
+        else:
+            doc = PageDoc(title=None)
+            _text_blocks(doc, raw)
+    if not any(b.kind is not BlockKind.HEADING for b in doc.blocks):
+        reason = "only navigation or link lists" if doc.dropped_chars else "no text"
+        raise UnreadablePage(reason, doc.dropped_chars)
+    return doc
