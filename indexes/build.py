@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 
 from service.artifacts import Registry
 from service.retrieval.encoder import Encoder
+from service.retrieval.lexical import LexicalIndex
 from service.retrieval.passage import Passage
 from service.retrieval.store import Store, StoreBackend
 from service.retrieval.vocabulary import Vocabulary
@@ -89,10 +90,11 @@ def build_index(
     report = BuildReport(version=None, previous=base, duplicates=dropped)
     with registry.building("index") as version:
         try:
-            vocabulary = _write(version, items, backend=backend, encoder=encoder, base=base, mirror=mirror, progress=progress, report=report)
-            changed = vocabulary is not None
-            if vocabulary is not None:
-                vocabulary.save(registry.path("index", version))
+            held = _write(version, items, backend=backend, encoder=encoder, base=base, mirror=mirror, progress=progress, report=report)
+            changed = held is not None
+            if held is not None:
+                Vocabulary.of(held).save(registry.path("index", version))
+                LexicalIndex.build(held).save(registry.path("index", version))
                 registry.complete("index", version, _manifest(encoder, backend, base, report, meta))
         except BaseException:
             _discard(registry, backend, version)  # leave nothing half-built behind; the active version is untouched
@@ -127,9 +129,9 @@ def _write(
     mirror: bool,
     progress: bool,
     report: BuildReport,
-) -> Vocabulary | None:
-    """Fill ``version`` (a copy of ``base``) with the changes ``items`` make; the vocabulary of the passages it then
-    holds, or None when there are no changes."""
+) -> list[Passage] | None:
+    """Fill ``version`` (a copy of ``base``) with the changes ``items`` make; the passages it then holds, or None when
+    there are no changes."""
     if base:
         backend.clone(base, version)
     store = backend.open(version, create=True)
@@ -146,7 +148,7 @@ def _write(
         _embed(store, todo, encoder, progress=progress)
         store.finish()
         report.domains = {d: store.count(d) for d in store.domains()}
-        return Vocabulary.of(_held(existing, todo, stale))
+        return list(_held(existing, todo, stale))
     finally:
         store.close()
 

@@ -203,6 +203,7 @@ def sources(hits: list[RankedHit], probabilities: dict[str, float]) -> list[Sour
             domain_weight=round(h.domain_prob, 6),
             unified_score=round(h.unified_score, 6),
             rerank_score=h.rerank_score,
+            rank_score=None if h.rank_score is None else round(h.rank_score, 6),
         )
         for h in hits
     ]

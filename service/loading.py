@@ -22,6 +22,7 @@ from service.pipeline import Pipeline
 from service.reranking.loading import load_reranker
 from service.retrieval.backends import open_backend
 from service.retrieval.encoder import Encoder, index_encoder_backend, load_encoder
+from service.retrieval.lexical import LexicalIndex
 from service.retrieval.store import Store, StoreBackend, StoreUnavailable
 from service.retrieval.vocabulary import Vocabulary
 from service.routing.router import HeadRouter, Router, RouterFormatError, UniformRouter
@@ -74,7 +75,21 @@ def load_pipeline(settings: Settings, backend: StoreBackend | None = None, *, wi
         reranker=reranker,
         split=load_split(split_path(registry, router_version)) if isinstance(router, HeadRouter) else None,
         vocabulary=_vocabulary(registry, store),
+        lexical=_lexical(registry, store, router, warnings) if settings.lexical == "on" else None,
     )
+
+
+def _lexical(registry: Registry, store: Store, router: Router, warnings: list[str]) -> LexicalIndex | None:
+    """The index version's lexical index, while no ranking was fitted on labelled questions (a trained router's fused
+    strategy or page prior: fused with those at an unfitted weight, it undid them, faq6 fold b 0.564 -> 0.409 Acc@1,
+    docs/quality.md); a version built without one is served by its vectors alone (warned)."""
+    if router.fitted.fusion is not None or router.fitted.page_prior is not None:
+        log.info("router %s ranks with its fitted parameters: the lexical index is not fused", router.version)
+        return None
+    index = LexicalIndex.load(registry.path("index", store.version))
+    if index is None:
+        warnings.append(f"index {store.version} has no lexical index: ranking by the vectors alone (re-ingest or 'fedqa index build' to add it)")
+    return index
 
 
 def _vocabulary(registry: Registry, store: Store) -> Vocabulary:

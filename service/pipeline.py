@@ -25,6 +25,7 @@ from service.generation.llm import LLM
 from service.reranking.model import Reranker
 from service.retrieval.encoder import Encoder
 from service.retrieval.federated import merge, search_domains, search_threads, with_passages
+from service.retrieval.lexical import LexicalIndex, search_lexical
 from service.retrieval.passage import RankedHit
 from service.retrieval.passage_cache import PassageCache
 from service.retrieval.questions import joint_retrieval, questions
@@ -74,9 +75,11 @@ class Pipeline:
         reranker: Reranker | None = None,
         split: SplitRule | None = None,
         vocabulary: Vocabulary | None = None,
+        lexical: LexicalIndex | None = None,
     ) -> None:
         self._settings = settings
         self.reranker = reranker
+        self.lexical = lexical if settings.lexical == "on" else None  # BM25 per domain, fused with the vectors' ranking
         self.encoder = encoder
         self.store = store
         self.llm_error = llm_error
@@ -281,18 +284,15 @@ class Pipeline:
             return per
 
         t0 = time.perf_counter()
-        if domains:
-            selection = self._given(domains, probs)
-        else:
-            selection = self._select(query, strategy, probs, mode, seed=seed, top_k=search_k, search=search)
+        selection = self._given(domains, probs) if domains else self._select(query, strategy, probs, mode, seed=seed, top_k=search_k, search=search)
         timings["gate"] = _ms(t0)  # choosing the domains (for fused: with its evidence searches)
 
         t0 = time.perf_counter()
         per_domain = {d: h for d, h in (selection.hits or {}).items() if d in selection.weights}
-        missing = [d for d in selection.active if d not in per_domain]
-        if missing:
+        if missing := [d for d in selection.active if d not in per_domain]:
             per_domain.update(search(missing, search_k))
-        hits = with_passages(self.store, merge(per_domain, selection.weights, top_k, bonus), self.passage_cache)
+        lexical = search_lexical(self.lexical, query, [d for d in per_domain if d in selection.weights], search_k, timings)
+        hits = with_passages(self.store, merge(per_domain, selection.weights, top_k, bonus, lexical), self.passage_cache)
         timings["search"] = _ms(t0)
         hits = self._rerank(reranker, query, hits, final_k, timings)
         timings["retrieval"] = _ms(t_all)

@@ -62,6 +62,12 @@ class Source(BaseModel):
             " less the known answers' demotion)."
         )
     )
+    rank_score: float | None = Field(
+        default=None,
+        description="With the index's lexical search (FEDQA_LEXICAL=on, the default): the reciprocal-rank fusion of the "
+        "passage's rank by unified_score and its rank by domain_weight * BM25, which ordered the merge. null: ordered by "
+        "unified_score alone.",
+    )
     rerank_score: float | None = Field(
         default=None,
         description="The reranker's calibrated P(this passage answers the question), for the reranked top-N; the order "

@@ -202,3 +202,36 @@ def fit_abstention(
     }
     path = save_beside_router(settings.home_dir, versions, abstention_path, lambda t: save_abstention(model, t)) if save else None
     return AbstentionReport(model=model, path=path, heldout=heldout)
+
+
+def fit_untrained(settings: Settings, *, per_domain: int = 100, false_refusal: float = 0.01, seed: int = 0) -> AbstentionReport | None:
+    """ "Not covered" for a home with no labelled question yet (``fedqa ingest`` fits it when no router is trained):
+    in-scope questions made from the active index's own section headings (:class:`~training.data.synthetic.
+    HeuristicQueryGenerator`, ``per_domain`` passages a product, drawn with ``seed``) against the general out-of-scope
+    questions shipped with fedqa, at a low in-scope refusal target (heading questions are easier than users'); stored
+    with the index version. None when the index yields no heading question. ``fedqa train router`` replaces it."""
+    from service.loading import load_pipeline
+    from training.data.general import general_negatives
+    from training.data.synthetic import HeuristicQueryGenerator
+
+    pipeline = load_pipeline(settings, with_llm=False)
+    try:
+        rng = np.random.default_rng(seed)
+        generator = HeuristicQueryGenerator(first_sentence=False)
+        in_scope: list[LabelledQuery] = []
+        for domain in pipeline.domains:
+            passages = list(pipeline.store.iter_passages(domain))
+            asked: dict[str, int] = {}
+            for i in rng.permutation(len(passages)):
+                q = generator.title_question(passages[int(i)])
+                if q and q not in asked and len(asked) < per_domain:
+                    asked[q] = int(i)
+            in_scope += [LabelledQuery(f"heading-{domain}-{i}", q, [domain]) for q, i in asked.items()]
+        if len(in_scope) < 2 * 5:
+            return None
+        general = general_negatives()
+        return fit_abstention(
+            settings, in_scope, general, false_refusal=false_refusal, pipeline=pipeline, sources={"general": len(general), "headings": len(in_scope)}
+        )
+    finally:
+        pipeline.close()

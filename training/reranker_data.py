@@ -67,7 +67,7 @@ def with_candidates(
     for q, origin, hits in zip(questions, origins, rankings, strict=True):
         gold = set(q.gold_doc_ids)
         texts = [passage_text(h.passage.title, h.passage.text, titles=titles) for h in hits]
-        c = Candidates(q.query, texts, [h.unified_score for h in hits], [h.passage.doc_id in gold for h in hits], origin)
+        c = Candidates(q.query, texts, [h.order_key for h in hits], [h.passage.doc_id in gold for h in hits], origin)
         c.doc_ids = [h.passage.doc_id for h in hits]
         if passages is not None and gold and not any(c.gold):
             first = next((d for d in q.gold_doc_ids if d in passages), None)

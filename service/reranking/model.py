@@ -105,10 +105,11 @@ class Reranker:
         return logits.reshape(-1).float().numpy()
 
     def rerank(self, query: str, hits: Sequence[RankedHit], top_k: int) -> list[RankedHit]:
-        """The top ``params.depth`` of ``hits`` reordered by ``U + weight * ce`` (each with its calibrated score),
+        """The top ``params.depth`` of ``hits`` reordered by ``U + weight * ce`` (U: the merge's order key, the fused rank
+        score with a lexical index) (each with its calibrated score),
         then the rest in their order; the first ``top_k``."""
         head = list(hits[: self.params.depth])
         ce = self.logits(query, [self.params.passage_text(h.passage.title, h.passage.text) for h in head])
-        order = self.params.order([h.unified_score for h in head], ce.tolist())
+        order = self.params.order([h.order_key for h in head], ce.tolist())
         scored = [replace(head[i], rerank_score=round(self.params.calibrated(float(ce[i])), 6)) for i in order]
         return (scored + list(hits[self.params.depth :]))[:top_k]

@@ -7,11 +7,12 @@ import heapq
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from service.config import Settings
+from service.retrieval.lexical import LexicalHits
 from service.retrieval.passage import Hit, RankedHit
 from service.retrieval.passage_cache import PassageCache
 from service.retrieval.store import Store
@@ -37,10 +38,15 @@ class Candidate:
     score: float
     domain_prob: float
     unified_score: float
+    rank_score: float | None = None  # with a lexical ranking: its fusion with the ranking by U (the merge's order)
 
 
 def merge(
-    per_domain: Mapping[str, Sequence[Hit]], probs: Mapping[str, float], top_k: int, bonus: Mapping[str, float] | None = None
+    per_domain: Mapping[str, Sequence[Hit]],
+    probs: Mapping[str, float],
+    top_k: int,
+    bonus: Mapping[str, float] | None = None,
+    lexical: LexicalHits | None = None,
 ) -> list[Candidate]:
     """Rank the union of the domains' hits by unified score U = w_j * s+ and keep the top ``top_k``.
 
@@ -48,19 +54,55 @@ def merge(
     s+ = max(s, 0) (:func:`positive_similarity`). ``bonus``: added to U by point id (the page prior,
     :mod:`service.retrieval.page_prior`), every hit given then being a candidate. Ties are broken by the raw score,
     then by point id, so the order is deterministic. :func:`with_passages` reads the kept candidates' passages.
+
+    ``lexical``: each domain's BM25 hits (:mod:`service.retrieval.lexical`). The candidates are then ordered by
+    its :class:`~service.retrieval.lexical.RankFusion` of two rankings across the domains: by U, and by w_j * BM25; a
+    candidate's ``rank_score`` is its fused score. A passage only the lexical search found gets as s the lowest s its domain's dense search
+    returned (its s is at most that).
     """
     ranked: dict[tuple[str, str], Candidate] = {}  # by (domain, point id): the same doc_id in two domains is two passages
     for domain, hits in per_domain.items():
         p = float(probs[domain])
-        # U grows with s within a domain, so only a domain's top_k by s can be in the merged top_k (not so with a bonus).
-        for h in hits if bonus else heapq.nlargest(top_k, hits, key=lambda h: h.score):
+        # U grows with s within a domain, so only a domain's top_k by s can be in the merged top_k (not so with a bonus
+        # or a fusion).
+        for h in hits if bonus or lexical else heapq.nlargest(top_k, hits, key=lambda h: h.score):
             u = p * positive_similarity(h.score) + (bonus.get(h.point_id, 0.0) if bonus else 0.0)
             r = Candidate(domain, h.point_id, h.score, p, u)
             old = ranked.get((domain, h.point_id))
             if old is None or r.unified_score > old.unified_score:
                 ranked[(domain, h.point_id)] = r
     order = sorted(ranked.values(), key=lambda r: (-r.unified_score, -r.score, r.point_id, r.domain))
+    if lexical is not None:
+        order = _fused(order, per_domain, probs, bonus, lexical)
     return order[:top_k]
+
+
+def _fused(
+    dense: list[Candidate],
+    per_domain: Mapping[str, Sequence[Hit]],
+    probs: Mapping[str, float],
+    bonus: Mapping[str, float] | None,
+    lexical: LexicalHits,
+) -> list[Candidate]:
+    """The dense order (by U) and the lexical one (by w_j * BM25) fused by reciprocal rank."""
+    by_key = {(c.domain, c.point_id): c for c in dense}
+    fusion = lexical.fusion
+    fused = {key: 1.0 / (fusion.k + rank) for rank, key in enumerate(by_key, start=1)}
+    floor = {d: min(h.score for h in hits) for d, hits in per_domain.items() if hits}
+    lex = sorted(((d, h) for d, hits in lexical.hits.items() if d in probs for h in hits), key=lambda x: (-probs[x[0]] * x[1].score, x[1].point_id))
+    for rank, (domain, hit) in enumerate(lex, start=1):
+        key = (domain, hit.point_id)
+        fused[key] = fused.get(key, 0.0) + fusion.lexical_weight / (fusion.k + rank)
+        if key not in by_key:
+            p, s = float(probs[domain]), floor.get(domain, 0.0)
+            by_key[key] = Candidate(domain, hit.point_id, s, p, p * positive_similarity(s) + (bonus.get(hit.point_id, 0.0) if bonus else 0.0))
+    out = [replace(by_key[key], rank_score=value) for key, value in fused.items()]
+    return sorted(out, key=lambda r: (-value_of(r), -r.score, r.point_id, r.domain))
+
+
+def value_of(c: Candidate) -> float:
+    """The candidate's place in the merge: its fused rank score, or U."""
+    return c.unified_score if c.rank_score is None else c.rank_score
 
 
 def with_passages(store: Store, ranked: Sequence[Candidate], cache: PassageCache | None = None) -> list[RankedHit]:
@@ -70,7 +112,11 @@ def with_passages(store: Store, ranked: Sequence[Candidate], cache: PassageCache
     for c in ranked:
         wanted.setdefault(c.domain, []).append(c.point_id)
     found = {d: cache.passages(store, d, ids) if cache is not None else store.passages(d, ids) for d, ids in wanted.items()}
-    return [RankedHit(found[c.domain][c.point_id], c.score, c.domain_prob, c.unified_score) for c in ranked if c.point_id in found[c.domain]]
+    return [
+        RankedHit(found[c.domain][c.point_id], c.score, c.domain_prob, c.unified_score, rank_score=c.rank_score)
+        for c in ranked
+        if c.point_id in found[c.domain]
+    ]
 
 
 def search_domains(

@@ -55,10 +55,16 @@ class Hit:
 @dataclass(frozen=True)
 class RankedHit:
     """A hit placed in the federated ranking: unified score U = p_j * s (and, once reranked, the reranker's
-    calibrated score)."""
+    calibrated score; with a lexical index, ``rank_score``: the fusion of its ranks by U and by BM25, which placed it)."""
 
     passage: Passage
     score: float
     domain_prob: float
     unified_score: float
     rerank_score: float | None = None
+    rank_score: float | None = None
+
+    @property
+    def order_key(self) -> float:
+        """What the merge ordered it by: the fused rank score when there was one, else U."""
+        return self.unified_score if self.rank_score is None else self.rank_score

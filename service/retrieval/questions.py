@@ -33,12 +33,12 @@ def questions(message: str, texts: Sequence[str], vector: np.ndarray | None) -> 
 
 
 def interleave(rankings: Sequence[Sequence[RankedHit]], top_k: int) -> list[RankedHit]:
-    """Rank r of every ranking before rank r + 1 of any; within a rank by unified score, then raw score; each
+    """Rank r of every ranking before rank r + 1 of any; within a rank by the merge's order key (U, or the fused rank score), then raw score; each
     passage once (at its first place)."""
     out: list[RankedHit] = []
     seen: set[tuple[str, str]] = set()  # (domain, doc_id): a doc_id is unique within its domain
     for rank in range(max((len(r) for r in rankings), default=0)):
-        tier = sorted((r[rank] for r in rankings if rank < len(r)), key=lambda h: (-h.unified_score, -h.score, h.passage.doc_id))
+        tier = sorted((r[rank] for r in rankings if rank < len(r)), key=lambda h: (-h.order_key, -h.score, h.passage.doc_id))
         for hit in tier:
             key = (hit.passage.domain, hit.passage.doc_id)
             if key not in seen and len(out) < top_k:

@@ -6,7 +6,8 @@ Every domain is searched first (top evidence_k for the evidence, or top-k when t
 so the final merge reuses those hits; when q ignores the evidence and a breadth was fitted (``search_top``), only
 that many domains, heaviest first. The parameters come from the router version (``fitted.fusion``, fitted by ``fedqa train
 router``); without them (no trained router, or an older one) it searches every domain and ranks by
-raw s, i.e. it is uis: it never does worse than searching everything for want of parameters. When
+raw s, i.e. it is uis, except that a question naming products (their domain names, as words: "... in postfix")
+searches those alone: before a router is trained it is the one sign of the product a question is about. When
 the fit itself does not beat uis out of fold on the held-out questions (training/fusion.py's guard),
 the stored parameters rank as uis too (sharpness 0, tau0 0, no c), with the fused q still reported.
 Always deterministic: its parameters are fitted for the deterministic gate.
@@ -14,9 +15,11 @@ Always deterministic: its parameters are fitted for the deterministic gate.
 
 from __future__ import annotations
 
+from service.retrieval.passage import Hit
 from service.retrieval.strategies.base import Selection, StrategyDetail, StrategyInput
 from service.routing.fusion import domain_evidence, domain_weights, fuse, per_domain
 from service.routing.gate import gate
+from service.text import words
 
 
 def select(inp: StrategyInput) -> Selection:
@@ -31,17 +34,7 @@ def select(inp: StrategyInput) -> Selection:
     searched = params.searched(p, domains) if params is not None else None
     hits = inp.search(searched or domains, limit)
     if params is None:
-        decision = gate(p, inp.tau0, mode="deterministic")
-        return Selection(
-            strategy="fused",
-            active=domains,
-            weights={d: 1.0 for d in domains},
-            threshold=decision.threshold,
-            activation={d: float(a) for d, a in zip(domains, decision.activation, strict=True)},
-            fallback=True,
-            detail=StrategyDetail(fused=None, reason="no fitted fusion parameters: every domain, ranked by s"),
-            hits=hits,
-        )
+        return _unfitted(inp, domains, hits)
     # q = p reads no evidence: skip sorting every searched hit for it (with a breadth, most domains have none).
     q = p.copy() if params.is_identity else fuse(p, domain_evidence(hits, domains, params.evidence_k), params)
     decision = gate(q, params.tau0, mode="deterministic")
@@ -72,5 +65,45 @@ def select(inp: StrategyInput) -> Selection:
         activation=activation,
         fallback=decision.fallback,
         detail=detail,
+        hits=hits,
+    )
+
+
+def named_domains(query: str, domains: list[str]) -> list[str]:
+    """The domains whose name the question says as words ("postfix", "api-gateway" as "API gateway"): before a router
+    is trained, the only evidence of the product a question is about. A name of fewer than 3 characters never counts."""
+    said = " " + " ".join(words(query)) + " "
+    named = []
+    for d in domains:
+        name = " ".join(words(d.replace("-", " ").replace("_", " ")))
+        if len(name) >= 3 and f" {name} " in said:
+            named.append(d)
+    return named
+
+
+def _unfitted(inp: StrategyInput, domains: list[str], hits: dict[str, list[Hit]]) -> Selection:
+    """No fitted parameters: the products the question names, or every domain; ranked by s."""
+    p = inp.p()
+    decision = gate(p, inp.tau0, mode="deterministic")
+    named = named_domains(inp.query or "", domains)
+    if named:
+        return Selection(
+            strategy="fused",
+            active=named,
+            weights={d: 1.0 for d in named},
+            threshold=decision.threshold,
+            activation={d: float(d in named) for d in domains},
+            fallback=False,
+            detail=StrategyDetail(fused=None, reason=f"no fitted fusion parameters: the products the question names ({', '.join(named)})"),
+            hits={d: h for d, h in hits.items() if d in named},
+        )
+    return Selection(
+        strategy="fused",
+        active=domains,
+        weights={d: 1.0 for d in domains},
+        threshold=decision.threshold,
+        activation={d: float(a) for d, a in zip(domains, decision.activation, strict=True)},
+        fallback=True,
+        detail=StrategyDetail(fused=None, reason="no fitted fusion parameters: every domain, ranked by s"),
         hits=hits,
     )
