@@ -79,6 +79,13 @@ class Settings(BaseSettings):
         description="Search each product's BM25 index beside its vectors and fuse the two rankings (reciprocal rank "
         "fusion); off: the vectors alone. An index version built without a lexical index is served by its vectors.",
     )
+    not_covered_min_questions: int = Field(
+        default=30,
+        ge=0,
+        description="'fedqa train router' fits 'not covered' on its in-scope validation questions; with fewer than this, "
+        "questions made from the index's section headings join them (a threshold placed on a dozen questions refused "
+        "18% of manuals_dev's in-scope questions).",
+    )
     min_passage_chars: int = Field(
         default=200,
         ge=0,

@@ -80,10 +80,11 @@ def load_pipeline(settings: Settings, backend: StoreBackend | None = None, *, wi
 
 
 def _lexical(registry: Registry, store: Store, router: Router, warnings: list[str]) -> LexicalIndex | None:
-    """The index version's lexical index, while no ranking was fitted on labelled questions (a trained router's fused
-    strategy or page prior: fused with those at an unfitted weight, it undid them, faq6 fold b 0.564 -> 0.409 Acc@1,
-    docs/quality.md); a version built without one is served by its vectors alone (warned)."""
-    if router.fitted.fusion is not None or router.fitted.page_prior is not None:
+    """The index version's lexical index, unless a ranking fitted on labelled questions serves (a trained router's
+    fused strategy that beat uis, or its page prior: fused with those at an unfitted weight, it undid them, faq6 fold b
+    0.564 -> 0.409 Acc@1, docs/quality.md); a version built without one is served by its vectors alone (warned)."""
+    fusion = router.fitted.fusion
+    if (fusion is not None and not fusion.ranks_as_uis) or router.fitted.active_prior is not None:
         log.info("router %s ranks with its fitted parameters: the lexical index is not fused", router.version)
         return None
     index = LexicalIndex.load(registry.path("index", store.version))

@@ -63,7 +63,9 @@ def test_an_ingest_shows_its_progress_and_its_seconds_through_a_real_process(tmp
 
     page = tmp_path / "docs" / "acme" / "guide.md"
     page.parent.mkdir(parents=True)
-    page.write_text("# Guide\n\n## Keys\n\nRotate an API key in Settings.\n\n## Invoices\n\nInvoices are kept for seven years.\n")
+    keys = "Rotate an API key in Settings: create the new key, move every client to it, then revoke the old one. " * 3
+    invoices = "Invoices are kept for seven years and can be downloaded as PDF from the billing page at any time. " * 3
+    page.write_text(f"# Guide\n\n## Keys\n\n{keys}\n\n## Invoices\n\n{invoices}\n")  # sections long enough to stand alone
     t0 = time.perf_counter()
     shown = fedqa("ingest", str(tmp_path / "docs"), home=tmp_path / "home")
     wall = time.perf_counter() - t0
@@ -71,7 +73,7 @@ def test_an_ingest_shows_its_progress_and_its_seconds_through_a_real_process(tmp
     assert "embedding passages" in shown.stderr and "2/2" in shown.stderr
     report = json.loads(shown.stdout[shown.stdout.index("{") :])
     assert report["added"] == 2 and 0 < report["seconds"] <= wall
-    page.write_text(page.read_text() + "\n## Refunds\n\nRefund from the invoice page.\n")
+    page.write_text(page.read_text() + "\n## Refunds\n\n" + "Refund a payment from the invoice page. " * 8 + "\n")
     quiet = fedqa("ingest", str(tmp_path / "docs"), "--quiet", home=tmp_path / "home")
     assert quiet.returncode == 0, quiet.stderr[-2000:]
     assert "embedding passages" not in quiet.stderr

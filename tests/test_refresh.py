@@ -58,12 +58,13 @@ def home(tmp_path, encoder, monkeypatch):
     from training.router import train_and_activate
 
     _site(tmp_path / "site")
-    settings = make_settings(tmp_path / "home", admin_key="admin-secret")
+    settings = make_settings(tmp_path / "home", admin_key="admin-secret", min_passage_chars=0)  # a passage a section
     ingest([tmp_path / "site"], settings, encoder=encoder, progress=False)
     qs = [LabelledQuery(f"q{i}", q, [d]) for i, (q, d) in enumerate([("import contacts", "orbit"), ("refund a payment", "ledger")] * 3)]
     train_and_activate(settings, qs, epochs=1, progress=False)
     monkeypatch.setenv("FEDQA_HOME", str(settings.home_dir))
     monkeypatch.setenv("FEDQA_LLM_BACKEND", "none")
+    monkeypatch.setenv("FEDQA_MIN_PASSAGE_CHARS", "0")
     from service.config import get_settings
 
     get_settings.cache_clear()

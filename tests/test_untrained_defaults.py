@@ -75,3 +75,26 @@ def test_an_ingest_fits_not_covered_from_its_headings_so_off_topic_questions_are
     assert on.answer_mode == "extractive" and on.sources[0].doc_id == "mailer/relaying#000"
     fitted = json.loads((registry.path("index", index) / ABSTENTION_FILE).read_text(encoding="utf-8"))
     assert fitted["fit"]["out_of_scope_sources"]["headings"] == 12
+
+
+def test_a_fit_that_ranks_as_uis_still_searches_the_product_a_question_names():
+    """The fit's guard stores parameters that rank as uis when no fused ranking beat it (manuals_dev with 60 labelled
+    questions, both folds): the product the question names is then searched alone, as before a router is trained."""
+    from service.retrieval.strategies import select
+    from service.routing.fitted import RouterFitted
+    from service.routing.fusion import FusionParams
+
+    as_uis = FusionParams(w_prior=1.0, w_best=0.0, w_share=0.0, bias=0.0, sharpness=0.0, tau0=0.0, unsure=0.0, evidence_k=20)
+    fitted = RouterFitted(fusion=as_uis)
+    probs = {"mailer": 0.4, "balancer": 0.35, "db": 0.25}
+    searched: list[list[str]] = []
+
+    def search(domains, limit):  # noqa: ANN001, ANN202 - records what was searched; returns no hit
+        searched.append(list(domains))
+        return {d: [] for d in domains}
+
+    named = select("fused", probs, list(probs), tau0=0.5, search=search, fitted=fitted, query="How do I set relayhost in mailer?")
+    assert named.active == ["mailer"] and named.weights == {"mailer": 1.0}
+    plain = select("fused", probs, list(probs), tau0=0.5, search=search, fitted=fitted, query="How do I set a relay host?")
+    assert plain.active == list(probs)  # no product named: every domain, as uis
+    assert as_uis.ranks_as_uis and not FusionParams.paper(0.5).ranks_as_uis

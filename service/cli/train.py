@@ -216,8 +216,23 @@ def _fit_abstention_after_router(s: Settings, val: list[LabelledQuery]) -> dict 
     in_scope, own = [q for q in val if q.domains], [q for q in val if not q.domains]
     if len(in_scope) < 2:
         return None
+    sources = {"validation": len(own), "shipped_general": len(general_negatives())}
     try:
-        report = fit_abstention(s, in_scope, own + general_negatives(), sources={"validation": len(own), "shipped_general": len(general_negatives())})
+        if len(in_scope) < s.not_covered_min_questions:  # too few to place a threshold: the index's headings join them
+            from service.loading import load_pipeline
+            from training.abstention import HEADING_FALSE_REFUSAL, heading_questions
+
+            pipeline = load_pipeline(s, with_llm=False)
+            try:
+                headings = heading_questions(pipeline)
+                sources["headings"] = len(headings)
+                report = fit_abstention(
+                    s, in_scope + headings, own + general_negatives(), false_refusal=HEADING_FALSE_REFUSAL, sources=sources, pipeline=pipeline
+                )
+            finally:
+                pipeline.close()
+        else:
+            report = fit_abstention(s, in_scope, own + general_negatives(), sources=sources)
     except (ValueError, StoreUnavailable) as exc:  # too few questions for its k-fold figures, or the index held by a
         return {"skipped": str(exc)}  # running service (as the fused fit): the previous decision stays
     return {"path": str(report.path), "threshold": report.model.threshold, "heldout": {k: v for k, v in report.heldout.items() if k != "per_fold"}}

@@ -64,6 +64,12 @@ class FusionParams:
         return asdict(self)
 
     @property
+    def ranks_as_uis(self) -> bool:
+        """Every domain searched with weight 1 (sharpness 0, no gate, no c_j, no breadth): what the fit's guard stores
+        when no fused ranking beat uis."""
+        return self.sharpness == 0 and self.tau0 == 0 and not self.domain_weight and self.search_top == 0
+
+    @property
     def is_identity(self) -> bool:
         """q = p exactly (no retrieval evidence)."""
         return self.w_prior == 1.0 and self.w_best == 0.0 and self.w_share == 0.0 and self.bias == 0.0

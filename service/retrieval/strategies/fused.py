@@ -33,8 +33,8 @@ def select(inp: StrategyInput) -> Selection:
     p = inp.p()
     searched = params.searched(p, domains) if params is not None else None
     hits = inp.search(searched or domains, limit)
-    if params is None:
-        return _unfitted(inp, domains, hits)
+    if params is None or (params.ranks_as_uis and named_domains(inp.query or "", domains)):
+        return _unfitted(inp, domains, hits, "no fitted fusion parameters" if params is None else "the fit ranks as uis")
     # q = p reads no evidence: skip sorting every searched hit for it (with a breadth, most domains have none).
     q = p.copy() if params.is_identity else fuse(p, domain_evidence(hits, domains, params.evidence_k), params)
     decision = gate(q, params.tau0, mode="deterministic")
@@ -81,8 +81,9 @@ def named_domains(query: str, domains: list[str]) -> list[str]:
     return named
 
 
-def _unfitted(inp: StrategyInput, domains: list[str], hits: dict[str, list[Hit]]) -> Selection:
-    """No fitted parameters: the products the question names, or every domain; ranked by s."""
+def _unfitted(inp: StrategyInput, domains: list[str], hits: dict[str, list[Hit]], why: str) -> Selection:
+    """No fitted parameters (or fitted ones that rank as uis, ``why``): the products the question names, or every
+    domain; ranked by s."""
     p = inp.p()
     decision = gate(p, inp.tau0, mode="deterministic")
     named = named_domains(inp.query or "", domains)
@@ -94,7 +95,7 @@ def _unfitted(inp: StrategyInput, domains: list[str], hits: dict[str, list[Hit]]
             threshold=decision.threshold,
             activation={d: float(d in named) for d in domains},
             fallback=False,
-            detail=StrategyDetail(fused=None, reason=f"no fitted fusion parameters: the products the question names ({', '.join(named)})"),
+            detail=StrategyDetail(fused=None, reason=f"{why}: the products the question names ({', '.join(named)})"),
             hits={d: h for d, h in hits.items() if d in named},
         )
     return Selection(
