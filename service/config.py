@@ -74,10 +74,11 @@ class Settings(BaseSettings):
         description="Longest passage cut from a page, in the retriever's tokens (the shipped MiniLM reads 256: a longer "
         "passage is embedded by its first 256 tokens only). docs.jsonl records are kept as given.",
     )
-    lexical: Literal["on", "off"] = Field(
+    lexical: Literal["on", "off", "always"] = Field(
         default="on",
         description="Search each product's BM25 index beside its vectors and fuse the two rankings (reciprocal rank "
-        "fusion); off: the vectors alone. An index version built without a lexical index is served by its vectors.",
+        "fusion) for the default strategy while no ranking fitted on labelled questions serves; always: with one too; "
+        "off: the vectors alone. An index version built without a lexical index is served by its vectors.",
     )
     not_covered_min_questions: int = Field(
         default=30,

@@ -75,18 +75,13 @@ def load_pipeline(settings: Settings, backend: StoreBackend | None = None, *, wi
         reranker=reranker,
         split=load_split(split_path(registry, router_version)) if isinstance(router, HeadRouter) else None,
         vocabulary=_vocabulary(registry, store),
-        lexical=_lexical(registry, store, router, warnings) if settings.lexical == "on" else None,
+        lexical=_lexical(registry, store, warnings) if settings.lexical != "off" else None,
     )
 
 
-def _lexical(registry: Registry, store: Store, router: Router, warnings: list[str]) -> LexicalIndex | None:
-    """The index version's lexical index, unless a ranking fitted on labelled questions serves (a trained router's
-    fused strategy that beat uis, or its page prior: fused with those at an unfitted weight, it undid them, faq6 fold b
-    0.564 -> 0.409 Acc@1, docs/quality.md); a version built without one is served by its vectors alone (warned)."""
-    fusion = router.fitted.fusion
-    if (fusion is not None and not fusion.ranks_as_uis) or router.fitted.active_prior is not None:
-        log.info("router %s ranks with its fitted parameters: the lexical index is not fused", router.version)
-        return None
+def _lexical(registry: Registry, store: Store, warnings: list[str]) -> LexicalIndex | None:
+    """The index version's lexical index (fused while no fitted ranking serves: :attr:`RouterFitted.ranks`); a
+    version built without one is served by its vectors alone (warned)."""
     index = LexicalIndex.load(registry.path("index", store.version))
     if index is None:
         warnings.append(f"index {store.version} has no lexical index: ranking by the vectors alone (re-ingest or 'fedqa index build' to add it)")

@@ -25,7 +25,7 @@ from service.generation.llm import LLM
 from service.reranking.model import Reranker
 from service.retrieval.encoder import Encoder
 from service.retrieval.federated import merge, search_domains, search_threads, with_passages
-from service.retrieval.lexical import LexicalIndex, search_lexical
+from service.retrieval.lexical import LexicalIndex, fused_lexical, search_lexical
 from service.retrieval.passage import RankedHit
 from service.retrieval.passage_cache import PassageCache
 from service.retrieval.questions import joint_retrieval, questions
@@ -79,7 +79,7 @@ class Pipeline:
     ) -> None:
         self._settings = settings
         self.reranker = reranker
-        self.lexical = lexical if settings.lexical == "on" else None  # BM25 per domain, fused with the vectors' ranking
+        self.lexical = lexical  # BM25 per domain, fused with the vectors' ranking (lexical.fused_lexical: when)
         self.encoder = encoder
         self.store = store
         self.llm_error = llm_error
@@ -182,8 +182,7 @@ class Pipeline:
         return self.prepare(query).probs
 
     def domain_descriptions(self) -> dict[str, str]:
-        """A short description per domain for the lfs prompt: configured (FEDQA_DOMAIN_DESCRIPTIONS) or derived
-        once from the domain's passage titles."""
+        """A short description per domain for the lfs prompt: FEDQA_DOMAIN_DESCRIPTIONS, or its passage titles'."""
         with self._descriptions_lock:
             if self._descriptions is None:
                 configured = self.settings.domain_descriptions
@@ -291,7 +290,8 @@ class Pipeline:
         per_domain = {d: h for d, h in (selection.hits or {}).items() if d in selection.weights}
         if missing := [d for d in selection.active if d not in per_domain]:
             per_domain.update(search(missing, search_k))
-        lexical = search_lexical(self.lexical, query, [d for d in per_domain if d in selection.weights], search_k, timings)
+        lex = fused_lexical(self.lexical, self.settings.lexical, self.router.fitted.ranks, strategy is DEFAULT_STRATEGY or bool(domains))
+        lexical = search_lexical(lex, query, [d for d in per_domain if d in selection.weights], search_k, timings)
         hits = with_passages(self.store, merge(per_domain, selection.weights, top_k, bonus, lexical), self.passage_cache)
         timings["search"] = _ms(t0)
         hits = self._rerank(reranker, query, hits, final_k, timings)

@@ -56,7 +56,7 @@ def _state(demo_pipeline, home, pipeline_class: type[Pipeline] = _SharedPipeline
     settings = make_settings(home)
 
     def loader(s, backend=None):
-        return pipeline_class(s, router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=demo_pipeline.store)
+        return pipeline_class(s, router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=demo_pipeline.store, lexical=demo_pipeline.lexical)
 
     return ServiceState(settings, loader=loader)
 
@@ -433,7 +433,7 @@ def test_create_and_cancel_rounds_do_not_fill_the_jobs_volume(demo_pipeline, tmp
     sizes = []
     with served_app(create_app(settings, state), lifespan="on") as url, httpx.Client(base_url=url, timeout=120, headers={"X-API-Key": "k1"}) as c:
         for r in range(25):
-            qs = [{"query": f"round {r} question {i} " + "x" * (1981 - len(f"{r}{i}") + 2)} for i in range(500)]
+            qs = [{"query": f"round {r} question {i} " + "x" * (1981 - len(f"{r}{i}") + 2), "domains": []} for i in range(500)]
             created = c.post("/evaluate", json={"queries": qs, "strategies": ["uis"], "metrics": ["retrieval"]})
             assert created.status_code == 202, created.text
             if r == 0:
@@ -477,7 +477,7 @@ def test_one_keys_job_does_not_block_another_keys_and_resumes_on_its_own_pipelin
 
     def loader(s, backend=None, **_):  # noqa: ANN001, ANN003, ANN202
         kind = Reloaded if reloaded.is_set() else Held
-        return kind(s, router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=demo_pipeline.store)
+        return kind(s, router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=demo_pipeline.store, lexical=demo_pipeline.lexical)
 
     home = tmp_path / "home"
     _put_mini(home)
@@ -492,7 +492,7 @@ def test_one_keys_job_does_not_block_another_keys_and_resumes_on_its_own_pipelin
         assert r.status_code == 202, r.text
         a_job, total = r.json()["id"], r.json()["progress"]["total"]
         assert a_hold.held.wait(120), "A's job never reached its held question"
-        r = b.post("/evaluate", json={"queries": [{"query": b_hold.query}], "strategies": ["uis"], "metrics": ["retrieval"]})
+        r = b.post("/evaluate", json={"queries": [{"query": b_hold.query, "domains": []}], "strategies": ["uis"], "metrics": ["retrieval"]})
         assert r.status_code == 202, r.text
         b_job = r.json()["id"]
         a_hold.release.set()

@@ -224,7 +224,7 @@ def test_a_page_deleted_from_the_folder_is_gone_from_ask_after_reingest_and_relo
 
     site = tmp_path / "site"
     _write_site(site)
-    settings = make_settings(tmp_path / "home", admin_key="admin-secret", rate_limit_per_minute=0)
+    settings = make_settings(tmp_path / "home", admin_key="admin-secret", rate_limit_per_minute=0, min_passage_chars=0)
     ingest([site], settings, encoder=encoder, progress=False)
     registry = Registry(settings.home_dir)
 

@@ -39,7 +39,9 @@ class _Retrained(Pipeline):
 
 
 def _retrained(demo_pipeline) -> Pipeline:
-    return _Retrained(demo_pipeline.settings, router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=demo_pipeline.store)
+    return _Retrained(
+        demo_pipeline.settings, router=demo_pipeline.router, encoder=demo_pipeline.encoder, store=demo_pipeline.store, lexical=demo_pipeline.lexical
+    )
 
 
 def _stop_after(store: JobStore, job_id: str, n: int):

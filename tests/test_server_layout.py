@@ -125,7 +125,7 @@ def _write_site(root: Path, pages: int, extra: str = "") -> None:
 def test_a_reingest_that_changes_one_page_writes_only_that_pages_points(tmp_path, encoder):
     client = Observed(location=":memory:")
     backend = ClientBackend(client)
-    settings = make_settings(tmp_path / "home")
+    settings = make_settings(tmp_path / "home", min_passage_chars=0)  # a passage a section
     site = tmp_path / "site"
     _write_site(site, pages=6)
     first = ingest([site], settings, backend=backend, encoder=encoder, progress=False)

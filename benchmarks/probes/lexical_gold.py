@@ -4,9 +4,10 @@
 
 Every single-product question of ``--queries`` (``gold_doc_ids``) is asked in-process on the home's active versions
 with the default strategy, deterministic gate and no reranking (``--untrained``: ranked as before a router is
-trained), without the home's lexical index and with its ranking fused at each ``--weights`` (reciprocal rank fusion,
-:class:`service.retrieval.lexical.RankFusion`; 1 is the unfitted default). Prints Acc@1 and Recall@5 per setting.
-Score it on questions the home's router was not trained on.
+trained; else with ``FEDQA_LEXICAL=always``, fused even beside a fitted ranking), without the home's lexical index
+and with its ranking fused at each ``--weights`` (reciprocal rank fusion, :class:`service.retrieval.lexical.
+RankFusion`; 1 is the unfitted default). Prints Acc@1 and Recall@5 per setting. Score it on questions the home's
+router was not trained on.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--untrained", action="store_true", help="rank as a home without a trained router does (uniform p, no page prior)")
     args = ap.parse_args(argv)
     questions = [q for q in load_queries(args.queries) if len(q.domains) == 1 and q.gold_doc_ids]
-    pipeline = load_pipeline(get_settings(), with_llm=False)
+    pipeline = load_pipeline(get_settings().model_copy(update={"lexical": "always"}), with_llm=False)
     registry = Registry(get_settings().home_dir)
     lexical = LexicalIndex.load(registry.path("index", pipeline.store.version))  # served or not, as the home holds it
     if args.untrained:

@@ -147,3 +147,13 @@ def search_lexical(index: LexicalIndex | None, query: str, domains: Sequence[str
     hits = LexicalHits({d: index.search(d, tokens, limit) for d in domains}, index.fusion)
     timings["lexical"] = round((time.perf_counter() - t0) * 1000.0, 3)
     return hits
+
+
+def fused_lexical(index: LexicalIndex | None, setting: str, fitted_ranks: bool, default_ranking: bool) -> LexicalIndex | None:
+    """The lexical index a request fuses: only for the default strategy or a product filter (the MKP-QA baselines rank
+    as the paper does), and not while a ranking fitted on labelled questions serves (``fitted_ranks``: fused with those
+    at an unfitted weight it undid them: faq6 fold b 0.564 -> 0.409 Acc@1, docs/quality.md) unless FEDQA_LEXICAL is
+    ``always``."""
+    if index is None or setting == "off" or not default_ranking or (fitted_ranks and setting != "always"):
+        return None
+    return index

@@ -41,6 +41,12 @@ class RouterFitted:
             raise ValueError(f"{sorted(clash)} are fields of RouterFitted, not extra values")
 
     @property
+    def ranks(self) -> bool:
+        """A ranking fitted on labelled questions serves: a fused fit that beat uis, or an active page prior (the
+        lexical index is then not fused: at an unfitted weight it undid them, docs/quality.md)."""
+        return (self.fusion is not None and not self.fusion.ranks_as_uis) or self.active_prior is not None
+
+    @property
     def active_prior(self) -> PagePrior | None:
         """The page prior when it changes a ranking, else None."""
         return self.page_prior if self.page_prior is not None and self.page_prior.active else None
