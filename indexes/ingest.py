@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
+
+from filelock import FileLock, Timeout
 
 from indexes.build import BuildReport, build_index
 from indexes.loaders import LoadReport, load_paths, segmentation_for
@@ -16,6 +20,9 @@ from service.retrieval.encoder import Encoder, EncoderBackend, encoder_path, ind
 from service.retrieval.onnx_smoothing import corpus_calibration
 from service.retrieval.passage import Passage
 from service.retrieval.store import StoreBackend
+
+log = logging.getLogger("fedqa.indexes")
+INGEST_LOCK = "ingest.lock"  # in the home, beside active.json.lock: held while an ingest builds on the active index and activates
 
 
 class IngestMode(str, Enum):
@@ -44,10 +51,47 @@ def ingest(
     The new version is embedded with the retriever and encoder runtime of the active index, and its ONNX export (the
     one calibrated on what the index recorded); with no index yet, by the active retriever and FEDQA_ENCODER_BACKEND,
     an ONNX export calibrated on a sample of the input's passages. ``loaded`` records, per product, the pages read
-    and skipped (with reasons), the passages' lengths and the page furniture dropped.
+    and skipped (with reasons), the passages' lengths and the page furniture dropped. Ingests into one home run one
+    after the other (:func:`ingest_lock`), each on the version the one before activated.
     """
-    t0 = time.perf_counter()  # the report's seconds include loading the encoder (and a first ONNX export)
     registry = Registry(settings.home_dir)
+    with ingest_lock(registry):
+        return _ingest(paths, settings, registry, domain=domain, backend=backend, encoder=encoder, progress=progress, mode=mode, loaded=loaded)
+
+
+@contextmanager
+def ingest_lock(registry: Registry) -> Iterator[None]:
+    """The home's ingest lock, held from reading the active index (the new version's base) until the new version is
+    active (``fedqa ingest`` holds it on until it has fitted "not covered" for it): two ingests at once would build on
+    the same base, and the second to activate would drop the first's passages. One that finds it held says so and
+    waits. Re-entrant within a thread (one lock object per home)."""
+    registry.home.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(registry.home / INGEST_LOCK, is_singleton=True)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        log.warning("another ingest into %s is running: waiting for it to activate its version", registry.home)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _ingest(
+    paths: list[Path],
+    settings: Settings,
+    registry: Registry,
+    *,
+    domain: str | None,
+    backend: StoreBackend | None,
+    encoder: Encoder | None,
+    progress: bool,
+    mode: IngestMode,
+    loaded: LoadReport | None,
+) -> BuildReport:
+    """:func:`ingest`, its lock held."""
+    t0 = time.perf_counter()  # the report's seconds include loading the encoder (and a first ONNX export)
     base = registry.active()["index"]
     base_manifest = registry.manifest("index", base) if base else {}
     retriever = base_manifest.get("retriever") if base else registry.active()["retriever"]

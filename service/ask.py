@@ -62,7 +62,7 @@ def answer_stream(
     final: Answer | None = None
     parts, hits, probs = ret.parts, ret.hits, ret.routing.probabilities
     for item in pipeline.answerer.stream(
-        req.query, parts, hits, probs, generate=req.generate, context_passages=context_passages, incremental=incremental
+        req.query, parts, hits, probs, generate=req.generate, context_passages=context_passages, incremental=incremental, allowed=allowed
     ):
         if isinstance(item, Answer):
             final = item
@@ -101,7 +101,7 @@ def _by_product(
     answered = []
     for g in groups:
         r = g.retrieval
-        a = pipeline.answerer.answer(req.query, r.parts, r.hits, r.routing.probabilities, context_passages=context_passages)
+        a = pipeline.answerer.answer(req.query, r.parts, r.hits, r.routing.probabilities, context_passages=context_passages, allowed=allowed)
         if a.text and a.mode not in (AnswerMode.NOT_COVERED, AnswerMode.NONE):
             answered.append(_Answered(g, a))
     if groups:

@@ -213,6 +213,12 @@ class Settings(BaseSettings):
         "after they finished (0: kept forever).",
     )
     jobs_max_questions: int = Field(default=10_000, ge=1, description="Most questions one evaluation job may hold (422 above it).")
+    jobs_results_page: int = Field(
+        default=500,
+        ge=1,
+        description="Per-question records GET /evaluate/{id}/questions reads from the jobs database at a time: its "
+        "memory holds one page of them, not the job's (a job of the most questions: some 50,000 records, 300-400 MB of JSON).",
+    )
     jobs_keep_finished_per_key: int = Field(
         default=20,
         ge=1,

@@ -89,13 +89,19 @@ def _lexical(registry: Registry, store: Store, warnings: list[str]) -> LexicalIn
 
 
 def _vocabulary(registry: Registry, store: Store) -> Vocabulary:
-    """The index version's stored vocabulary; one built before vocabularies were stored is counted from its passages."""
+    """The index version's stored vocabulary; one built before vocabularies were stored (or counted by product) is
+    counted from its passages."""
     stored = Vocabulary.load(registry.path("index", store.version))
     if stored is not None:
         return stored
     t0 = time.perf_counter()
     counted = Vocabulary.of(p for d in store.domains() for p in store.iter_passages(d))
-    log.info("index %s has no stored vocabulary: counted from its %d passages in %.1f s", store.version, counted.passages, time.perf_counter() - t0)
+    log.info(
+        "index %s has no stored vocabulary by product: counted from its %d passages in %.1f s",
+        store.version,
+        counted.passages,
+        time.perf_counter() - t0,
+    )
     return counted
 
 

@@ -110,7 +110,8 @@ class AnswerConfidence(BaseModel):
     evidence: dict[str, float] = Field(
         description="max_prob (highest router probability), p_sum (sum of the router's probabilities), best_similarity "
         "(best s), span_score (best sentence of the quoted passage; 0.0 when the fitted model does not read it), rerank_best "
-        "(the reranker's best calibrated score; 0.0 when the ranking was not reranked)."
+        "(the reranker's best calibrated score; 0.0 when the ranking was not reranked), rare_word and uncovered (from the "
+        "word counts of the caller's products only)."
     )
     model: str | None = Field(default=None, description="The fitted model that decided (version folder/file).")
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,8 @@ from service.retrieval.federated import merge
 from service.retrieval.passage import Hit, point_id
 from tests.conftest import make_settings
 from tests.utils import present
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _write_site(root: Path) -> None:
@@ -287,3 +292,45 @@ def test_the_ingest_report_lists_skipped_files_and_pages_per_product(tmp_path, e
     }
     assert 0 < orbit["boilerplate_dropped"] < 1
     assert loaded.domains["ledger"].summary()["pages_read"] == 2
+
+
+def test_two_ingests_adding_at_once_keep_both_additions(tmp_path, encoder):
+    """Issue 50, fault 6: two real ``fedqa ingest --add`` processes started at once on one home both built on the same
+    active index, and the second to activate dropped the first's page. Now the second waits for the first (the home's
+    ingest lock) and builds on the version it activated."""
+    site = tmp_path / "site"
+    _write_site(site)
+    settings = make_settings(tmp_path / "home", min_passage_chars=0)
+    first = ingest([site], settings, encoder=encoder, progress=False)
+    pages = []
+    for name in ("alpha", "beta"):
+        page = tmp_path / name / f"{name}.md"
+        page.parent.mkdir()
+        page.write_text(f"# {name.title()}\n\nThe {name} page explains {name} imports.\n", encoding="utf-8")
+        pages.append(page)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FEDQA_")}
+    env.update(
+        FEDQA_HOME=str(settings.home_dir),
+        FEDQA_CACHE=str(tmp_path / "home" / "cache"),
+        FEDQA_MIN_PASSAGE_CHARS="0",
+        FEDQA_LLM_BACKEND="none",
+        HF_HUB_OFFLINE="1",
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "service.cli", "ingest", str(page), "--domain", "orbit", "--add", "--quiet"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for page in pages
+    ]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (_, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err[-2000:]
+    versions = {json.loads(out)["index"] for out, _ in outs}
+    active = Registry(settings.home_dir).active()["index"]
+    assert len(versions) == 2 and active in versions and first.version not in versions
+    assert {"orbit/alpha#000", "orbit/beta#000", "orbit/contacts#000"} <= _doc_ids(settings, active)["orbit"], "an addition was lost"

@@ -151,6 +151,20 @@ def test_a_key_of_one_product_gets_only_that_product_on_ask(server):
         _assert_orbit_only(orbit.post("/ask", json={"query": several, "generate": False}).json())
 
 
+def test_the_not_covered_evidence_of_a_key_counts_the_words_of_its_products_only(server):
+    """Issue 50, fault 4: rare_word and uncovered read the whole index's word counts, so an orbit-only key learned
+    that "dunning" is in 15 passages of another product (rare_word 1/(1+15)). Now a limited key's evidence (and its
+    decision) reads its products' counts: no orbit passage names dunning."""
+    question = {"query": "What is dunning?", "generate": True}
+    with _client(server.url, KEYS["orbit"]) as orbit, _client(server.url, KEYS["all"]) as everything:
+        limited = orbit.post("/ask", json=question).json()
+        full = everything.post("/ask", json=question).json()
+    _assert_orbit_only(limited)
+    assert full["confidence"]["evidence"]["rare_word"] == pytest.approx(1 / 16)  # the whole index: 15 ledger passages
+    assert limited["confidence"]["evidence"]["rare_word"] == 1.0, "the orbit key learned ledger's word counts"
+    assert limited["confidence"]["evidence"]["uncovered"] == 1.0  # its one specific word is in no orbit passage
+
+
 def test_streams_and_chat_stay_within_the_key_products(server):
     with _client(server.url, KEYS["orbit"]) as orbit:
         for q in _questions()[2:8:2]:  # a relay, a ledger and a beacon question

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 from indexes.ingest import ingest
@@ -55,6 +56,24 @@ def test_uncovered_weighs_the_question_words_the_passages_leave_unsaid_by_how_sp
     assert vocab.uncovered(["Import duplicate CSV rows?"], [found, "Merge duplicate contacts."]) < half  # more passages, less unsaid
     assert vocab.uncovered(["How do I do it?"], [found]) == 0.0  # no counted word
     assert Vocabulary({}, 0).uncovered(["Anything at all?"], []) == 1.0  # an empty index says nothing
+
+
+def test_the_vocabulary_counts_each_product_and_a_caller_of_some_products_reads_theirs_only(tmp_path):
+    """Issue 50, fault 4: the counts of products outside a caller's tell it what their documentation holds."""
+    ledger = Passage(doc_id="l", domain="ledger", title="Dunning", text="Dunning retries failed payments.", source="l.md")
+    vocab = Vocabulary.of([_passage("a", "Contacts", "Import contacts."), _passage("b", "Payments", "Log payments of deals."), ledger])
+    assert vocab.passages == 3 and vocab.counts["payments"] == 2 and vocab.rarity(["What is dunning?"]) == 1 / 2
+    orbit = vocab.within(frozenset({"orbit"}))
+    assert orbit.passages == 2 and orbit.counts["payments"] == 1 and "dunning" not in orbit.counts
+    assert orbit.rarity(["What is dunning?"]) == 1.0 and orbit.uncovered(["What is dunning?"], ["Contacts Import contacts."]) == 1.0
+    assert vocab.within(frozenset({"orbit", "ledger", "ghost"})) == vocab and vocab.within(None) is vocab
+    assert vocab.within(frozenset({"ghost"})).passages == 0
+    loaded = present(Vocabulary.load(vocab.save(tmp_path).parent))
+    assert loaded == vocab and loaded.within(frozenset({"orbit"})) == orbit
+    # a file stored before it counted by product is not read (the pipeline counts the passages again)
+    with gzip.open(tmp_path / VOCABULARY_FILE, "wt", encoding="utf-8") as f:
+        f.write("#passages\t3\ndunning\t1\n")
+    assert Vocabulary.load(tmp_path) is None
 
 
 def _site(root: Path) -> Path:

@@ -32,11 +32,12 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from service.api.deps import not_ready_cause
 from service.api.keys import ApiKey
+from service.api.records import questions_body
 from service.api.security import RateLimiter, caller_scope, caller_sees_everything, require_api_key
 from service.api.state import Lease, ServiceState
 from service.config import Settings
@@ -353,12 +354,19 @@ def get_job(
     return _view(_job(request, job_id, allowed, caller), request)
 
 
-@router.get("/evaluate/{job_id}/questions", responses=_ERRORS, summary="Finished per-question results")
+@router.get(
+    "/evaluate/{job_id}/questions",
+    responses={**_ERRORS, 200: {"content": {"application/json": {}}, "description": '{"id", "records": [...]}'}},
+    summary="Finished per-question results",
+)
 def job_questions(
     job_id: str, request: Request, allowed: frozenset[str] | None = Depends(caller_scope), caller: ApiKey | None = Depends(require_api_key)
-) -> dict:
+) -> StreamingResponse:
+    """``{"id", "records"}``, streamed FEDQA_JOBS_RESULTS_PAGE records at a time: a job of the most questions holds
+    some 50,000 records (300-400 MB of JSON), which built whole took several times that in memory."""
     _job(request, job_id, allowed, caller)
-    return {"id": job_id, "records": [r.stored() for r in _request_worker(request).store.results(job_id)]}
+    body = questions_body(_request_worker(request).store, job_id, request.app.state.fedqa.settings.jobs_results_page)
+    return StreamingResponse(body, media_type="application/json")
 
 
 @router.get(

@@ -38,15 +38,17 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     missing = [p for p in args.paths if not Path(p).exists()]
     if missing:  # said at once, before the encoder is loaded
         raise FileNotFoundError(f"no such file or folder: {missing[0]}")
-    from indexes.ingest import IngestMode, ingest
+    from indexes.ingest import IngestMode, ingest, ingest_lock
     from indexes.loaders import LoadReport, check_inputs
+    from service.artifacts import Registry
 
     paths = [Path(p) for p in args.paths]
     check_inputs(paths, domain=args.domain)  # every folder and file checked before a model loads
     mode = IngestMode.ADD if args.add else IngestMode.MIRROR
     loaded = LoadReport()
-    report = ingest(paths, settings(), domain=args.domain, progress=not args.quiet, mode=mode, loaded=loaded)
-    not_covered = _fit_not_covered(report.version) if report.changed and not args.no_fit else None
+    with ingest_lock(Registry(settings().home_dir)):  # the fit reads the active index: the one this ingest activated
+        report = ingest(paths, settings(), domain=args.domain, progress=not args.quiet, mode=mode, loaded=loaded)
+        not_covered = _fit_not_covered(report.version) if report.changed and not args.no_fit else None
     print_json(
         {
             "index": report.version,

@@ -380,10 +380,12 @@ class JobStore:
             rows = c.execute("SELECT strategy, qid FROM results WHERE job_id = ?", (job_id,)).fetchall()
         return {(r["strategy"], r["qid"]) for r in rows}
 
-    def results(self, job_id: str) -> builtins.list[QuestionRecord]:
-        """Finished per-question records, in question order then strategy."""
+    def results(self, job_id: str, after: tuple[int, str, str] = (-1, "", ""), limit: int = -1) -> builtins.list[QuestionRecord]:
+        """Finished per-question records, in question order then strategy (then qid): those past ``after`` (a record's
+        position, strategy and qid), at most ``limit`` of them (-1: all)."""
+        sql = "SELECT record FROM results WHERE job_id = ? AND (position, strategy, qid) > (?, ?, ?) ORDER BY position, strategy, qid LIMIT ?"
         with self._conn() as c:
-            rows = c.execute("SELECT record FROM results WHERE job_id = ? ORDER BY position, strategy", (job_id,)).fetchall()
+            rows = c.execute(sql, (job_id, *after, limit)).fetchall()
         return [QuestionRecord.model_validate_json(r["record"]) for r in rows]
 
     def cache_get(self, job_id: str, key: str) -> Any | None:

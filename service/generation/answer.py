@@ -129,17 +129,26 @@ class Answerer:
 
     # ------------------------------------------------------------------ decisions
     def evidence(
-        self, parts: Sequence[Question], hits: Sequence[RankedHit], probabilities: Mapping[str, float], *, score_sentences: bool = False
+        self,
+        parts: Sequence[Question],
+        hits: Sequence[RankedHit],
+        probabilities: Mapping[str, float],
+        *,
+        score_sentences: bool = False,
+        allowed: frozenset[str] | None = None,
     ) -> tuple[Evidence, Extract]:
         """The abstention evidence of a ranking for the questions ``parts``, and the meaning extract it was read from
-        (``score_sentences``: compute the span score even when the abstention model does not read it)."""
+        (``score_sentences``: compute the span score even when the abstention model does not read it). ``allowed``:
+        the caller's products (None: every product); the word counts are theirs only, as the routing and the ranking
+        are, so that neither the evidence nor the decision tells the caller about other products' documentation."""
         meaning = self.extractor.meaning(parts, hits, score_sentences=score_sentences)
         if self.vocabulary is None:
             return Evidence.of(probabilities, hits, meaning.score), meaning
+        vocabulary = self.vocabulary.within(allowed)
         texts = [q.text for q in parts]
         # one passage a part of the question: the first len(parts) passages of the ranking
         first = [f"{h.passage.title} {h.passage.text}" for h in hits[: max(1, len(parts))]]
-        return Evidence.of(probabilities, hits, meaning.score, self.vocabulary.rarity(texts), self.vocabulary.uncovered(texts, first)), meaning
+        return Evidence.of(probabilities, hits, meaning.score, vocabulary.rarity(texts), vocabulary.uncovered(texts, first)), meaning
 
     def _decide(self, evidence: Evidence) -> Confidence:
         return self.abstention.decide(evidence) if self.abstention else undecided(evidence)
@@ -173,17 +182,18 @@ class Answerer:
         generate: bool = True,
         context_passages: int | None = None,
         incremental: bool = True,
+        allowed: frozenset[str] | None = None,
     ) -> Iterator[Token | Answer]:
         """Answer text as it is produced (:class:`Token`), then the :class:`Answer` (always the last item).
 
         ``parts``: the questions of ``query`` as retrieval split them (:attr:`Retrieval.parts
         <service.retrieval.results.Retrieval.parts>`), quoted for one by one; ``context_passages``: passages in an
         LLM prompt (default FEDQA_LLM_CONTEXT_PASSAGES); ``incremental``: stream the LLM's completion (False: one
-        completion call)."""
+        completion call); ``allowed``: the caller's products, whose documentation alone the evidence reads."""
         t0 = time.perf_counter()
         job = _Job(query, parts, hits, context_passages, incremental)
         if generate and hits:
-            evidence, meaning = self.evidence(parts, hits, probabilities)
+            evidence, meaning = self.evidence(parts, hits, probabilities, allowed=allowed)
             job.confidence = self._decide(evidence)
             job.extract = meaning if self.extractor.config.method == ExtractiveMethod.MEANING else None
         mode = self._mode(job, generate)
@@ -202,10 +212,14 @@ class Answerer:
         *,
         generate: bool = True,
         context_passages: int | None = None,
+        allowed: frozenset[str] | None = None,
     ) -> Answer:
         """The :class:`Answer` (what :meth:`stream` ends with)."""
         last: Answer | None = None
-        for item in self.stream(query, parts, hits, probabilities, generate=generate, context_passages=context_passages, incremental=False):
+        items = self.stream(
+            query, parts, hits, probabilities, generate=generate, context_passages=context_passages, incremental=False, allowed=allowed
+        )
+        for item in items:
             if isinstance(item, Answer):
                 last = item
         assert last is not None

@@ -4,7 +4,9 @@
 product the documentation does not describe often names something no passage mentions ("ksh", "TortoiseHg";
 ``benchmarks/probes/unseen_terms.py``: 21% of faq6's named neighbouring-product questions hold a word no passage
 holds, 1.6% of its in-scope ones). ``fedqa index build`` stores it with the version (:data:`VOCABULARY_FILE`, a
-gzipped ``word<TAB>passages`` list); an older version's is counted from its passages when the pipeline loads.
+gzipped ``word<TAB>passages`` list per product); an older version's (or one stored before it counted by product) is
+counted from its passages when the pipeline loads. A caller limited to some products reads the counts of those products
+only (:meth:`Vocabulary.within`): the counts of the others would tell it which words their documentation holds.
 Words are :func:`service.text.terms` of 3 or more characters (shorter ones are names of nothing in particular).
 It also weighs how much of a question the passage placed first leaves unsaid (:meth:`Vocabulary.uncovered`): a
 question about a neighbouring product ("Does sed issue an exit code?") often finds a passage on the topic that never
@@ -18,7 +20,7 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from service.retrieval.passage import Passage
@@ -28,6 +30,8 @@ log = logging.getLogger("fedqa.store")
 
 VOCABULARY_FILE = "vocabulary.tsv.gz"
 MIN_CHARS = 3
+_PRODUCT = "#product"  # a product's section in VOCABULARY_FILE
+_OLD_TOTAL = "#passages"  # the first line of a file stored before it counted by product
 
 
 def passage_terms(text: str) -> set[str]:
@@ -42,20 +46,40 @@ def _words(texts: Sequence[str]) -> set[str]:
 
 @dataclass(frozen=True)
 class Vocabulary:
-    """Passage counts per word of one index version."""
+    """Passage counts per word of one index version (``products``: each product's own, when counted by product)."""
 
     counts: dict[str, int]
     passages: int
+    products: dict[str, Vocabulary] = field(default_factory=dict)
+    _scoped: dict[frozenset[str], Vocabulary] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def of(cls, passages: Iterable[Passage]) -> Vocabulary:
-        """Count the words of ``passages`` (title and text)."""
-        counts: Counter[str] = Counter()
-        n = 0
+        """Count the words of ``passages`` (title and text), in all and per product."""
+        counts: dict[str, Counter[str]] = {}
+        sizes: Counter[str] = Counter()
         for p in passages:
-            counts.update(passage_terms(f"{p.title} {p.text}"))
-            n += 1
-        return cls(dict(counts), n)
+            counts.setdefault(p.domain, Counter()).update(passage_terms(f"{p.title} {p.text}"))
+            sizes[p.domain] += 1
+        return cls.summed({d: cls(dict(c), sizes[d]) for d, c in counts.items()})
+
+    @classmethod
+    def summed(cls, products: dict[str, Vocabulary]) -> Vocabulary:
+        """The vocabulary of all of ``products`` together (keeping each one's)."""
+        total: Counter[str] = Counter()
+        for v in products.values():
+            total.update(v.counts)
+        return cls(dict(total), sum(v.passages for v in products.values()), products)
+
+    def within(self, allowed: frozenset[str] | None) -> Vocabulary:
+        """The vocabulary of the ``allowed`` products only (None: every product); computed once per set."""
+        if allowed is None or not self.products:
+            return self
+        scoped = self._scoped.get(allowed)
+        if scoped is None:
+            scoped = Vocabulary.summed({d: v for d, v in self.products.items() if d in allowed})
+            self._scoped[allowed] = scoped
+        return scoped
 
     def rarity(self, questions: Sequence[str]) -> float:
         """1 / (1 + the passage count of the rarest word of ``questions``): 1 when a word occurs in no passage,
@@ -83,26 +107,35 @@ class Vocabulary:
         return sum(v for w, v in weights.items() if w not in held) / total
 
     def save(self, folder: Path) -> Path:
-        """Write :data:`VOCABULARY_FILE` into ``folder`` (words sorted; the first line is the passage count)."""
+        """Write :data:`VOCABULARY_FILE` into ``folder``: per product a ``#product<TAB>name<TAB>passages`` line, then
+        its words (sorted) with their passage counts."""
         path = Path(folder) / VOCABULARY_FILE
-        lines = [f"#passages\t{self.passages}"] + [f"{w}\t{c}" for w, c in sorted(self.counts.items())]
+        lines = []
+        for name, v in sorted(self.products.items()):
+            lines.append(f"{_PRODUCT}\t{name}\t{v.passages}")
+            lines.extend(f"{w}\t{c}" for w, c in sorted(v.counts.items()))
         with gzip.open(path, "wt", encoding="utf-8", compresslevel=6) as f:
             f.write("\n".join(lines) + "\n")
         return path
 
     @classmethod
     def load(cls, folder: Path) -> Vocabulary | None:
-        """The vocabulary stored in ``folder``, or None when there is none."""
+        """The vocabulary stored in ``folder``, or None when there is none or it was stored before it counted by
+        product (then it is counted again from the passages)."""
         path = Path(folder) / VOCABULARY_FILE
         if not path.is_file():
             return None
+        products: dict[str, Vocabulary] = {}
         counts: dict[str, int] = {}
-        passages = 0
         with gzip.open(path, "rt", encoding="utf-8") as f:
             for line in f:
-                word, _, count = line.rstrip("\n").rpartition("\t")
-                if word == "#passages":
-                    passages = int(count)
-                elif word:
-                    counts[word] = int(count)
-        return cls(counts, passages)
+                fields = line.rstrip("\n").split("\t")
+                if fields[0] == _PRODUCT:
+                    counts = {}
+                    products[fields[1]] = cls(counts, int(fields[2]))
+                elif fields[0] == _OLD_TOTAL:
+                    log.info("%s counts the whole index only (stored before it counted by product)", path)
+                    return None
+                elif fields[0]:
+                    counts[fields[0]] = int(fields[1])
+        return cls.summed(products)
