@@ -101,6 +101,7 @@ QUERIES = [
 
 def test_fused_with_the_papers_parameters_ranks_as_mkpqa_and_without_parameters_as_uis(demo_pipeline):
     saved = _with_fusion(demo_pipeline, FusionParams.paper(demo_pipeline.settings.tau0))
+    lexical = demo_pipeline.lexical
     try:
         for query in QUERIES:
             prep = demo_pipeline.prepare(query)
@@ -111,14 +112,19 @@ def test_fused_with_the_papers_parameters_ranks_as_mkpqa_and_without_parameters_
                 (h.passage.doc_id, round(h.unified_score, 9)) for h in mk.hits
             ]
         _with_fusion(demo_pipeline, None)
+        demo_pipeline.lexical = None  # the vectors alone: fused without parameters is uis
         for query in QUERIES:
             prep = demo_pipeline.prepare(query)
             fused = demo_pipeline.retrieve(query, top_k=5, strategy="fused", prepared=prep)
             uis = demo_pipeline.retrieve(query, top_k=5, strategy="uis", prepared=prep)
             assert [h.passage.doc_id for h in fused.hits] == [h.passage.doc_id for h in uis.hits]
             assert fused.routing.fallback and fused.routing.active_domains == demo_pipeline.domains
+        demo_pipeline.lexical = lexical  # with the index's lexical ranking, fused (not uis) fuses it by rank
+        if lexical is not None and not demo_pipeline.router.fitted.ranks:
+            assert all(h.rank_score is not None for h in demo_pipeline.retrieve(QUERIES[0], top_k=5, strategy="fused").hits)
     finally:
         demo_pipeline.router.fitted = saved
+        demo_pipeline.lexical = lexical
 
 
 def test_fitted_fusion_is_at_least_uis_on_its_fitting_questions(demo_pipeline):
