@@ -132,6 +132,9 @@ def test_reload_during_a_burst_of_requests_streams_and_a_job_loses_nothing(serve
     while state._retired and time.monotonic() - t0 < 30:  # the job gives its lease back just after it finishes
         time.sleep(0.05)
     assert state._retired == {}
+    t0 = time.monotonic()  # a release closes the pipeline after its sentence warm-up stops at its next batch
+    while not all(p._pool._shutdown for p in loaded if p is not state.pipeline) and time.monotonic() - t0 < 60:
+        time.sleep(0.05)
     assert all(p._pool._shutdown for p in loaded if p is not state.pipeline)
     assert not state.pipeline._pool._shutdown
 

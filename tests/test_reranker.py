@@ -213,9 +213,9 @@ def test_served_ranking_is_reranked_unless_asked_not_to(reranker_home):
     assert "rerank" in on["timings_ms"] and "rerank" not in off["timings_ms"]
     assert all(s["rerank_score"] is not None for s in on["sources"][: ready["decisions"]["rerank"]["depth"]])
     assert all(s["rerank_score"] is None for s in off["sources"])
-    # without reranking the order is the strategy's own: U descending
-    us = [s["unified_score"] for s in off["sources"]]
-    assert us == sorted(us, reverse=True)
+    # without reranking the order is the strategy's own: U descending, or the fused rank score with the lexical index
+    keys = [s["unified_score"] if s["rank_score"] is None else s["rank_score"] for s in off["sources"]]
+    assert keys == sorted(keys, reverse=True)
 
 
 @pytest.mark.slow
