@@ -15,7 +15,10 @@ Always deterministic: its parameters are fitted for the deterministic gate.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from service.retrieval.passage import Hit
+from service.retrieval.strategies import uis
 from service.retrieval.strategies.base import Selection, StrategyDetail, StrategyInput
 from service.routing.fusion import domain_evidence, domain_weights, fuse, per_domain
 from service.routing.gate import gate
@@ -33,8 +36,9 @@ def select(inp: StrategyInput) -> Selection:
     p = inp.p()
     searched = params.searched(p, domains) if params is not None else None
     hits = inp.search(searched or domains, limit)
-    if params is None or (params.ranks_as_uis and named_domains(inp.query or "", domains)):
-        return _unfitted(inp, domains, hits, "no fitted fusion parameters" if params is None else "the fit ranks as uis")
+    named = named_domains(inp.query or "", domains) if params is None or params.ranks_as_uis else []
+    if params is None or named:
+        return _unfitted(inp, hits, named, "no fitted fusion parameters" if params is None else "the fit ranks as uis")
     # q = p reads no evidence: skip sorting every searched hit for it (with a breadth, most domains have none).
     q = p.copy() if params.is_identity else fuse(p, domain_evidence(hits, domains, params.evidence_k), params)
     decision = gate(q, params.tau0, mode="deterministic")
@@ -81,30 +85,17 @@ def named_domains(query: str, domains: list[str]) -> list[str]:
     return named
 
 
-def _unfitted(inp: StrategyInput, domains: list[str], hits: dict[str, list[Hit]], why: str) -> Selection:
-    """No fitted parameters (or fitted ones that rank as uis, ``why``): the products the question names, or every
-    domain; ranked by s."""
-    p = inp.p()
-    decision = gate(p, inp.tau0, mode="deterministic")
-    named = named_domains(inp.query or "", domains)
-    if named:
-        return Selection(
-            strategy="fused",
-            active=named,
-            weights={d: 1.0 for d in named},
-            threshold=decision.threshold,
-            activation={d: float(d in named) for d in domains},
-            fallback=False,
-            detail=StrategyDetail(fused=None, reason=f"{why}: the products the question names ({', '.join(named)})"),
-            hits={d: h for d, h in hits.items() if d in named},
-        )
-    return Selection(
-        strategy="fused",
-        active=domains,
-        weights={d: 1.0 for d in domains},
-        threshold=decision.threshold,
-        activation={d: float(a) for d, a in zip(domains, decision.activation, strict=True)},
-        fallback=True,
-        detail=StrategyDetail(fused=None, reason="no fitted fusion parameters: every domain, ranked by s"),
-        hits=hits,
+def _unfitted(inp: StrategyInput, hits: dict[str, list[Hit]], named: list[str], why: str) -> Selection:
+    """No fitted parameters (or fitted ones that rank as uis, ``why``): uis over the products the question names
+    (``named``), or over every domain."""
+    base = replace(uis.select(inp), strategy="fused", hits=hits)
+    if not named:
+        return replace(base, fallback=True, detail=StrategyDetail(fused=None, reason=f"{why}: every domain, ranked by s"))
+    return replace(
+        base,
+        active=named,
+        weights={d: 1.0 for d in named},
+        activation={d: float(d in named) for d in inp.domains},
+        detail=StrategyDetail(fused=None, reason=f"{why}: the products the question names ({', '.join(named)})"),
+        hits={d: h for d, h in hits.items() if d in named},
     )
