@@ -13,7 +13,8 @@ Structure-aware rules, measured on Sphinx, DocBook, MkDocs, LaTeX2HTML, man2html
   never from text inside code, so a ``# comment`` in an example stays in its example.
 - **Code blocks** (``<pre>``) keep their line breaks and stay one block. A ``<pre>`` that holds hard-wrapped prose
   (a man page, haproxy-dconv's ``pre.text``) is cut at blank lines, and each paragraph of even indentation is
-  re-flowed into one line; indented examples stay code.
+  re-flowed into one line; indented examples stay code. A paragraph of a ``<pre>`` whose lines are mostly one link
+  each (an index of keywords, as haproxy-dconv sets them) is navigation and dropped, like a list of links.
 - **Prose** (paragraphs, list items, cells) has its white space collapsed to single spaces: the source's line
   breaks are not sentence ends. ``<br>`` is kept as a line break.
 """
@@ -85,6 +86,7 @@ _SITE_SUFFIX = re.compile(
     re.IGNORECASE,
 )
 _VERSION = re.compile(r"\s+(?:version\s+)?v?\d+(?:\.\d+)+\S*$", re.IGNORECASE)
+_BULLET_MARK = re.compile(r"^[-*+\u2022]\s+")
 _MAN_HEADING = re.compile(r"^[A-Z][A-Z0-9 ,/&()-]*[A-Z)]$")
 
 
@@ -236,9 +238,32 @@ def reflow_paragraphs(text: str, headings: frozenset[str] = frozenset()) -> list
     return [Block(BlockKind.HEADING, r.title() if r.isupper() else r, 2) if isinstance(r, str) else _reflow(r, base) for r in runs]
 
 
+def _link_line(line: str, labels: set[str]) -> bool:
+    return _BULLET_MARK.sub("", line.strip()).strip() in labels
+
+
+def _without_link_lists(text: str, labels: set[str]) -> tuple[str, int]:
+    """``text`` without its paragraphs (runs between blank lines, of 3+ lines) whose lines are mostly
+    (:data:`MAX_LINK_SHARE`) one of ``labels`` each; the characters removed."""
+    if not labels:
+        return text, 0
+    kept: list[str] = []
+    dropped = 0
+    for paragraph in re.split(r"(\n[ \t]*\n)", text):
+        lines = [line for line in paragraph.split("\n") if line.strip()]
+        if len(lines) >= 3 and sum(_link_line(line, labels) for line in lines) >= MAX_LINK_SHARE * len(lines):
+            dropped += len(" ".join(paragraph.split()))
+            continue
+        kept.append(paragraph)
+    return "".join(kept), dropped
+
+
 def _pre(doc: PageDoc, pre: etree._Element) -> None:
-    """A ``<pre>``: a code block, or (a man page, haproxy-dconv text) headings and re-flowed paragraphs."""
-    text = "".join(pre.itertext()).replace("\r", "")
+    """A ``<pre>``: a code block, or (a man page, haproxy-dconv text) headings and re-flowed paragraphs; its
+    paragraphs of link lines dropped (:func:`_without_link_lists`)."""
+    labels = {t for a in pre.iter("a") if a.get("href") is not None and (t := " ".join("".join(a.itertext()).split()))}
+    text, dropped = _without_link_lists("".join(pre.itertext()).replace("\r", ""), labels)
+    doc.dropped_chars += dropped
     headings = _man_headings(pre)
     if "text" in _tokens(pre) or headings:
         for block in reflow_paragraphs(text, frozenset(headings)):

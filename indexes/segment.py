@@ -6,7 +6,9 @@
 - A section's blocks are packed into passages of at most ``max_tokens`` (of the retriever's tokenizer) without
   cutting a block; a block still too long is split: prose at sentence ends, then words; code at line breaks.
 - **Fragments are merged**: a section with less than ``min_chars`` characters of text (a chapter heading and its one
-  line of introduction, a stub page's note) joins the next section of its page (or the previous one, at the end).
+  line of introduction, a stub page's note) joins the next section of its page (or the previous one, at the end);
+  so does a passage under ``min_chars`` left over when a long section is packed (a "See also" line after a block
+  that filled the passage before it), even when the joined passage is longer than ``max_tokens``.
 """
 
 from __future__ import annotations
@@ -150,7 +152,18 @@ def _chunks(part: _Part, seg: Segmentation) -> list[str]:
 
     units = _units(part.blocks)
     kinds = {b.text: b.kind for b in units}
-    return _pack([b.text for b in units], "\n\n", seg.count_tokens, seg.max_tokens, finer)
+    return _join_short(_pack([b.text for b in units], "\n\n", seg.count_tokens, seg.max_tokens, finer), seg.min_chars)
+
+
+def _join_short(chunks: list[str], min_chars: int) -> list[str]:
+    """Chunks under ``min_chars`` joined to the chunk before them (the first one to the chunk after it)."""
+    out: list[str] = []
+    for chunk in chunks:
+        if out and (len(chunk) < min_chars or len(out[-1]) < min_chars):
+            out[-1] = f"{out[-1]}\n\n{chunk}"
+        else:
+            out.append(chunk)
+    return out
 
 
 def sections(doc: PageDoc, fallback_title: str, min_chars: int = 0) -> list[Section]:

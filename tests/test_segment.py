@@ -117,6 +117,34 @@ def test_haproxy_dconv_keywords_are_sections_and_dropdown_menus_leave_the_text()
     assert parts[0].text.endswith("  Example :\n        global\n            ca-base /etc/ssl")
 
 
+def test_a_pre_paragraph_of_link_lines_is_navigation_and_a_linked_example_is_kept():
+    keywords = "".join(f"   - <a href='#kw{i}'>keyword-{i}</a>\n" for i in range(8))
+    html = (
+        "<html><body><h1>3. Global parameters</h1><pre class='text'>The following keywords are supported in the "
+        f"global section :\n\n * Process management\n{keywords}   - unlinked-one\n\n"
+        "Each keyword is described below.\n</pre><h2>maxconn</h2><pre>global\n    <a href='#maxconn'>maxconn</a> 2000\n"
+        "    <a href='#nbthread'>nbthread</a> 4\n    <a href='#daemon'>daemon</a>\n</pre></body></html>"
+    )
+    doc = read_html(html)
+    text = "\n".join(b.text for b in doc.blocks)
+    assert "keyword-3" not in text and "Process management" not in text
+    assert "The following keywords are supported in the global section :" in text
+    assert "Each keyword is described below." in text
+    assert "global\n    maxconn 2000\n    nbthread 4\n    daemon" in text  # code that links its keywords stays
+    assert doc.dropped_chars >= len("keyword-0") * 8
+
+
+def test_a_short_passage_left_over_by_packing_joins_the_passage_before_it(count):
+    body = "The option enables logging of null connections in busy environments. " * 14
+    html = f"<html><body><h1>option dontlognull</h1><p>{body}</p><p>See also: log, monitor-uri.</p></body></html>"
+    doc = read_html(html)
+    assert count(body) > 150
+    cut = passages(doc, "config", Segmentation(count, 160, min_chars=200))
+    assert cut[-1].text.endswith("See also: log, monitor-uri.") and not cut[-1].text.startswith("See also")
+    unmerged = passages(doc, "config", Segmentation(count, 160, min_chars=0))
+    assert unmerged[-1].text == "See also: log, monitor-uri."
+
+
 def test_titles_lose_pilcrows_and_site_suffixes():
     assert clean_title("Install \u00b6 \u2014 Relay 2.1 documentation") == "Install"
     assert clean_title("Logging | Acme Docs") == "Logging"
