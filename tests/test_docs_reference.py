@@ -59,8 +59,8 @@ def test_the_reference_names_every_setting_command_and_route():
         for action in parser._actions:
             assert isinstance(action, argparse._HelpAction) or all(o in cli for o in action.option_strings)
     http = (ROOT / "docs/reference/http.md").read_text(encoding="utf-8")
-    for path in ("/ask", "/readyz", "/evaluate/{job_id}", "/v1/chat/completions", "/admin/reload"):
-        assert f" {path}\n" in http, path
+    for route in ("/ask", "/readyz", "/evaluate/{job_id}", "/v1/chat/completions", "/admin/reload"):
+        assert f" {route}\n" in http, route
 
 
 # A row of a Markdown table whose first cell is a setting or an option: a hand-written copy of its description.
