@@ -34,10 +34,10 @@ class Settings(BaseSettings):
     qdrant_url: str | None = Field(
         default=None, description="Qdrant server/cluster URL; ':memory:' for qdrant-client local mode. Unset: embedded qdrant-edge."
     )
-    qdrant_api_key: SecretStr | None = None
-    qdrant_prefer_grpc: bool = True
-    qdrant_timeout_s: float = 5.0
-    collection_prefix: str = "fedqa_"
+    qdrant_api_key: SecretStr | None = Field(default=None, description="API key of the Qdrant deployment (FEDQA_QDRANT_URL).")
+    qdrant_prefer_grpc: bool = Field(default=True, description="Talk to a Qdrant server over gRPC where it offers it (else HTTP).")
+    qdrant_timeout_s: float = Field(default=5.0, description="Seconds one call to a Qdrant server may take.")
+    collection_prefix: str = Field(default="fedqa_", description="Prefix of the collections fedqa creates on a Qdrant server.")
     qdrant_replication_factor: int | None = Field(
         default=None,
         ge=1,
@@ -66,7 +66,9 @@ class Settings(BaseSettings):
 
     # Models
     encoder_model: str | None = Field(default=None, description="Path of a sentence-transformers model; default: shipped MiniLM.")
-    router_base_model: str | None = Field(default=None, description="Path of the router's BERT encoder; default: shipped MiniLM.")
+    router_base_model: str | None = Field(
+        default=None, description="Unused: the router is a head over the retriever's query vectors (a BERT router's base model once)."
+    )
     max_passage_tokens: int = Field(
         default=256,
         ge=32,
@@ -93,7 +95,9 @@ class Settings(BaseSettings):
         description="A page's section with less text than this (a heading and one line) is merged into the next section "
         "of its page rather than made a passage of its own.",
     )
-    torch_threads: int | None = Field(default=None, ge=1)
+    torch_threads: int | None = Field(
+        default=None, ge=1, description="PyTorch intra-op threads (training, the PyTorch encoder); default: torch's choice."
+    )
     encoder_backend: Literal["onnx", "torch"] = Field(
         default="onnx",
         description="Runtime of the bi-encoder for new indexes: ONNX Runtime int8 (exported once per model version) "
@@ -122,11 +126,11 @@ class Settings(BaseSettings):
     )
 
     # Routing and retrieval
-    tau0: float = Field(default=0.5, gt=0.0, le=1.0)
-    gate_mode: GateMode = "stochastic"
-    default_top_k: int = Field(default=5, ge=1)
-    max_top_k: int = Field(default=50, ge=1)
-    max_query_chars: int = Field(default=2000, ge=1)
+    tau0: float = Field(default=0.5, gt=0.0, le=1.0, description="The gate's base threshold tau0 (mkpqa; the fused strategy fits its own).")
+    gate_mode: GateMode = Field(default="stochastic", description="The gate of /ask: stochastic (the paper's) or deterministic (as evaluation).")
+    default_top_k: int = Field(default=5, ge=1, description="Passages in the final ranking when a request names no top_k.")
+    max_top_k: int = Field(default=50, ge=1, description="Largest top_k a request may ask for.")
+    max_query_chars: int = Field(default=2000, ge=1, description="Longest accepted question, in characters (422 above it).")
     rerank: Literal["on", "off"] = Field(
         default="on",
         description="Rerank the merged top-N with the trained reranker (fedqa train reranker) when one fits the active index; "
@@ -146,16 +150,22 @@ class Settings(BaseSettings):
     )
 
     # Generation
-    llm_backend: Literal["auto", "llamacpp", "transformers", "openai", "none"] = "auto"
-    llm_base_url: str | None = None
-    llm_model: str = "SmolLM2-135M-Instruct"
-    llm_api_key: SecretStr | None = None
-    llm_api: Literal["chat", "completions"] = "chat"
-    llm_max_tokens: int = Field(default=128, ge=1)
-    llm_timeout_s: float = Field(default=30.0, gt=0)
-    llm_threads: int = Field(default=1, ge=1)
-    llm_context_passages: int = Field(default=3, ge=1)
-    llm_passage_words: int = Field(default=120, ge=10)
+    llm_backend: Literal["auto", "llamacpp", "transformers", "openai", "none"] = Field(
+        default="auto",
+        description="auto: the endpoint when FEDQA_LLM_BASE_URL is set, else no LLM (extractive answers); transformers or "
+        "llamacpp: the embedded SmolLM2 (llamacpp: pip install -e '.[llama]'); openai: the endpoint; none: no LLM.",
+    )
+    llm_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint (vLLM, Ollama, OpenAI), base URL including /v1.")
+    llm_model: str = Field(
+        default="SmolLM2-135M-Instruct", description="Model name sent to the OpenAI-compatible endpoint (and the judge's default model)."
+    )
+    llm_api_key: SecretStr | None = Field(default=None, description="API key of the LLM endpoint.")
+    llm_api: Literal["chat", "completions"] = Field(default="chat", description="The endpoint's API: chat completions or plain completions.")
+    llm_max_tokens: int = Field(default=128, ge=1, description="Longest generated answer, in tokens.")
+    llm_timeout_s: float = Field(default=30.0, gt=0, description="Seconds a generation may take; then the fallback answers.")
+    llm_threads: int = Field(default=1, ge=1, description="Threads of the embedded llama.cpp model.")
+    llm_context_passages: int = Field(default=3, ge=1, description="Top passages put in the LLM's prompt.")
+    llm_passage_words: int = Field(default=120, ge=10, description="Words of each passage put in the LLM's prompt.")
     min_grounding: float = Field(
         default=0.5,
         ge=0.0,
@@ -187,14 +197,14 @@ class Settings(BaseSettings):
     )
 
     # Evaluation judges: any OpenAI-compatible endpoint; unset base URL = the configured LLM above.
-    judge_base_url: str | None = None
+    judge_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint of the evaluation judge; default: the LLM's.")
     judge_model: str | None = Field(default=None, description="Judge model name; default FEDQA_LLM_MODEL.")
-    judge_api_key: SecretStr | None = None
-    judge_api: Literal["chat", "completions"] = "chat"
+    judge_api_key: SecretStr | None = Field(default=None, description="API key of the judge's endpoint.")
+    judge_api: Literal["chat", "completions"] = Field(default="chat", description="The judge endpoint's API: chat or completions.")
     judge_timeout_s: float = Field(default=60.0, gt=0, description="Limit of one judge call.")
     judge_retries: int = Field(default=2, ge=0, description="Extra tries when a judge reply cannot be parsed or fails.")
     judge_concurrency: int = Field(default=2, ge=1, description="Judge calls in flight at once.")
-    judge_max_tokens: int = Field(default=384, ge=16)
+    judge_max_tokens: int = Field(default=384, ge=16, description="Longest judge reply, in tokens.")
     jobs_db: Path | None = Field(
         default=None,
         description="SQLite file of evaluation jobs; default $FEDQA_HOME/eval/jobs.sqlite. Must be on a local, "
@@ -240,8 +250,8 @@ class Settings(BaseSettings):
     )
 
     # HTTP
-    host: str = "127.0.0.1"
-    port: int = 8000
+    host: str = Field(default="127.0.0.1", description="Address 'fedqa serve' listens on (non-loopback needs an API key or FEDQA_ALLOW_OPEN).")
+    port: int = Field(default=8000, description="Port 'fedqa serve' listens on.")
     api_keys: SecretStr | None = Field(default=None, description="Comma-separated API keys; when set, /ask and /evaluate need one of them.")
     admin_key: SecretStr | None = Field(default=None, description="Key for admin routes (never a normal API key).")
     api_keys_file: Path | None = Field(
@@ -297,7 +307,7 @@ class Settings(BaseSettings):
     )
     cors_origins: str = Field(default="", description="Comma-separated origins allowed by CORS; empty: CORS off.")
     log_format: Literal["json", "text"] = Field(default="json", description="Log line format of 'fedqa serve'.")
-    log_level: str = "INFO"
+    log_level: str = Field(default="INFO", description="Log level of 'fedqa serve' (DEBUG, INFO, WARNING, ERROR).")
 
     def api_key_set(self) -> frozenset[str]:
         """The configured API keys (empty: the API is open)."""

@@ -14,9 +14,9 @@ if TYPE_CHECKING:
 def register(sub: Subparsers) -> None:
     """Add ``ask`` to the parser."""
     s = sub.add_parser("ask", help="answer a question (in-process, or through a running service with --url)")
-    s.add_argument("query")
-    s.add_argument("--top-k", type=int)
-    s.add_argument("--seed", type=int)
+    s.add_argument("query", help="the question")
+    s.add_argument("--top-k", type=int, help="passages in the ranking (default: FEDQA_DEFAULT_TOP_K)")
+    s.add_argument("--seed", type=int, help="seed of the stochastic gate")
     s.add_argument("--no-generate", action="store_true", help="ranking only")
     s.add_argument("--strategy", help="retrieval strategy: fused (default), mkpqa, uis, rfs, lfs (checked by the request model)")
     s.add_argument("--domains", help="product filter: comma-separated domains to search (routing given, not predicted)")

@@ -34,7 +34,7 @@ def register(sub: Subparsers) -> None:
     t.add_argument("--router-synthetic-per-domain", type=int, default=2000, help="passages per domain given heuristic router-only questions")
     t.add_argument("--out", required=True, help="output folder")
     t.add_argument("--val-fraction", type=float, default=0.3, help="share of labelled queries held out (per domain, by qid)")
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--seed", type=int, default=0, help="seed of the split, the synthetic questions and the negatives")
     t.add_argument(
         "--val-complement",
         action="store_true",
@@ -49,7 +49,7 @@ def register(sub: Subparsers) -> None:
     t.add_argument("--label-relevance", action="store_true", help="LLM relevance labels (paper's annotation prompt)")
     t.add_argument("--label-limit", type=int, default=500, help="most query-passage pairs to label")
     t.add_argument("--force", action="store_true", help="replace --out if it exists")
-    t.add_argument("--quiet", action="store_true")
+    t.add_argument("--quiet", action="store_true", help="no progress bars")
     add_lenient(t)
     t.set_defaults(func=cmd_data_build)
 

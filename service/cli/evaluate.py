@@ -33,8 +33,10 @@ def register(sub: Subparsers) -> None:
     s.add_argument("--strategies", default="fused,mkpqa,uis,rfs", help="comma-separated: fused,mkpqa,uis,rfs,lfs")
     s.add_argument("--domains", help="product filter: comma-separated domains every question searches (routing given)")
     s.add_argument("--metrics", default="retrieval", help="comma-separated: retrieval,answers,answer,wixqa,rageval,ragxplain")
-    s.add_argument("--top-k", type=int, default=5)
-    s.add_argument("--gate", choices=["deterministic", "stochastic"], default="deterministic")
+    s.add_argument("--top-k", type=int, default=5, help="ranking depth scored")
+    s.add_argument(
+        "--gate", choices=["deterministic", "stochastic"], default="deterministic", help="the gate's mode (stochastic: sampled, with --seed)"
+    )
     s.add_argument("--seed", type=int, help="stochastic gate: question i uses seed + i")
     s.add_argument("--limit", type=int, help="only the first N questions")
     s.add_argument("--out", help="folder for summary.json, results.jsonl and report.html")

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 def register(sub: Subparsers) -> None:
     """Add ``ingest`` to the parser."""
     s = sub.add_parser("ingest", help="index documents (docs.jsonl, or folders of .html/.md/.rst/.pdf/.txt pages)")
-    s.add_argument("paths", nargs="+")
+    s.add_argument("paths", nargs="+", help="docs.jsonl files, or folders of pages with one sub-folder per product")
     s.add_argument("--domain", help="domain of the pages (when PATH is one domain's folder or page)")
     s.add_argument(
         "--add",

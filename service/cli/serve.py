@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 def register(sub: Subparsers) -> None:
     """Add ``serve`` to the parser."""
     s = sub.add_parser("serve", help="run the HTTP service")
-    s.add_argument("--host")
-    s.add_argument("--port", type=int)
+    s.add_argument("--host", help="address to listen on (default: FEDQA_HOST)")
+    s.add_argument("--port", type=int, help="port to listen on (default: FEDQA_PORT)")
     s.add_argument("--demo", action="store_true", help="set up the shipped demo first if this home has no index")
     s.set_defaults(func=cmd_serve)
 

@@ -28,7 +28,7 @@ def register(tsub: Subparsers) -> None:
     t.add_argument("--oos-per-step", type=int, default=2, help="out-of-scope questions per step (every candidate negative)")
     t.add_argument("--depth", type=int, default=20, help="ranking depth the negatives are drawn from")
     t.add_argument("--max-length", type=int, default=None, help="tokens of a question and passage, trained and served (default: RerankerConfig's)")
-    t.add_argument("--lr", type=float, default=5e-5)
+    t.add_argument("--lr", type=float, default=5e-5, help="peak learning rate")
     t.add_argument("--layers", type=int, default=None, help="transformer layers kept from the MiniLM's six (default: RerankerConfig's)")
     t.add_argument(
         "--titles",
@@ -50,11 +50,11 @@ def register(tsub: Subparsers) -> None:
     )
     t.add_argument("--labelled-repeat", type=int, default=3, help="times each expert question is used before synthetic ones")
     t.add_argument("--max-questions", type=int, default=1600, help="training questions (expert ones first, then synthetic)")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--checkpoint-every", type=int, default=50)
+    t.add_argument("--seed", type=int, default=0, help="seed of the sampling and the training")
+    t.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints")
     t.add_argument("--resume", help="continue from a checkpoint folder (printed on Ctrl-C)")
-    t.add_argument("--no-activate", action="store_true")
-    t.add_argument("--quiet", action="store_true")
+    t.add_argument("--no-activate", action="store_true", help="save the version without activating it")
+    t.add_argument("--quiet", action="store_true", help="no progress bars")
     t.set_defaults(func=cmd_train_reranker)
 
 
