@@ -22,7 +22,7 @@ from service.retrieval.passage import Passage
 from service.retrieval.store import StoreBackend
 
 log = logging.getLogger("fedqa.indexes")
-INGEST_LOCK = "ingest.lock"  # in the home, beside active.json.lock: held while an ingest builds on the active index and activates
+INGEST_LOCK = "ingest.lock"  # in the home, beside active.json.lock: held while an ingest (or index build) reads the active index and activates
 
 
 class IngestMode(str, Enum):
@@ -64,13 +64,14 @@ def ingest_lock(registry: Registry) -> Iterator[None]:
     """The home's ingest lock, held from reading the active index (the new version's base) until the new version is
     active (``fedqa ingest`` holds it on until it has fitted "not covered" for it): two ingests at once would build on
     the same base, and the second to activate would drop the first's passages. One that finds it held says so and
-    waits. Re-entrant within a thread (one lock object per home)."""
+    waits. ``fedqa index build`` holds it too (:func:`indexes.rebuild.rebuild_index`). Re-entrant within a thread (one
+    lock object per home)."""
     registry.home.mkdir(parents=True, exist_ok=True)
     lock = FileLock(registry.home / INGEST_LOCK, is_singleton=True)
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        log.warning("another ingest into %s is running: waiting for it to activate its version", registry.home)
+        log.warning("another ingest or index build into %s is running: waiting for it to activate its version", registry.home)
         lock.acquire()
     try:
         yield

@@ -2,15 +2,17 @@
 
 Kept: the ``keep`` newest complete versions, the active one, the ones a queued or running evaluation job is
 pinned to, the ones a process holds open (the embedded store opens a version in one process at a time, so
-a version a running ``fedqa serve`` still answers from is seen as busy), and builds whose process still runs
-(it holds the build lock, :meth:`service.artifacts.Registry.building`). A version folder without a manifest
-and without a live build is a leftover: its collections and files are removed.
+a version a running ``fedqa serve`` still answers from is seen as busy), the ones a process on a shared Qdrant
+store serves (any replica, any home: its lease has not lapsed, :mod:`service.retrieval.client_leases`), and builds
+whose process still runs (it holds the build lock, :meth:`service.artifacts.Registry.building`). A version folder
+without a manifest and without a live build is a leftover: its collections and files are removed.
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +47,15 @@ def pinned_versions(settings: Settings) -> set[str]:
     return pinned
 
 
+def leased_versions(backend: StoreBackend, now: float) -> dict[str, str]:
+    """The versions a lease fresh at ``now`` holds, each with who holds it (``serving lease of <command> at <holder>``)."""
+    holders: dict[str, list[str]] = {}
+    for lease in backend.leases():
+        if lease.fresh(now):
+            holders.setdefault(lease.version, []).append(f"{lease.why} at {lease.holder}")
+    return {version: "serving lease of " + ", ".join(sorted(who)) for version, who in holders.items()}
+
+
 def _busy(backend: StoreBackend, version: str) -> bool:
     """Whether another process holds the version open (only the embedded store can tell)."""
     if backend.name != "qdrant-edge":
@@ -56,8 +67,11 @@ def _busy(backend: StoreBackend, version: str) -> bool:
     return False
 
 
-def prune_indexes(settings: Settings, keep: int, *, backend: StoreBackend | None = None, dry_run: bool = False) -> PruneReport:
-    """Remove every index version but the ``keep`` newest and those in use (module docstring), and build leftovers."""
+def prune_indexes(
+    settings: Settings, keep: int, *, backend: StoreBackend | None = None, dry_run: bool = False, now: float | None = None
+) -> PruneReport:
+    """Remove every index version but the ``keep`` newest and those in use (module docstring), and build leftovers.
+    ``now`` (epoch seconds, default the clock's): the time leases are judged fresh at."""
     if keep < 0:
         raise ValueError(f"--keep must be 0 or more, not {keep}")
     from service.retrieval.backends import open_backend
@@ -68,6 +82,7 @@ def prune_indexes(settings: Settings, keep: int, *, backend: StoreBackend | None
     complete = [v.version for v in registry.list("index")]  # oldest first
     why = dict.fromkeys(complete[len(complete) - keep :] if keep else [], "newest")
     why.update(dict.fromkeys(pinned_versions(settings) & set(complete), "pinned by an evaluation job"))
+    why.update(leased_versions(backend, time.time() if now is None else now))
     active = registry.active()["index"]
     if active:
         why[active] = "active"

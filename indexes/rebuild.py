@@ -4,7 +4,9 @@ Every passage of the active index is read back from the store and embedded again
 retriever (default: the active retriever version) into fresh per-domain collections of a *new*
 index version, whose manifest records ``"retriever": <version>``. The new version is activated
 only once complete; until then, and for ever if the build fails or is interrupted, the service
-answers from the previous version (its half-built folder is removed).
+answers from the previous version (its half-built folder is removed). A build holds the home's ingest lock
+(:func:`indexes.ingest.ingest_lock`) from reading its source until the new version is active, so a build and an
+ingest run one after the other: neither activates a version that lacks the other's work.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import shutil
 
 from indexes.build import BuildReport, build_index
+from indexes.ingest import ingest_lock
 from service.artifacts import ArtifactError, Registry
 from service.config import Settings
 from service.retrieval.backends import open_backend
@@ -62,9 +65,25 @@ def rebuild_index(
     """Re-embed index ``source`` (default: the active one) with ``retriever`` into a new index version.
 
     ``retriever`` is a retriever version, ``"base"`` (the configured or shipped base model) or
-    None (the active retriever version, else base).
+    None (the active retriever version, else base). Waits for an ingest or build running in the home (module doc).
     """
     registry = Registry(settings.home_dir)
+    with ingest_lock(registry):
+        return _rebuild(settings, registry, retriever, source, backend, encoder, activate=activate, progress=progress)
+
+
+def _rebuild(
+    settings: Settings,
+    registry: Registry,
+    retriever: str | None,
+    source: str | None,
+    backend: StoreBackend | None,
+    encoder: Encoder | None,
+    *,
+    activate: bool,
+    progress: bool,
+) -> BuildReport:
+    """:func:`rebuild_index`, the ingest lock held."""
     source = source or registry.active()["index"]
     if not source:
         raise StoreUnavailable(f"no index in {settings.home_dir}: run 'fedqa ingest PATH' first")

@@ -47,6 +47,18 @@ class Settings(BaseSettings):
     qdrant_shard_number: int | None = Field(
         default=None, ge=1, description="Shards of each collection fedqa creates on a Qdrant server. Unset: the server's default."
     )
+    serve_lease_s: float = Field(
+        default=120.0,
+        ge=3.0,
+        description="On a Qdrant server: how long the lease a process records on the index version it serves holds after "
+        "its last renewal (renewed every third of this; removed when the process closes it). 'fedqa index prune' keeps "
+        "every version with a lease that has not lapsed, whichever replica or home holds it; a killed process's lapses.",
+    )
+    qdrant_lease_api_key: SecretStr | None = Field(
+        default=None,
+        description="Key the serving leases are written with (a Qdrant JWT with write access to the <prefix>leases "
+        "collection only, so serving pods keep the read-only FEDQA_QDRANT_API_KEY for the rest). Unset: FEDQA_QDRANT_API_KEY.",
+    )
 
     hnsw_min_passages: int = Field(
         default=100_000,

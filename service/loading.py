@@ -48,7 +48,7 @@ def load_pipeline(settings: Settings, backend: StoreBackend | None = None, *, wi
     encoder = _index_encoder(settings, registry, index_version, manifest, warnings)
     if store is None or store.version != index_version:
         backend = backend or open_backend(settings)
-        store = backend.open(index_version)
+        store = backend.open(index_version, serving=True)  # leased on a shared store (indexes/prune.py keeps it)
 
     router_version = registry.active()["router"]
     try:

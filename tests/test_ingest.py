@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from indexes.build import EmptyBuild
-from indexes.ingest import IngestMode, ingest
+from indexes.ingest import IngestMode, ingest, ingest_lock
 from indexes.loaders import LoadError, LoadReport, load_jsonl
+from indexes.rebuild import rebuild_index
 from service.artifacts import Registry
 from service.config import Settings
 from service.retrieval.edge_store import EdgeBackend
@@ -334,3 +338,44 @@ def test_two_ingests_adding_at_once_keep_both_additions(tmp_path, encoder):
     active = Registry(settings.home_dir).active()["index"]
     assert len(versions) == 2 and active in versions and first.version not in versions
     assert {"orbit/alpha#000", "orbit/beta#000", "orbit/contacts#000"} <= _doc_ids(settings, active)["orbit"], "an addition was lost"
+
+
+def test_an_index_build_waits_for_a_running_ingest_and_builds_on_its_version(tmp_path, encoder, caplog):
+    """Issue 50, "Reliability and security 3": ``fedqa index build`` did not take the home's ingest lock, so a build
+    and an ingest at once both read the same active index, and the second to activate dropped the first's work (the
+    ingest's new page, or the build's re-embedding). Now the build waits for the ingest to activate its version, then
+    re-embeds that version."""
+    site = tmp_path / "site"
+    _write_site(site)
+    settings = make_settings(tmp_path / "home", min_passage_chars=0)
+    registry = Registry(settings.home_dir)
+    first = present(ingest([site], settings, encoder=encoder, progress=False).version)
+    page = tmp_path / "extra" / "export.md"
+    page.parent.mkdir()
+    page.write_text("# Export\n\nExport contacts to a CSV file from the contact list.\n", encoding="utf-8")
+    holding, proceed, added = threading.Event(), threading.Event(), []
+
+    def running_ingest() -> None:  # an ingest that holds the lock while it builds, then activates
+        with ingest_lock(registry):
+            holding.set()
+            proceed.wait(120)
+            added.append(ingest([page], settings, domain="orbit", encoder=encoder, progress=False, mode=IngestMode.ADD).version)
+
+    built: list[str | None] = []
+    ingesting = threading.Thread(target=running_ingest)
+    building = threading.Thread(target=lambda: built.append(rebuild_index(settings, retriever="base", encoder=encoder, progress=False).version))
+    ingesting.start()
+    assert holding.wait(30)
+    with caplog.at_level(logging.WARNING, logger="fedqa.indexes"):
+        building.start()
+        deadline = time.monotonic() + 60
+        while building.is_alive() and "waiting for it to activate" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.02)
+        waited = building.is_alive() and registry.active()["index"] == first
+        proceed.set()
+        ingesting.join(120)
+        building.join(120)
+    assert waited, "the build did not wait for the running ingest"
+    second, rebuilt = present(added[0]), present(built[0])
+    assert registry.manifest("index", rebuilt)["rebuilt_from"] == second and registry.active()["index"] == rebuilt
+    assert "orbit/export#000" in _doc_ids(settings, rebuilt)["orbit"]  # the ingest's page is in the rebuilt index

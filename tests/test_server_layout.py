@@ -89,13 +89,13 @@ def test_one_collection_per_vector_space_whatever_the_products_and_versions():
         _fill(store, _passages(products, 4), _vectors(products * 4, 0))
         assert len(store.domains()) == products
     names = {c.name for c in client.get_collections().collections}
-    assert len(names) == 3  # two vector spaces (v2 was built from nothing) and the version records
+    assert len(names) == 4  # two vector spaces (v2 was built from nothing), the version records and the serving leases
     for i in range(3, 9):  # six more versions built on v2: no collection added
         backend.clone(f"v{i - 1}", f"v{i}")
     assert {c.name for c in client.get_collections().collections} == names
     assert backend.open("v8").count("product-39") == 4 and backend.versions() == ["v1", "v2", *(f"v{i}" for i in range(3, 9))]
     backend.drop("v1")  # the last version of its space: the collection goes with it
-    assert len(client.get_collections().collections) == 2
+    assert len(client.get_collections().collections) == 3
 
 
 def test_a_search_with_a_domain_filter_returns_only_that_domain():
@@ -137,7 +137,7 @@ def test_a_reingest_that_changes_one_page_writes_only_that_pages_points(tmp_path
     second = ingest([site], settings, backend=backend, encoder=encoder, progress=False)
     assert second.changed and second.updated == 3 and sum(second.domains.values()) == total
     assert client.written["upsert"] == 3 and client.written["set_payload"] == 3  # 3 new points, 3 old ones retired
-    assert len(client.get_collections().collections) == 2
+    assert len(client.get_collections().collections) == 3  # the space, the version records, the serving leases
 
     old, new = backend.open(present(first.version)), backend.open(present(second.version))
     changed = {p.doc_id for p in new.iter_passages("orbit") if "release 2" in p.text}

@@ -162,8 +162,8 @@ class ServiceState:
             if not (self._closed and self._owns_backend and self.backend is not None and not self._retired):
                 return
             backend, self.backend, self._owns_backend = self.backend, None, False
-        # qdrant-client's backend holds a QdrantClient; the embedded backend holds nothing to close.
-        close = getattr(getattr(backend, "client", None), "close", None)
+        # qdrant-client's backend holds QdrantClients and this process's leases; the embedded one holds nothing to close.
+        close = getattr(backend, "close", None)
         if callable(close):
             try:
                 close()

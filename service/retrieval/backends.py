@@ -23,6 +23,8 @@ def open_backend(settings: Settings) -> StoreBackend:
             prefix=settings.collection_prefix,
             replication_factor=settings.qdrant_replication_factor,
             shard_number=settings.qdrant_shard_number,
+            lease_api_key=settings.qdrant_lease_api_key.get_secret_value() if settings.qdrant_lease_api_key else None,
+            lease_s=settings.serve_lease_s,
         )
     from service.artifacts import Registry
     from service.retrieval.edge_store import EdgeBackend, HnswPlan

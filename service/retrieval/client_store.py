@@ -8,7 +8,7 @@ passages that changed and the number of collections depends on neither the produ
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 from qdrant_client import QdrantClient, models
@@ -25,8 +25,9 @@ from service.retrieval.client_layout import (
     physical_id,
     unseen,
 )
+from service.retrieval.client_leases import LeaseBook, LeaseKeeper, create_lease_collection
 from service.retrieval.passage import Hit, Passage, point_id
-from service.retrieval.store import StoreError, StoreUnavailable
+from service.retrieval.store import StoreError, StoreUnavailable, VersionLease
 
 _BATCH = 256
 # Keyword indexes of a space collection; `domain` is the tenant key: Qdrant keeps each product's points together
@@ -49,12 +50,15 @@ class ClientStore:
 
     backend = "qdrant-client"
 
-    def __init__(self, client: QdrantClient, records: Records, record: VersionRecord, topology: Topology) -> None:
+    def __init__(
+        self, client: QdrantClient, records: Records, record: VersionRecord, topology: Topology, on_close: Callable[[], None] | None = None
+    ) -> None:
         self.client = client
         self.records = records
         self.record = record
         self.topology = topology
         self.version = record.version
+        self._on_close = on_close  # gives the serving lease back (ClientBackend.open)
 
     def _filter(self, domain: str, *extra: models.Condition) -> models.Filter:
         return in_domain(self.record.lineage, domain, *extra)
@@ -184,7 +188,10 @@ class ClientStore:
         """Qdrant builds its HNSW index by itself; nothing to flush client-side."""
 
     def close(self) -> None:
-        """The client is shared by the backend; it is closed there."""
+        """Give the serving lease back, once (the client is shared by the backend; it is closed there)."""
+        on_close, self._on_close = self._on_close, None
+        if on_close is not None:
+            on_close()
 
 
 class ClientBackend:
@@ -192,11 +199,23 @@ class ClientBackend:
 
     name = "qdrant-client"
 
-    def __init__(self, client: QdrantClient, prefix: str = "fedqa_", topology: Topology | None = None) -> None:
+    def __init__(
+        self,
+        client: QdrantClient,
+        prefix: str = "fedqa_",
+        topology: Topology | None = None,
+        *,
+        lease_s: float = 120.0,
+        lease_client: QdrantClient | None = None,
+    ) -> None:
+        """``lease_s``: how long a serving lease holds after its last renewal (FEDQA_SERVE_LEASE_S); ``lease_client``:
+        the client leases are written with (default: ``client``; a key limited to the lease collection)."""
         self.client = client
         self.prefix = prefix
         self.topology = topology or Topology()
         self.records = Records(client, prefix, self.topology)
+        self.lease_client = lease_client or client
+        self.keeper = LeaseKeeper(LeaseBook(self.lease_client, prefix, self.topology), lease_s)
 
     @classmethod
     def from_url(
@@ -209,14 +228,21 @@ class ClientBackend:
         prefix: str = "fedqa_",
         replication_factor: int | None = None,
         shard_number: int | None = None,
+        lease_api_key: str | None = None,
+        lease_s: float = 120.0,
     ) -> ClientBackend:
         """Connect to ``url`` (``:memory:`` for qdrant-client's local mode). An unset ``replication_factor`` is 2
-        on a cluster of two nodes or more, else 1 (service.retrieval.client_layout.cluster_topology)."""
+        on a cluster of two nodes or more, else 1 (service.retrieval.client_layout.cluster_topology). Leases are
+        written with ``lease_api_key`` when given (a second connection), else with ``api_key``."""
+        lease_client = None
         if url == ":memory:":
             client = QdrantClient(location=":memory:")
         else:
             client = QdrantClient(url=url, api_key=api_key, prefer_grpc=prefer_grpc, timeout=int(max(1, timeout_s)))
-        return cls(client, prefix, cluster_topology(client, replication_factor, shard_number))
+            if lease_api_key and lease_api_key != api_key:
+                lease_client = QdrantClient(url=url, api_key=lease_api_key, prefer_grpc=prefer_grpc, timeout=int(max(1, timeout_s)))
+        topology = cluster_topology(client, replication_factor, shard_number)
+        return cls(client, prefix, topology, lease_s=lease_s, lease_client=lease_client)
 
     def _record(self, version: str) -> VersionRecord | None:
         try:
@@ -224,15 +250,22 @@ class ClientBackend:
         except Exception as exc:
             raise _unavailable(exc, f"read index {version}") from exc
 
-    def open(self, version: str, *, create: bool = False) -> ClientStore:
+    def open(self, version: str, *, create: bool = False, serving: bool = False) -> ClientStore:
+        """One version's store; ``create``: a new version (the lease collection is created with the first, so
+        that a key limited to it can write leases); ``serving``: leased until the store is closed."""
         record = self._record(version)
+        if create:
+            create_lease_collection(self.client, self.prefix, self.topology)
         if record is None:
             if not create:
                 raise StoreUnavailable(f"index {version} is not on the Qdrant deployment")
             # A version built from nothing starts a vector space (a collection created with its first domain).
             record = VersionRecord(version=version, collection=f"{self.prefix}space_{version}", lineage=[version])
             self.records.put(record)
-        return ClientStore(self.client, self.records, record, self.topology)
+        if not serving:
+            return ClientStore(self.client, self.records, record, self.topology)
+        self.keeper.hold(version)
+        return ClientStore(self.client, self.records, record, self.topology, on_close=lambda: self.keeper.release(version))
 
     def clone(self, src: str, dst: str) -> None:
         """A new version ``dst`` seeing what ``src`` sees: one record written, no point copied."""
@@ -248,8 +281,9 @@ class ClientBackend:
         return [r.version for r in self.records.all()]
 
     def drop(self, version: str) -> None:
-        """Remove a version: its record, then every point of its collection that no remaining version sees
-        (a collection no version uses any more is deleted)."""
+        """Remove a version: its leases (lapsed ones: prune keeps a version with a live lease), its record, then every
+        point of its collection that no remaining version sees (a collection no version uses any more is deleted)."""
+        self.keeper.book.drop_version(version)
         record = self._record(version)
         if record is None:
             return
@@ -262,3 +296,17 @@ class ClientBackend:
             return
         gone = unseen([r.lineage for r in others])
         self.client.delete(record.collection, points_selector=models.FilterSelector(filter=gone), wait=True)
+
+    def leases(self) -> list[VersionLease]:
+        """Every serving lease recorded on the deployment, fresh or lapsed (service.retrieval.client_leases)."""
+        try:
+            return self.keeper.book.all()
+        except Exception as exc:
+            raise _unavailable(exc, "read the serving leases") from exc
+
+    def close(self) -> None:
+        """Remove this process's leases and close the connections."""
+        self.keeper.close()
+        if self.lease_client is not self.client:
+            self.lease_client.close()
+        self.client.close()

@@ -35,7 +35,7 @@ from qdrant_edge import (
 from service.artifacts import Registry
 from service.files import copytree_sparse, disk_usage, ensure_room
 from service.retrieval.passage import Hit, Passage, point_id
-from service.retrieval.store import StoreError, StoreUnavailable
+from service.retrieval.store import StoreError, StoreUnavailable, VersionLease
 
 _BATCH = 256
 # Each shard's own search pool: one thread. A request searches its domains one after another in its
@@ -257,7 +257,8 @@ class EdgeBackend:
     def _root(self, version: str) -> Path:
         return self.registry.path("index", version) / "shards"
 
-    def open(self, version: str, *, create: bool = False) -> EdgeStore:
+    def open(self, version: str, *, create: bool = False, serving: bool = False) -> EdgeStore:
+        """Open a version's shards (``serving`` changes nothing: the shards' own lock keeps other processes out)."""
         root = self._root(version)
         if create:
             root.mkdir(parents=True, exist_ok=True)
@@ -280,3 +281,7 @@ class EdgeBackend:
 
     def drop(self, version: str) -> None:
         shutil.rmtree(self._root(version), ignore_errors=True)
+
+    def leases(self) -> list[VersionLease]:
+        """None: a process serving a version holds its shards open, which other processes see (:meth:`open` fails)."""
+        return []

@@ -9,6 +9,7 @@ chooses one from the settings; this module imports neither.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -22,6 +23,21 @@ class StoreError(RuntimeError):
 
 class StoreUnavailable(StoreError):
     """The store cannot be reached or opened right now (HTTP 503)."""
+
+
+@dataclass(frozen=True)
+class VersionLease:
+    """One process's claim, recorded in a shared store, that it serves an index version: renewed while it does,
+    removed when it stops; a killed process's lease lapses at ``expires``."""
+
+    version: str
+    holder: str  # host:pid:random, one per process
+    why: str
+    expires: float  # epoch seconds
+
+    def fresh(self, now: float) -> bool:
+        """Whether the lease still holds at ``now`` (epoch seconds)."""
+        return self.expires > now
 
 
 class Store(Protocol):
@@ -77,8 +93,10 @@ class StoreBackend(Protocol):
 
     name: str
 
-    def open(self, version: str, *, create: bool = False) -> Store:
-        """Open one index version (``create``: a new, empty one)."""
+    def open(self, version: str, *, create: bool = False, serving: bool = False) -> Store:
+        """Open one index version (``create``: a new, empty one). ``serving``: the store will answer from it; a
+        shared store records a lease (:class:`VersionLease`) until the store is closed, so that other processes see
+        the version in use (the embedded store needs none: it opens a version in one process at a time)."""
         ...
 
     def clone(self, src: str, dst: str) -> None:
@@ -91,4 +109,8 @@ class StoreBackend(Protocol):
 
     def drop(self, version: str) -> None:
         """Delete a version: what no other version sees of it."""
+        ...
+
+    def leases(self) -> list[VersionLease]:
+        """Every lease the store records, fresh or lapsed (none for the embedded store)."""
         ...
