@@ -1,6 +1,8 @@
 """Feedback (issue 49, first part): ``POST /feedback`` validated against the index and the key's products, stored once
 per key, question and passage in the home's SQLite file, bounded; curators' keys trusted; the review queue
-(``GET /admin/feedback``, ``fedqa feedback list``) and the export that ``fedqa train router --queries`` reads."""
+(``GET /admin/feedback``, ``fedqa feedback list``) and the export that ``fedqa train router --queries`` reads.
+
+The first three tests share one app and its feedback file, in order: each reads what the ones before it sent."""
 
 from __future__ import annotations
 
