@@ -261,6 +261,27 @@ class Settings(BaseSettings):
         "waiting job (it resumes on its next turn, on the pipeline it started with; 0: after every question).",
     )
 
+    # Feedback (POST /feedback; $FEDQA_HOME/feedback/feedback.sqlite)
+    feedback_keep_days: float = Field(
+        default=365.0,
+        ge=0.0,
+        description="Feedback (POST /feedback) is deleted this many days after its key last sent it (0: kept forever); "
+        "export what curators confirmed (fedqa feedback export) before it goes.",
+    )
+    feedback_max_per_key: int = Field(
+        default=10_000,
+        ge=1,
+        description="Feedback rows one API key (one client address when keys are off) may hold: a new one beyond it "
+        "deletes the key's oldest. A key's repeated votes on one question and passage are one row.",
+    )
+    feedback_min_keys: int = Field(
+        default=3,
+        ge=1,
+        description="Distinct keys that must agree before feedback from keys that are not trusted (neither curator nor "
+        "admin) becomes a label in 'fedqa feedback export' (a passage that answered, a question not covered); one "
+        "trusted key's word is enough.",
+    )
+
     # HTTP
     host: str = Field(default="127.0.0.1", description="Address 'fedqa serve' listens on (non-loopback needs an API key or FEDQA_ALLOW_OPEN).")
     port: int = Field(default=8000, description="Port 'fedqa serve' listens on.")
@@ -269,8 +290,8 @@ class Settings(BaseSettings):
     api_keys_file: Path | None = Field(
         default=None,
         description='JSON list of keys, stored hashed: [{"name", "key_sha256", "domains": [...] or "*", "admin": false, '
-        '"rate_limit_per_minute": null}]; a key sees only its products. Re-read on POST /admin/reload. When set, '
-        "the API needs a key even if the list is empty.",
+        '"rate_limit_per_minute": null, "curator": false}]; a key sees only its products; a curator key\'s feedback is '
+        "trusted. Re-read on POST /admin/reload. When set, the API needs a key even if the list is empty.",
     )
     auth_failures_per_minute: int = Field(
         default=10,
@@ -342,6 +363,11 @@ class Settings(BaseSettings):
             return self.cache.expanduser()
         xdg = os.environ.get("XDG_CACHE_HOME")
         return (Path(xdg) if xdg else Path("~/.cache").expanduser()) / "fedqa"
+
+    @property
+    def feedback_path(self) -> Path:
+        """Where feedback is stored (under the home)."""
+        return self.home_dir / "feedback" / "feedback.sqlite"
 
     @property
     def jobs_path(self) -> Path:

@@ -53,11 +53,12 @@ def test_401_without_a_key_and_with_a_wrong_one(demo_pipeline):
 def test_admin_routes_refuse_a_normal_key(demo_pipeline):
     app = _app(demo_pipeline, api_keys="user-key", admin_key="admin-key")
     c = TestClient(app)
-    admin_paths = sorted(p for p in app.openapi()["paths"] if p.startswith("/admin"))  # included routers too
-    assert {"/admin/ping", "/admin/reload"} <= set(admin_paths)
-    for path in admin_paths:
-        assert c.post(path).status_code == 401, path
-        r = c.post(path, headers={"Authorization": "Bearer user-key"})
+    paths = app.openapi()["paths"]
+    admin_routes = sorted((m, p) for p in paths if p.startswith("/admin") for m in paths[p])  # included routers too
+    assert {("post", "/admin/ping"), ("post", "/admin/reload"), ("get", "/admin/feedback")} <= set(admin_routes)
+    for method, path in admin_routes:
+        assert c.request(method, path).status_code == 401, path
+        r = c.request(method, path, headers={"Authorization": "Bearer user-key"})
         assert r.status_code == 403 and "admin" in r.json()["detail"], path
     assert c.post("/admin/ping", headers={"X-API-Key": "admin-key"}).json() == {"ok": True}
 

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from service import __version__
-from service.api import admin, ask, chat, docs, evaluate, health, metrics, page
+from service.api import admin, ask, chat, docs, evaluate, feedback, health, metrics, page
 from service.api.capacity import AnswerLimitMiddleware
 from service.api.keys import key_ring
 from service.api.metrics import Metrics
@@ -21,6 +21,7 @@ from service.api.middleware import REQUEST_ID_HEADER, BodyLimitMiddleware, Reque
 from service.api.security import RateLimiter
 from service.api.state import ServiceState
 from service.config import Settings, get_settings
+from service.feedback.store import FeedbackStore
 from service.pipeline import RequestError
 from service.retrieval.store import StoreUnavailable
 from service.scope import ScopeError
@@ -123,6 +124,7 @@ def create_app(settings: Settings | None = None, state: ServiceState | None = No
     app.state.rate_limiter = RateLimiter(settings.rate_limit_per_minute)
     app.state.keys = keys
     app.state.auth_failures = RateLimiter(settings.auth_failures_per_minute)
+    app.state.feedback = FeedbackStore(settings.feedback_path)  # the file is created at the first feedback
     install_error_handlers(app)
     install_middleware(app, settings, app.state.metrics)
     app.include_router(health.router)
@@ -131,6 +133,7 @@ def create_app(settings: Settings | None = None, state: ServiceState | None = No
     app.include_router(metrics.router)
     app.include_router(admin.router)
     app.include_router(evaluate.router)
+    app.include_router(feedback.router)
     page.install(app)
     docs.install(app)
     return app

@@ -5,12 +5,13 @@ The keys file is a JSON list; each entry names a key by its SHA-256 (``printf %s
 the key itself::
 
     [{"name": "support-team", "key_sha256": "9f86d08...", "domains": ["orbit", "relay"], "admin": false,
-      "rate_limit_per_minute": 120},
+      "rate_limit_per_minute": 120, "curator": true},
      {"name": "ops", "key_sha256": "60303ae...", "domains": "*", "admin": true}]
 
 ``domains``: the products the key sees (``"*"``: every one). ``admin``: the key may also use ``/admin/...``, and
 read and cancel every key's evaluation jobs (within its products).
-``rate_limit_per_minute``: the key's own limit (default ``FEDQA_RATE_LIMIT_PER_MINUTE``). Keys of
+``rate_limit_per_minute``: the key's own limit (default ``FEDQA_RATE_LIMIT_PER_MINUTE``). ``curator``: the key's
+feedback (``POST /feedback``) is trusted, as an admin key's is (:mod:`service.feedback`). Keys of
 ``FEDQA_API_KEYS`` see every product; ``FEDQA_ADMIN_KEY`` opens the admin routes only. The service keeps
 digests only (the plain keys of the environment are hashed when read), and compares them in constant time.
 """
@@ -45,6 +46,7 @@ class KeyEntry(BaseModel):
     )
     admin: bool = False
     rate_limit_per_minute: int | None = Field(default=None, ge=0, description="This key's limit (0: none); default the service's.")
+    curator: bool = Field(default=False, description="The key's feedback is trusted (a curator confirms answers).")
 
 
 _ENTRIES = TypeAdapter(list[KeyEntry])
@@ -60,6 +62,12 @@ class ApiKey:
     admin: bool = False  # may use the admin routes
     api: bool = True  # may use the API routes (FEDQA_ADMIN_KEY: admin routes only)
     rate_limit_per_minute: int | None = None  # None: the service's limit
+    curator: bool = False  # its feedback is trusted
+
+    @property
+    def trusted(self) -> bool:
+        """Its feedback is trusted: a curator key, or an admin key."""
+        return self.curator or self.admin
 
     @property
     def identity(self) -> str:
@@ -121,6 +129,7 @@ def read_keys_file(path: Path) -> list[ApiKey]:
             domains=None if e.domains == "*" else frozenset(e.domains),
             admin=e.admin,
             rate_limit_per_minute=e.rate_limit_per_minute,
+            curator=e.curator,
         )
         for e in entries
     ]

@@ -152,8 +152,9 @@ async def caller_scope(caller: ApiKey | None = Depends(require_api_key)) -> froz
     return caller.domains if caller is not None else None
 
 
-async def require_admin(request: Request, key: str | None = Depends(presented_key)) -> None:
-    """401 without a key, 403 with a key that is not an admin key; closed when no admin key is set; rate limited."""
+async def require_admin(request: Request, key: str | None = Depends(presented_key)) -> ApiKey:
+    """The admin key the caller presented: 401 without a key, 403 with a key that is not an admin key; closed when no
+    admin key is set; rate limited."""
     ring = key_ring(request)
     if not ring.has_admin:
         raise HTTPException(status.HTTP_403_FORBIDDEN, "admin routes are disabled: set FEDQA_ADMIN_KEY (or an admin key in FEDQA_API_KEYS_FILE)")
@@ -163,6 +164,7 @@ async def require_admin(request: Request, key: str | None = Depends(presented_ke
     if not admins:
         raise HTTPException(status.HTTP_403_FORBIDDEN, "this key may not use admin routes")
     enforce_rate_limit(request, admins[0])
+    return admins[0]
 
 
 def sees_every_product(ring: KeyRing, keys: list[ApiKey]) -> bool:

@@ -1,0 +1,169 @@
+"""Stored feedback read per question: the curators' review queue (``fedqa feedback list``, ``GET /admin/feedback``)
+and the labelled questions it yields (``fedqa feedback export``).
+
+A question's feedback counts distinct keys (a key's repeated votes are one row of the store). A passage becomes a
+gold passage of the question when a trusted key (curator or admin) rated it "up", or when at least ``min_keys``
+distinct keys did and more of them rated it up than down, unless a trusted key rated it "down". A question without
+gold passages is out of scope when a trusted key marked it "not covered", or ``min_keys`` distinct keys did.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from service.feedback.store import StoredVote
+from service.queries import LabelledQuery
+from service.scope import visible
+
+
+class PassageVotes(BaseModel):
+    """What the keys said about one passage for one question."""
+
+    doc_id: str = Field(description="The passage rated.")
+    domain: str | None = Field(description="The passage's product (in the index version it was rated on).")
+    up_keys: int = Field(description="Distinct keys that rated it up (it answered the question).")
+    down_keys: int = Field(description="Distinct keys that rated it down (it did not).")
+    trusted_up: bool = Field(description="A curator or admin key rated it up.")
+    trusted_down: bool = Field(description="A curator or admin key rated it down.")
+
+
+class QueueItem(BaseModel):
+    """One question of the review queue with its feedback, counted in distinct keys."""
+
+    query: str = Field(description="The question as last sent.")
+    keys: int = Field(description="Distinct keys that sent feedback on it.")
+    down_keys: int = Field(description="Distinct keys that rated a passage down.")
+    not_covered_keys: int = Field(description="Distinct keys that marked it not covered by the documentation.")
+    up_keys: int = Field(description="Distinct keys that rated a passage up.")
+    confirmed: bool = Field(description="A trusted key (curator or admin) rated a passage up or marked it not covered.")
+    confirmed_doc_ids: list[str] = Field(description="Passages a trusted key rated up.")
+    not_covered_confirmed: bool = Field(description="A trusted key marked it not covered.")
+    passages: list[PassageVotes] = Field(description="The passages rated for it.")
+    comments: list[str] = Field(description="The latest comments (at most 5).")
+    last: float = Field(description="When feedback on it was last sent (epoch s).")
+
+
+@dataclass
+class _Question:
+    """The stored rows of one normalised question."""
+
+    norm: str
+    rows: list[StoredVote] = field(default_factory=list)
+
+    def keys(self, *, trusted: bool | None = None, rating: str | None = None, doc_id: str | None = None, not_covered: bool = False) -> set[str]:
+        """The distinct keys whose rows match (None: any)."""
+        return {
+            r.vote.key_name
+            for r in self.rows
+            if (trusted is None or r.vote.trusted == trusted)
+            and (rating is None or r.vote.rating == rating)
+            and (doc_id is None or r.vote.doc_id == doc_id)
+            and (not not_covered or r.vote.not_covered)
+        }
+
+    def scope(self) -> list[str] | None:
+        """The products the question's feedback touches: its passages' and its voters' (None: every product)."""
+        products = {r.vote.domain for r in self.rows if r.vote.domain}
+        for r in self.rows:
+            if r.vote.key_products is None:
+                return None
+            products.update(r.vote.key_products)
+        return sorted(products)
+
+    def passages(self) -> list[PassageVotes]:
+        doc_ids = dict.fromkeys(r.vote.doc_id for r in self.rows if r.vote.doc_id and r.vote.rating)
+        domains = {r.vote.doc_id: r.vote.domain for r in self.rows}  # the latest row's
+        return [
+            PassageVotes(
+                doc_id=d,
+                domain=domains.get(d),
+                up_keys=len(self.keys(rating="up", doc_id=d)),
+                down_keys=len(self.keys(rating="down", doc_id=d)),
+                trusted_up=bool(self.keys(trusted=True, rating="up", doc_id=d)),
+                trusted_down=bool(self.keys(trusted=True, rating="down", doc_id=d)),
+            )
+            for d in doc_ids
+        ]
+
+    def item(self) -> QueueItem:
+        passages = self.passages()
+        confirmed_docs = [p.doc_id for p in passages if p.trusted_up]
+        nc_confirmed = bool(self.keys(trusted=True, not_covered=True))
+        comments = [r.vote.comment for r in reversed(self.rows) if r.vote.comment]
+        return QueueItem(
+            query=self.rows[-1].vote.query,
+            keys=len(self.keys()),
+            down_keys=len(self.keys(rating="down")),
+            not_covered_keys=len(self.keys(not_covered=True)),
+            up_keys=len(self.keys(rating="up")),
+            confirmed=bool(confirmed_docs) or nc_confirmed,
+            confirmed_doc_ids=confirmed_docs,
+            not_covered_confirmed=nc_confirmed,
+            passages=passages,
+            comments=list(dict.fromkeys(comments))[:5],
+            last=max(r.updated for r in self.rows),
+        )
+
+
+def _questions(votes: Sequence[StoredVote]) -> list[_Question]:
+    """The rows grouped by normalised question, each group oldest first."""
+    groups: dict[str, _Question] = {}
+    for row in sorted(votes, key=lambda r: r.updated):
+        groups.setdefault(row.vote.norm, _Question(row.vote.norm)).rows.append(row)
+    return list(groups.values())
+
+
+def review_queue(votes: Sequence[StoredVote], *, limit: int | None = None, allowed: frozenset[str] | None = None) -> list[QueueItem]:
+    """The questions a curator should look at: rated down, marked not covered, or never confirmed by a trusted key;
+    most distinct keys first, then the latest. ``allowed``: only questions whose feedback stays within these products."""
+    items = []
+    for q in _questions(votes):
+        if not visible(q.scope(), allowed):
+            continue
+        item = q.item()
+        if item.down_keys or item.not_covered_keys or not item.confirmed:
+            items.append(item)
+    items.sort(key=lambda i: (-i.keys, -i.last))
+    return items[:limit] if limit is not None else items
+
+
+@dataclass(frozen=True)
+class FeedbackLabels:
+    """What feedback establishes: questions with gold passages (``queries.jsonl`` format, for ``fedqa train router
+    --queries``) and questions the documentation does not cover (for ``--out-of-scope``)."""
+
+    queries: list[LabelledQuery]
+    out_of_scope: list[LabelledQuery]
+
+
+def _qid(norm: str) -> str:
+    return "feedback-" + hashlib.sha256(norm.encode()).hexdigest()[:12]
+
+
+def labels(votes: Sequence[StoredVote], min_keys: int) -> FeedbackLabels:
+    """The labelled and out-of-scope questions the feedback establishes (see the module doc for the rule)."""
+    queries, out_of_scope = [], []
+    for q in _questions(votes):
+        text = q.rows[-1].vote.query
+        gold = [p for p in q.passages() if not p.trusted_down and (p.trusted_up or (p.up_keys >= min_keys and p.up_keys > p.down_keys)) and p.domain]
+        if gold:
+            domains = sorted({str(p.domain) for p in gold})
+            queries.append(LabelledQuery(_qid(q.norm), text, domains, [p.doc_id for p in gold], kind="feedback"))
+        elif q.keys(trusted=True, not_covered=True) or len(q.keys(not_covered=True)) >= min_keys:
+            out_of_scope.append(LabelledQuery(_qid(q.norm), text, [], [], kind="oos"))
+    return FeedbackLabels(queries, out_of_scope)
+
+
+def write_queries(path: Path, queries: Sequence[LabelledQuery]) -> None:
+    """Write questions in the ``queries.jsonl`` format (qid, query, domains, gold_doc_ids, kind)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for q in queries:
+            rec = {"qid": q.qid, "query": q.query, "domains": q.domains, "gold_doc_ids": q.gold_doc_ids, "kind": q.kind}
+            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
