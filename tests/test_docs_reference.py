@@ -1,4 +1,4 @@
-"""The reference pages (docs/reference/) are written from the code by ``python -m service.docs_gen``: every setting
+"""The reference pages (docs/reference/) are written from the code by ``python -m service.cli.docs_gen``: every setting
 and every option says what it does, the committed pages are what the code gives now, and no other page keeps a
 hand-written copy of a setting's or an option's description (issue 51, item 3)."""
 
@@ -8,7 +8,7 @@ import argparse
 import re
 from pathlib import Path
 
-from service import docs_gen
+from service.cli import docs_gen
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,7 +33,7 @@ def test_every_command_and_option_has_a_help_text():
 
 def test_the_generated_reference_is_up_to_date():
     stale = docs_gen.stale()
-    assert not stale, f"docs/reference/ out of date ({stale}): run python -m service.docs_gen and commit the pages"
+    assert not stale, f"docs/reference/ out of date ({stale}): run python -m service.cli.docs_gen and commit the pages"
 
 
 def test_the_check_finds_a_stale_page(tmp_path, capsys):
