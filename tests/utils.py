@@ -17,6 +17,8 @@ from service.retrieval.onnx_smoothing import Calibration, corpus_calibration
 
 T = TypeVar("T")
 
+ROOT = Path(__file__).resolve().parents[1]  # the clone: tests/ lies in it, each test module some folders below
+
 
 def present(value: T | None) -> T:
     """``value``, asserted not None: where a test expects a value that the API's type allows to be missing."""
