@@ -1,18 +1,15 @@
-"""benchmarks/bench_scale.py: the split of a corpus into M sub-products, and a tiny end-to-end run on the shipped demo
-corpus (ingest, a router per fold through 'fedqa train router', /ask timings, out-of-sample Acc@1)."""
+"""benchmarks/bench_scale.py: the split of a corpus into M sub-products, the relabelling and the router's
+out-of-sample Acc@1 (the tiny end-to-end run is tests/integration/test_bench_scale_run.py)."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
 import shutil
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from benchmarks.bench_scale import load_slice, main, relabel, router_recall, split_products
+from benchmarks.bench_scale import load_slice, relabel, router_recall, split_products
 from service.demo import DOCS, QUERIES
 
 KEYS = {
@@ -87,20 +84,3 @@ def test_router_recall_counts_the_rank_of_the_best_gold_product() -> None:
     recall, need = router_recall([1, 1, 2, 3, 10, 1, 1, 1, 1, 4], 20)
     assert recall == {"1": 0.6, "2": 0.7, "4": 0.9, "5": 0.9}
     assert need == {"90%": 4, "95%": 10, "99%": 10}
-
-
-@pytest.mark.slow
-def test_a_tiny_run_prints_one_line_per_m_with_the_figures(demo_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FEDQA_SENTENCE_VECTORS_PRECOMPUTE", "0")  # a tiny index would embed every sentence at load
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        main([*"--products 2 5 --max-passages 150 --max-questions 12 --router-only".split(), "--work", str(tmp_path), "--faq6", str(demo_corpus)])
-    lines = [json.loads(line) for line in out.getvalue().splitlines()]
-    assert [r["products"] for r in lines] == [2, 5]
-    for r in lines:
-        assert KEYS <= set(r)
-        assert 0 < r["searched_fraction"] <= 1 and r["searched_mean"] == pytest.approx(r["searched_fraction"] * r["products"], abs=0.01)
-        assert all(0 <= r[k] <= 1 for k in ("acc_at_1_uis", "acc_at_1_default", "acc_at_1_oracle"))
-        assert r["questions"] == 12 and r["passages"] == r["indexed"] > 0
-        assert 0 < r["p50_ms_uis"] <= r["p95_ms_uis"] and 0 < r["p50_ms_default"] <= r["p95_ms_default"]
-        assert list(r["router_recall_at_k"].values())[-1] == 1.0  # top M: every question's product

@@ -8,11 +8,14 @@ from indexes.document import BlockKind
 from indexes.html import clean_title, read_html
 from indexes.markup import PageKind, UnreadablePage, read_page
 from indexes.segment import Segmentation, passages, sections, split_section
+from service.retrieval.encoder import packaged_minilm_path, token_counter
 
 
 @pytest.fixture(scope="module")
-def count(encoder):
-    return encoder.count_tokens
+def count():
+    """The encoder's token count from its tokenizer alone (tests/unit/service/retrieval/test_tokens.py: the counts
+    transformers gives), so these tests load no model."""
+    return token_counter(packaged_minilm_path())
 
 
 def _page(tmp_path: Path, name: str, text: str | bytes) -> Path:

@@ -1,4 +1,5 @@
-"""The retriever's symmetric InfoNCE and the router's BCE, against hand computations."""
+"""The retriever's symmetric InfoNCE and the router's BCE, against hand computations (against
+sentence-transformers' loss on the real encoder: tests/integration/training/test_training_losses_st.py)."""
 
 from __future__ import annotations
 
@@ -40,19 +41,6 @@ def test_symmetric_infonce_matches_a_hand_computation_with_two_positives_and_a_h
     got = symmetric_infonce(torch.tensor(q, dtype=torch.float64), torch.tensor(d, dtype=torch.float64), mask, temperature=tau)
     assert float(got) == pytest.approx(expected, rel=1e-9)
     assert float(got) == pytest.approx(0.50827, abs=1e-4)  # the number itself, worked out once by hand
-
-
-def test_with_one_positive_each_it_equals_sentence_transformers_symmetric_loss(encoder):
-    """One gold per query, hard negatives after the positives: identical to MNRL(q2d + d2q, per direction)."""
-    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
-
-    g = torch.Generator().manual_seed(0)
-    q, pos, neg = (torch.randn(4, 8, generator=g, dtype=torch.float64) for _ in range(3))
-    st = MultipleNegativesRankingLoss(encoder.model, scale=20.0, directions=("query_to_doc", "doc_to_query"), partition_mode="per_direction")
-    theirs = st.compute_loss_from_embeddings([q, pos, neg], None)
-    ids = [f"p{i}" for i in range(4)] + [f"n{i}" for i in range(4)]
-    ours = symmetric_infonce(q, torch.cat([pos, neg]), positive_mask([{f"p{i}"} for i in range(4)], ids), temperature=0.05)
-    assert float(ours) == pytest.approx(float(theirs), rel=1e-9)
 
 
 def test_a_gold_passage_brought_by_another_row_is_not_a_negative():

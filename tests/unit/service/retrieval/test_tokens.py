@@ -1,21 +1,18 @@
-"""The encoder's Rust tokenizer: the ids transformers gives, thread-safe, and an ONNX path without PyTorch."""
+"""The encoder's Rust tokenizer: the ids transformers gives, thread-safe (an ONNX path without PyTorch:
+tests/integration/retrieval/test_tokens_onnx.py)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
 from service.demo import DOCS
-from service.retrieval.encoder import Encoder, packaged_minilm_path
+from service.retrieval.encoder import packaged_minilm_path
 from service.retrieval.tokens import EncoderTokenizer
-from tests.utils import ROOT
 
 TRICKY = [
     "  Ünïcode façade: naïve café, 中文, emoji 🙂 and accents  ",
@@ -71,20 +68,3 @@ def test_concurrent_tokenising_gives_the_same_ids():
     with ThreadPoolExecutor(4) as pool:
         together = list(pool.map(lambda t: tok.ids([t])[0], texts * 3))
     assert together == alone * 3
-
-
-def test_onnx_encoder_with_a_stored_export_loads_neither_pytorch_nor_transformers(tmp_path: Path):
-    """Start-up of `fedqa ingest` and `serve` on ONNX: importing PyTorch and transformers cost ~3 s (docs/speed.md)."""
-    onnx_dir = tmp_path / "onnx"
-    Encoder(backend="onnx", onnx_dir=onnx_dir)  # exports (this process has PyTorch loaded)
-    code = (
-        "import sys\n"
-        "from pathlib import Path\n"
-        "from service.retrieval.encoder import Encoder\n"
-        f"e = Encoder(backend='onnx', onnx_dir=Path({str(onnx_dir)!r}))\n"
-        "v = e.embed_passages(['a passage', 'another passage']); q = e.embed_query('a question')\n"
-        "assert e.backend.value == 'onnx' and v.shape == (2, 384) and q.shape == (384,)\n"
-        "print(sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
-    assert out.stdout.strip() == "[]", out.stdout + out.stderr

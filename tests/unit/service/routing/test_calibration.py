@@ -10,7 +10,6 @@ import pytest
 from service.routing.fitted import RouterFitted
 from service.routing.fusion import FusionParams
 from service.routing.router import ROUTER_FILE, HeadRouter, RouterFormatError
-from tests.utils import present
 from training.calibration import bce_nll, fit_calibration, fit_temperature, sigmoid
 
 
@@ -111,22 +110,3 @@ def test_fitted_parameters_stored_by_an_earlier_release_load_typed_and_are_writt
     (tmp_path / "r" / ROUTER_FILE).write_text(json.dumps({**meta, "fitted": {"fusion": {"sharpness": 0.5}}}))
     with pytest.raises(RouterFormatError, match="incomplete"):
         HeadRouter.load(tmp_path / "r")
-
-
-def test_an_older_bert_router_is_refused_with_a_message_and_the_service_searches_everything(tmp_path, demo_home):
-    old = tmp_path / "router-old"
-    old.mkdir()
-    (old / "config.json").write_text(json.dumps({"architectures": ["BertForSequenceClassification"]}))
-    with pytest.raises(RouterFormatError, match="earlier fedqa release.*fedqa train router"):
-        HeadRouter.load(old, version="router-old")
-
-    from service.artifacts import Registry
-    from service.loading import load_router
-
-    warnings: list[str] = []
-    registry = Registry(demo_home)
-    version = present(registry.active()["router"])
-    ok = load_router(registry, version, "base", ["ledger"], warnings)
-    assert ok.version == version and not warnings
-    other = load_router(registry, version, "retriever-other", ["ledger"], warnings)
-    assert other.version is None and "retriever-other" in warnings[0]
