@@ -1,6 +1,6 @@
 """Evaluation jobs: versions pinned at creation, claims kept alive by a heartbeat thread, liveness across hosts, cancels,
-locked databases, per-client caps and paged questions (a resumed job on the demo pipeline:
-tests/integration/evaluation/test_jobs_resume.py)."""
+locked databases, per-client caps (a job streamed over a real server: test_jobs_streaming.py; a resumed job on the demo pipeline:
+test_jobs_resume.py, both in tests/integration/evaluation/)."""
 
 from __future__ import annotations
 
@@ -276,78 +276,3 @@ def test_two_clients_jobs_take_turns_and_both_finish(tmp_path, monkeypatch):
     assert [present(store.get(j))["status"] for j in jobs] == ["done", "done"]
     assert order == [jobs[0], jobs[1]] * 3  # one question each, in turn (before: all of a's, then b's)
     assert ("queued", 1) in seen  # the paused job went back to the queue, its finished question kept
-
-
-def _big_record(i: int, strategy: str) -> QuestionRecord:
-    """A record of a judged, answered question (some 6 KB of JSON, as a real job's)."""
-    return QuestionRecord.model_validate(
-        {
-            "qid": f"q{i}",
-            "query": f"How do I change the retry schedule of failed payments, case {i}?",
-            "domains": ["ledger"],
-            "kind": "uni",
-            "strategy": strategy,
-            "position": i,
-            "gold_doc_ids": [f"ledger/dunning#{i % 50:03d}"],
-            "ranking": [
-                {"doc_id": f"ledger/dunning#{j:03d}", "domain": "ledger", "title": f"Dunning > Retries {j}", "score": 0.5, "unified_score": 0.5}
-                for j in range(10)
-            ],
-            "active_domains": ["ledger"],
-            "fallback": False,
-            "probabilities": {"orbit": 0.1, "ledger": 0.9},
-            "metrics": {f"metric_{k}": 0.5 for k in range(20)},
-            "outcomes": {
-                f"judged_{k}": {
-                    "value": 1.0,
-                    "explanation": "Stated. " * 30,
-                    "error": None,
-                    "kind": None,
-                    "calls": 1,
-                    "detail": {"statements": ["Retried. " * 20] * 6},
-                }
-                for k in range(3)
-            },
-            "answer": "The subscription becomes past_due and Ledger retries the payment. " * 10,
-            "answer_mode": "extractive",
-        }
-    )
-
-
-def test_a_jobs_questions_are_streamed_a_page_at_a_time_not_built_whole(tmp_path):
-    """Issue 50 (suspected, pinned): GET /evaluate/{id}/questions built the whole body in memory: about 6 times its JSON
-    at its peak (a job of the most questions, 390 MB of JSON: some 2.4 GB). Now it is streamed
-    FEDQA_JOBS_RESULTS_PAGE records at a time, through a real server: the server's peak is a few pages, the body the
-    same records in the same order."""
-    import tracemalloc
-
-    import httpx
-
-    from service.api.app import create_app
-    from service.api.state import ServiceState
-    from tests.utils import make_settings, served_app
-
-    settings = make_settings(tmp_path / "home", jobs_results_page=20)
-    store = JobStore.for_settings(settings)
-    strategies = [StrategyName.UIS, StrategyName.RFS]
-    job = store.create(JobSpec(strategies=strategies), [JobQuestion(qid=f"q{i}", query=f"question {i}") for i in range(500)])
-    for i in range(500):
-        for s in strategies:
-            store.save_result(job, _big_record(i, s.value))
-    store.finish(job, {})
-    with served_app(create_app(settings, ServiceState(settings))) as url, httpx.Client(base_url=url, timeout=120) as client:
-        body = client.get(f"/evaluate/{job}/questions")  # also opens the jobs database (outside the measure)
-        assert body.status_code == 200 and "content-length" not in body.headers
-        got = body.json()
-        assert got["id"] == job and got["records"] == [r.stored() for r in store.results(job)] and len(got["records"]) == 1000
-        size = len(body.content)
-        del body, got
-        tracemalloc.start()
-        try:
-            with client.stream("GET", f"/evaluate/{job}/questions") as r:
-                assert sum(len(piece) for piece in r.iter_bytes()) == size
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
-    assert size > 5_000_000
-    assert peak < size / 2, f"serving {size / 1e6:.1f} MB of records took {peak / 1e6:.1f} MB at its peak"
