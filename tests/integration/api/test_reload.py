@@ -24,7 +24,7 @@ from service.files import copytree_sparse
 from service.pipeline import Pipeline
 from service.retrieval.edge_store import EdgeBackend
 from service.retrieval.store import StoreError
-from tests.utils import make_settings, present, served_app
+from tests.utils import make_settings, present, served_app, wait_until
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 DURATION_S = 4.0
@@ -128,14 +128,10 @@ def test_reload_during_a_burst_of_requests_streams_and_a_job_loses_nothing(serve
     assert body["results"]["versions"]["index"] in [p.store.version for p in loaded]
     assert body["results"]["versions"]["index"] != state.pipeline.store.version
     # Every replaced pipeline was released once its users were done: threads shut down, nothing left over.
-    t0 = time.monotonic()
-    while state._retired and time.monotonic() - t0 < 30:  # the job gives its lease back just after it finishes
-        time.sleep(0.05)
+    wait_until(lambda: not state._retired, 30)  # the job gives its lease back just after it finishes
     assert state._retired == {}
-    t0 = time.monotonic()  # a release closes the pipeline after its sentence warm-up stops at its next batch
-    while not all(p._pool._shutdown for p in loaded if p is not state.pipeline) and time.monotonic() - t0 < 60:
-        time.sleep(0.05)
-    assert all(p._pool._shutdown for p in loaded if p is not state.pipeline)
+    # a release closes the pipeline after its sentence warm-up stops at its next batch
+    assert wait_until(lambda: all(p._pool._shutdown for p in loaded if p is not state.pipeline), 60)
     assert not state.pipeline._pool._shutdown
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import pytest
 
@@ -56,10 +55,16 @@ def test_two_activations_at_once_both_take_effect(tmp_path, monkeypatch):
     reg = Registry(tmp_path / "home")
     index, router = _complete(reg, "index"), _complete(reg, "router")
     read = Registry._state
+    reads, both_read = [], threading.Event()
 
     def slow_read(self):  # widen the read-modify-write window: without a lock one update is lost
         state = read(self)
-        time.sleep(0.3)
+        reads.append(state)
+        if len(reads) >= 2:
+            both_read.set()
+        # Without the lock both activations read before either writes (one update lost, every time); with it the
+        # second reads only after the first wrote, so the first goes on at this bound.
+        both_read.wait(0.5)
         return state
 
     monkeypatch.setattr(Registry, "_state", slow_read)

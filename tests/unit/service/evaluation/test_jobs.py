@@ -18,7 +18,7 @@ from service.evaluation.spec import JobQuestion, JobSpec
 from service.evaluation.worker import EvalWorker
 from service.retrieval.strategies import StrategyName
 from service.schemas import EvalSpec, MetricGroup
-from tests.utils import present
+from tests.utils import present, wait_until
 
 SPEC = EvalSpec(strategies=[StrategyName.MKPQA, StrategyName.UIS], metrics=[MetricGroup.RETRIEVAL], top_k=5, gate="stochastic", seed=11)
 
@@ -38,9 +38,10 @@ def test_a_slow_question_keeps_its_claim_through_the_heartbeat_thread(tmp_path, 
     worker.start()
     try:
         assert started.wait(30)
-        for _ in range(3):
-            time.sleep(1.0)  # past STALE_S since the claim, and since any result was saved
-            assert not store.claim(job, "otherhost:1:other"), "a live job was taken by another worker"
+        claimed = time.monotonic()
+        # until 3 x STALE_S have passed since the claim (and since any result was saved), no other worker takes it
+        taken = wait_until(lambda: store.claim(job, "otherhost:1:other") or time.monotonic() - claimed > 3 * jobs_module.STALE_S, 60, interval=0.1)
+        assert taken and time.monotonic() - claimed > 3 * jobs_module.STALE_S, "a live job was taken by another worker"
     finally:
         finish.set()
         worker.stop()
@@ -54,7 +55,8 @@ def test_claims_know_their_host(tmp_path, monkeypatch):
     # A worker on another host: its pid means nothing here, only its heartbeat tells whether it lives.
     assert store.claim(job, "other-host:999999:abc")
     assert not store.claim(job, jobs_module.owner_id())
-    time.sleep(1.2)
+    with sqlite3.connect(tmp_path / "jobs.sqlite") as c:  # its last heartbeat older than STALE_S (no wait for it)
+        c.execute("UPDATE jobs SET heartbeat = ? WHERE id = ?", (time.time() - 1.2 * jobs_module.STALE_S, job))
     assert store.claim(job, jobs_module.owner_id())  # its heartbeat went stale
     # On this host a dead process frees the claim at once, though its heartbeat is fresh.
     job2 = store.create(JobSpec(strategies=[StrategyName.UIS]), [JobQuestion(qid="q1", query="q")])
@@ -143,10 +145,7 @@ def test_a_locked_database_does_not_end_the_worker_thread(tmp_path, monkeypatch)
     worker = EvalWorker(store, run)
     worker.start()
     try:
-        t0 = time.monotonic()
-        while store.failures and time.monotonic() - t0 < 30:
-            time.sleep(0.02)
-        assert store.failures == 0
+        assert wait_until(lambda: store.failures == 0, 30)
         job = store.create(JobSpec(strategies=[StrategyName.UIS]), [JobQuestion(qid="q1", query="q")])
         worker.wake()
         assert ran.wait(30), "the worker thread died on the locked database"
@@ -268,9 +267,7 @@ def test_two_clients_jobs_take_turns_and_both_finish(tmp_path, monkeypatch):
     worker = EvalWorker(store, run, slice_s=0.0)
     worker.start()
     try:
-        t0 = time.monotonic()
-        while any(present(store.get(j))["status"] != "done" for j in jobs) and time.monotonic() - t0 < 30:
-            time.sleep(0.02)
+        wait_until(lambda: all(present(store.get(j))["status"] == "done" for j in jobs), 30)
     finally:
         worker.stop()
     assert [present(store.get(j))["status"] for j in jobs] == ["done", "done"]
