@@ -1,7 +1,10 @@
-"""Shared fixtures: one real encoder, one demo home (index + trained router) per test session.
+"""Shared fixtures: one real encoder, one demo home (index + trained router) per test session; the tiers' markers.
 
-Tests that need the demo home (an ingest and a router training), the pipeline on it or the embedded
-LLM are marked ``slow`` here; ``pytest -m "not slow"`` runs the fast unit tests alone.
+Each test is marked by the folder it lies in: ``unit`` (tests/unit/, mirroring the packages: no real MiniLM, no demo
+home, no training, no server process), ``integration`` (tests/integration/: real MiniLM, real stores, training,
+servers) or ``e2e`` (tests/e2e/: the README's commands, the browser, Locust, real service processes);
+``pytest -m unit`` runs the fast tier. Tests that need the demo home (an ingest and a router training), the pipeline
+on it or the embedded LLM are also marked ``slow`` here (``pytest -m "not slow"``).
 """
 
 from __future__ import annotations
@@ -21,12 +24,32 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "faq6"
 
 # Session fixtures that cost tens of seconds: a test using one is slow.
 SLOW_FIXTURES = frozenset({"demo_home", "demo_pipeline", "embedded_llm"})
+TIERS = ("unit", "integration", "e2e")  # the folders under tests/, each the name of its marker
+TESTS = Path(__file__).resolve().parent
+
+
+def tier(path: Path) -> str | None:
+    """The tier of a test module: the first folder of its path under tests/ (None outside the tiers)."""
+    try:
+        first = Path(path).resolve().relative_to(TESTS).parts[0]
+    except ValueError:
+        return None
+    return first if first in TIERS else None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    misplaced = []
     for item in items:
-        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if SLOW_FIXTURES & fixtures:
             item.add_marker(pytest.mark.slow)
+        name = tier(item.path)
+        if name is not None:
+            item.add_marker(getattr(pytest.mark, name))
+        if name == "unit" and ((SLOW_FIXTURES | {"encoder"}) & fixtures or item.get_closest_marker("slow")):
+            misplaced.append(item.nodeid)
+    if misplaced:  # the fast tier stays fast: a test on the real encoder or the demo home belongs to tests/integration/
+        raise pytest.UsageError("unit tests that load the real encoder or the demo home, or are marked slow:\n" + "\n".join(misplaced))
 
 
 @pytest.fixture(scope="session")

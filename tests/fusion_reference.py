@@ -1,5 +1,5 @@
 """The fused fit as it was before it was vectorised (training/fusion.py at 803d66b), question by question: the
-reference that tests/test_fusion.py holds the vectorised fit to (same parameters, same scores, same tie-breaks)."""
+reference that tests/unit/service/routing/test_fusion.py holds the vectorised fit to (same parameters, same scores, same tie-breaks)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -16,6 +16,8 @@ from service.config import Settings
 from service.retrieval.onnx_smoothing import Calibration, corpus_calibration
 
 T = TypeVar("T")
+
+ROOT = Path(__file__).resolve().parents[1]  # the clone: tests/ lies in it, each test module some folders below
 
 
 def present(value: T | None) -> T:
@@ -39,6 +41,18 @@ def ingest_calibration(path: Path) -> Calibration:
 
     passages = load_paths([path], domain=None, segmentation=segmentation_for(Settings(), token_counter(packaged_minilm_path())))
     return corpus_calibration(p.text for p in passages)
+
+
+def wait_until(condition: Callable[[], T], timeout: float = 30.0, interval: float = 0.02) -> T:
+    """Poll ``condition`` until it returns a true value or ``timeout`` seconds pass; its last value (assert on it).
+
+    For a test that waits on a worker, a thread or a process: it goes on as soon as the condition holds, and a slow
+    machine only makes it wait longer, up to the deadline, instead of a fixed sleep that is too short there and
+    wasted elsewhere."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()) and time.monotonic() < deadline:
+        time.sleep(interval)
+    return value
 
 
 def free_port() -> int:

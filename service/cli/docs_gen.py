@@ -2,7 +2,7 @@
 descriptions), every ``fedqa`` command and option (the argparse parsers) and the HTTP API (the OpenAPI schema).
 
 ``python -m service.cli.docs_gen`` writes them; ``python -m service.cli.docs_gen --check`` exits 1, naming the stale pages,
-when a page differs from what the code gives (``tests/test_docs_reference.py`` runs the same comparison).
+when a page differs from what the code gives (``tests/unit/service/test_docs_reference.py`` runs the same comparison).
 """
 
 from __future__ import annotations

@@ -1,0 +1,50 @@
+"""An ingest fits "not covered" from its headings, so off-topic questions are refused before any labelled question (a real ingest)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from service.artifacts import Registry
+from service.generation.abstention import ABSTENTION_FILE
+from tests.unit.service.retrieval.test_untrained_defaults import _TOPICS
+
+
+@pytest.mark.slow
+def test_an_ingest_fits_not_covered_from_its_headings_so_off_topic_questions_are_refused(tmp_path: Path, monkeypatch) -> None:
+    from service.cli import main
+    from service.config import get_settings
+
+    site = tmp_path / "site"
+    for product, sections in _TOPICS.items():
+        (site / product).mkdir(parents=True)
+        for title, text in sections:
+            page = title.lower().replace(" ", "-")
+            (site / product / f"{page}.md").write_text(f"# {title}\n\n{text}\n", encoding="utf-8")
+    home = tmp_path / "home"
+    monkeypatch.setenv("FEDQA_HOME", str(home))
+    monkeypatch.setenv("FEDQA_ENCODER_BACKEND", "torch")
+    get_settings.cache_clear()
+    try:
+        assert main(["ingest", str(site), "--quiet"]) == 0
+        registry = Registry(home)
+        index = registry.active()["index"]
+        assert index and (registry.path("index", index) / ABSTENTION_FILE).is_file()
+        from service.ask import answer
+        from service.loading import load_pipeline
+        from service.schemas import AskRequest
+
+        pipeline = load_pipeline(get_settings(), with_llm=False)
+        try:
+            off = answer(pipeline, AskRequest(query="How do I bake sourdough bread?"))
+            on = answer(pipeline, AskRequest(query="How do I send all outgoing mail through my provider's mail hub?"))
+        finally:
+            pipeline.close()
+    finally:
+        get_settings.cache_clear()
+    assert off.answer_mode == "not_covered"
+    assert on.answer_mode == "extractive" and on.sources[0].doc_id == "mailer/relaying#000"
+    fitted = json.loads((registry.path("index", index) / ABSTENTION_FILE).read_text(encoding="utf-8"))
+    assert fitted["fit"]["out_of_scope_sources"]["headings"] == 12

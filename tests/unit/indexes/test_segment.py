@@ -1,0 +1,258 @@
+"""Reading pages as published (main content, headings, code, prose) and cutting them into passages."""
+
+from pathlib import Path
+
+import pytest
+
+from indexes.document import BlockKind
+from indexes.html import clean_title, read_html
+from indexes.markup import PageKind, UnreadablePage, read_page
+from indexes.segment import Segmentation, passages, sections, split_section
+from service.retrieval.encoder import packaged_minilm_path, token_counter
+
+
+@pytest.fixture(scope="module")
+def count():
+    """The encoder's token count from its tokenizer alone (tests/unit/service/retrieval/test_tokens.py: the counts
+    transformers gives), so these tests load no model."""
+    return token_counter(packaged_minilm_path())
+
+
+def _page(tmp_path: Path, name: str, text: str | bytes) -> Path:
+    path = tmp_path / name
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_markdown_sections_carry_title_path_and_ignore_fenced_headers(tmp_path):
+    md = (
+        "# Billing guide\n\nIntro text.\n\n## Invoices\n\nInvoice text.\n\n### Credit notes\n\nCredit text.\n\n"
+        "```bash\n# not a header\necho hi\n```\n\n## Taxes\n\nTax text.\n"
+    )
+    doc = read_page(_page(tmp_path, "billing.md", md), PageKind.MARKDOWN)
+    parts = sections(doc, "fallback")
+    assert [s.title for s in parts] == [
+        "Billing guide",
+        "Billing guide > Invoices",
+        "Billing guide > Invoices > Credit notes",
+        "Billing guide > Taxes",
+    ]
+    assert "# not a header\necho hi" in parts[2].text
+    assert parts[3].text == "Taxes\n\nTax text."
+
+
+def test_html_furniture_is_dropped_and_headings_come_from_heading_elements_only():
+    html = (
+        "<html><head><title>Macros &#8212; Relay 2.1 documentation</title><script>var x=1;</script></head><body>"
+        "<div class='related' role='navigation'><a href='a.html'>previous</a> | <a href='b.html'>next</a></div>"
+        "<div class='sphinxsidebar'><h3>Table of Contents</h3><h4>Previous topic</h4><p><a href='a.html'>Setup</a></p>"
+        "<h3>This Page</h3><ul><li><a href='src.txt'>Show Source</a></li></ul></div>"
+        "<div class='body'><h1>Macros<a class='headerlink' href='#m'>\u00b6</a></h1>"
+        "<p>A macro records keys\n  and replays them\n  later.</p>"
+        "<ul><li><a href='#rec'>Recording</a></li><li><a href='#play'>Replaying</a></li></ul>"
+        "<pre># record a macro\nctrl-x (\n\n# replay it\nctrl-x e</pre>"
+        "<h2>Replaying<a class='headerlink' href='#play'>\u00b6</a></h2><p>Press <kbd>ctrl-x e</kbd> to replay.</p>"
+        "</div><div class='footer'>&copy; 2024, the authors.</div></body></html>"
+    )
+    doc = read_html(html)
+    assert doc.title == "Macros"
+    kinds = [(b.kind, b.text) for b in doc.blocks]
+    assert kinds == [
+        (BlockKind.HEADING, "Macros"),
+        (BlockKind.PROSE, "A macro records keys and replays them later."),
+        (BlockKind.CODE, "# record a macro\nctrl-x (\n\n# replay it\nctrl-x e"),
+        (BlockKind.HEADING, "Replaying"),
+        (BlockKind.PROSE, "Press ctrl-x e to replay."),
+    ]
+    assert doc.dropped_chars > len("Table of Contents Previous topic Setup This Page Show Source")
+    headings = [b.text for b in doc.blocks if b.kind is BlockKind.HEADING]
+    assert "record a macro" not in " ".join(headings)  # a comment in code is never a heading
+
+
+def test_a_page_of_navigation_only_is_unreadable_with_the_reason(tmp_path):
+    html = "<html><body><div class='navigation'><a href='n1.html'>Next</a></div><ul>" + "".join(
+        f"<li><a href='node{i}.html'>Topic {i}</a></li>" for i in range(20)
+    )
+    with pytest.raises(UnreadablePage, match="only navigation or link lists") as exc:
+        read_page(_page(tmp_path, "index.html", html + "</ul></body></html>"), PageKind.HTML)
+    assert exc.value.dropped_chars > 100
+
+
+def test_man_page_pre_has_its_section_names_as_headings_and_reflowed_prose():
+    html = (
+        "<html><head><title> Postfix manual - postconf(1) </title></head><body><pre>\n"
+        "<b>NAME</b>\n       postconf - Postfix configuration utility\n\n"
+        "<b>DESCRIPTION</b>\n       By default, the <b>postconf</b>(1) command displays the values of <b>main.cf</b> con-\n"
+        "       figuration parameters, and warns about possible mis-typed\n       parameter names.\n\n"
+        "       <b>-a</b>     List the available SASL plug-in types for the Postfix SMTP\n"
+        "              server.\n</pre></body></html>"
+    )
+    doc = read_html(html)
+    assert [(b.kind, b.text) for b in doc.blocks] == [
+        (BlockKind.HEADING, "Name"),
+        (BlockKind.PROSE, "postconf - Postfix configuration utility"),
+        (BlockKind.HEADING, "Description"),
+        (
+            BlockKind.PROSE,
+            "By default, the postconf(1) command displays the values of main.cf configuration parameters, and warns about "
+            "possible mis-typed parameter names.",
+        ),
+        (BlockKind.PROSE, "-a List the available SASL plug-in types for the Postfix SMTP server."),
+    ]
+
+
+def test_haproxy_dconv_keywords_are_sections_and_dropdown_menus_leave_the_text():
+    html = (
+        "<html><body><h3 id='chapter-3.1'>3.1. Process management</h3>"
+        "<div class='keyword'><b><a href='#3.1-ca-base'>ca-base</a></b> <span>&lt;dir&gt;</span></div>"
+        "<pre class='text'>Assigns a default directory used with \"<span class='dropdown'><a class='dropdown-toggle' href='#'>"
+        "ca-file</a><ul class='dropdown-menu'><li class='dropdown-header'>This keyword is available in sections :</li>"
+        "<li><a href='#x'>Bind options</a></li></ul></span>\" directives.\n\n  Example :\n        global\n"
+        "            ca-base /etc/ssl\n</pre></body></html>"
+    )
+    parts = sections(read_html(html), "configuration")
+    assert [p.title for p in parts] == ["3.1. Process management > ca-base <dir>"]  # no <title>: the first heading
+    assert parts[0].text.startswith('ca-base <dir>\n\nAssigns a default directory used with "ca-file" directives.')
+    assert "available in sections" not in parts[0].text
+    assert parts[0].text.endswith("  Example :\n        global\n            ca-base /etc/ssl")
+
+
+def test_a_pre_paragraph_of_link_lines_is_navigation_and_a_linked_example_is_kept():
+    keywords = "".join(f"   - <a href='#kw{i}'>keyword-{i}</a>\n" for i in range(8))
+    html = (
+        "<html><body><h1>3. Global parameters</h1><pre class='text'>The following keywords are supported in the "
+        f"global section :\n\n * Process management\n{keywords}   - unlinked-one\n\n"
+        "Each keyword is described below.\n</pre><h2>maxconn</h2><pre>global\n    <a href='#maxconn'>maxconn</a> 2000\n"
+        "    <a href='#nbthread'>nbthread</a> 4\n    <a href='#daemon'>daemon</a>\n</pre></body></html>"
+    )
+    doc = read_html(html)
+    text = "\n".join(b.text for b in doc.blocks)
+    assert "keyword-3" not in text and "Process management" not in text
+    assert "The following keywords are supported in the global section :" in text
+    assert "Each keyword is described below." in text
+    assert "global\n    maxconn 2000\n    nbthread 4\n    daemon" in text  # code that links its keywords stays
+    assert doc.dropped_chars >= len("keyword-0") * 8
+
+
+def test_a_short_passage_left_over_by_packing_joins_the_passage_before_it(count):
+    body = "The option enables logging of null connections in busy environments. " * 14
+    html = f"<html><body><h1>option dontlognull</h1><p>{body}</p><p>See also: log, monitor-uri.</p></body></html>"
+    doc = read_html(html)
+    assert count(body) > 150
+    cut = passages(doc, "config", Segmentation(count, 160, min_chars=200))
+    assert cut[-1].text.endswith("See also: log, monitor-uri.") and not cut[-1].text.startswith("See also")
+    unmerged = passages(doc, "config", Segmentation(count, 160, min_chars=0))
+    assert unmerged[-1].text == "See also: log, monitor-uri."
+
+
+def test_titles_lose_pilcrows_and_site_suffixes():
+    assert clean_title("Install \u00b6 \u2014 Relay 2.1 documentation") == "Install"
+    assert clean_title("Logging | Acme Docs") == "Logging"
+    assert clean_title("HAProxy version 2.6.12-1+deb12u4") == "HAProxy"
+    assert clean_title("Postfix Basic Configuration") == "Postfix Basic Configuration"
+
+
+def test_fragments_join_the_next_section_of_their_page(count):
+    html = (
+        "<html><head><title>Guide</title></head><body><h1>Guide</h1><h2>3. Relaying</h2><p>See below.</p>"
+        "<h3>3.1 Smarthost</h3><p>" + "Set relayhost to the ISP's mail hub. " * 8 + "</p>"
+        "<h3>3.2 Notes</h3><p>" + "Relaying needs a network. " * 10 + "</p><h3>3.3 Last</h3><p>Short.</p></body></html>"
+    )
+    cut = passages(read_html(html), "guide", Segmentation(count, 256, min_chars=200))
+    assert [p.title for p in cut] == ["Guide > 3. Relaying > 3.1 Smarthost", "Guide > 3. Relaying > 3.2 Notes"]
+    assert cut[0].text.startswith("3. Relaying\n\nSee below.\n\n3.1 Smarthost\n\nSet relayhost")
+    assert cut[1].text.endswith("3.3 Last\n\nShort.")  # the last fragment joins the section before it
+    whole = passages(read_html(html), "guide", Segmentation(count, 256, min_chars=0))
+    assert len(whole) == 4
+
+
+def test_code_blocks_stay_whole_in_their_passage(count):
+    prose = "The daemon reads its configuration at start. " * 12
+    code = "\n".join(f"option{i} = value{i}" for i in range(12))
+    html = f"<html><body><h1>Config</h1><p>{prose}</p><p>{prose}</p><pre>{code}</pre><p>{prose}</p></body></html>"
+    cut = passages(read_html(html), "config", Segmentation(count, 160, min_chars=0))
+    assert len(cut) > 1 and all(count(p.text) <= 160 for p in cut)
+    assert sum(code in p.text for p in cut) == 1
+
+
+def test_restructuredtext_is_read_with_its_sections(tmp_path):
+    rst = (
+        "Logging\n=======\n\nThe daemon logs to syslog.\n\nRotation\n--------\n\nLogs rotate daily.\n\n"
+        ".. code-block:: sh\n\n   logrotate -f /etc/logrotate.conf\n"
+    )
+    parts = sections(read_page(_page(tmp_path, "logging.rst", rst), PageKind.RST), "logging")
+    assert [p.title for p in parts] == ["Logging", "Logging > Rotation"]
+    assert "logrotate -f /etc/logrotate.conf" in parts[1].text
+
+
+def _pdf(text_lines: list[str]) -> bytes:
+    """A one-page PDF whose text layer holds ``text_lines`` (written by hand: no PDF writer is a dependency)."""
+    stream = "BT /F1 12 Tf 72 720 Td 14 TL " + " ".join(f"({line}) Tj T*" for line in text_lines) + " ET"
+    objects = [
+        "<< /Type /Catalog /Pages 2 0 R >>",
+        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
+        f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream",
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out = "%PDF-1.4\n"
+    offsets = []
+    for n, obj in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += f"{n} 0 obj\n{obj}\nendobj\n"
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n" + "".join(f"{o:010d} 00000 n \n" for o in offsets)
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n"
+    return out.encode("latin-1")
+
+
+def test_pdf_text_is_read_and_a_pdf_without_text_is_refused_with_the_reason(tmp_path):
+    doc = read_page(_page(tmp_path, "manual.pdf", _pdf(["Rotate the logs with", "logrotate every night."])), PageKind.PDF)
+    text = " ".join(b.text for b in doc.blocks)
+    assert "Rotate the logs with" in text and "logrotate every night." in text
+    with pytest.raises(UnreadablePage, match="no text layer"):
+        read_page(_page(tmp_path, "scan.pdf", _pdf([])), PageKind.PDF)
+    with pytest.raises(UnreadablePage, match="could not be read"):
+        read_page(_page(tmp_path, "broken.pdf", b"%PDF-1.4 not really"), PageKind.PDF)
+
+
+def test_plain_text_paragraphs_are_reflowed_and_indented_blocks_kept_as_code(tmp_path):
+    text = "Ledger keeps seven years\nof invoices.\n\nTo export them run:\n\n    ledger export --all\n      --format csv\n"
+    doc = read_page(_page(tmp_path, "notes.txt", text), PageKind.TEXT)
+    assert [(b.kind, b.text) for b in doc.blocks] == [
+        (BlockKind.PROSE, "Ledger keeps seven years of invoices."),
+        (BlockKind.PROSE, "To export them run:"),
+        (BlockKind.CODE, "    ledger export --all\n      --format csv"),
+    ]
+
+
+def test_short_section_is_kept_whole(count):
+    assert split_section("A short paragraph.", count, 512) == ["A short paragraph."]
+
+
+def test_long_section_split_at_paragraphs_within_limit(count):
+    paragraphs = [f"Paragraph {i}. " + " ".join(f"word{i}x{j}" for j in range(60)) for i in range(12)]
+    text = "\n\n".join(paragraphs)
+    assert count(text) > 512
+    chunks = split_section(text, count, 512)
+    assert len(chunks) > 1
+    assert all(count(c) <= 512 for c in chunks)
+    # Paragraph boundaries are kept: every paragraph lies whole in one chunk, in order.
+    joined = "\n\n".join(chunks)
+    assert joined.split("\n\n") == paragraphs
+
+
+def test_long_paragraph_split_at_sentences_then_words(count):
+    sentences = [f"Sentence number {i} talks about invoices and refunds and taxes." for i in range(80)]
+    giant_sentence = " ".join(f"token{i}" for i in range(700))
+    text = " ".join(sentences) + " " + giant_sentence + "."
+    chunks = split_section(text, count, 64)
+    assert all(count(c) <= 64 for c in chunks)
+    # sentence boundaries: no sentence of the first part is cut
+    for s in sentences:
+        assert any(s in c for c in chunks)
+    # every word survives, in order
+    assert " ".join(chunks).split() == text.split()
