@@ -18,7 +18,7 @@ from service.events import DoneEvent, Event, ResetEvent, RetrievalEvent, TokenEv
 from service.generation.answer import Answer
 from service.generation.modes import AnswerMode
 from service.pipeline import Pipeline
-from service.retrieval.passage import RankedHit
+from service.retrieval.passage import RankedHit, descending
 from service.retrieval.results import Prepared, ProductRetrieval, Retrieval
 from service.retrieval.strategies import StrategyName
 from service.schemas import AnswerConfidence, AskRequest, AskResponse, ProductAnswer, Routing, Source
@@ -112,7 +112,7 @@ def _by_product(
 def _product_events(pipeline: Pipeline, req: AskRequest, ret: Retrieval, answered: list[_Answered], t_all: float) -> Iterator[Event]:
     """The events of an answer given by product: its sources are the products' passages in turn, each product's
     answer cites them by their position there, and the answer's text is the products' answers, each labelled."""
-    cited = sources([h for a in answered for h in a.product.retrieval.hits], ret.routing.probabilities)
+    cited = sources(descending([h for a in answered for h in a.product.retrieval.hits]), ret.routing.probabilities)
     yield RetrievalEvent(ret.routing, cited, ret.hits, products=[a.product.domain for a in answered])
     products, offset = [], 0
     for a in answered:
@@ -194,7 +194,8 @@ def selection_error(routing: Routing) -> str | None:
 
 def sources(hits: list[RankedHit], probabilities: dict[str, float]) -> list[Source]:
     """The response's sources: each hit's passage with its scores (``domain_prob``: the router's p_j of its domain,
-    ``domain_weight``: the weight its domain had in the merge, which the hit calls ``domain_prob``)."""
+    ``domain_weight``: the weight its domain had in the merge, which the hit calls ``domain_prob``; ``rank_score``: the
+    key the ranking is sorted by) and its features."""
     return [
         Source(
             **h.passage.payload(),
@@ -203,7 +204,8 @@ def sources(hits: list[RankedHit], probabilities: dict[str, float]) -> list[Sour
             domain_weight=round(h.domain_prob, 6),
             unified_score=round(h.unified_score, 6),
             rerank_score=h.rerank_score,
-            rank_score=None if h.rank_score is None else round(h.rank_score, 6),
+            rank_score=round(h.final_key, 6),
+            features={k: round(v, 6) for k, v in h.features.values().items()},
         )
         for h in hits
     ]

@@ -292,7 +292,7 @@ class Pipeline:
             per_domain.update(search(missing, search_k))
         lex = fused_lexical(self.lexical, self.settings.lexical, self.router.fitted.ranks, strategy is DEFAULT_STRATEGY or bool(domains))
         lexical = search_lexical(lex, query, [d for d in per_domain if d in selection.weights], search_k, timings)
-        hits = with_passages(self.store, merge(per_domain, selection.weights, top_k, bonus, lexical), self.passage_cache)
+        hits = with_passages(self.store, merge(per_domain, selection.weights, top_k, bonus, lexical, probs), self.passage_cache)
         timings["search"] = _ms(t0)
         hits = self._rerank(reranker, query, hits, final_k, timings)
         timings["retrieval"] = _ms(t_all)

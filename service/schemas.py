@@ -62,11 +62,21 @@ class Source(BaseModel):
             " less the known answers' demotion)."
         )
     )
-    rank_score: float | None = Field(
-        default=None,
-        description="With the index's lexical search (FEDQA_LEXICAL=on, the default): the reciprocal-rank fusion of the "
-        "passage's rank by unified_score and its rank by domain_weight * BM25, which ordered the merge. null: ordered by "
-        "unified_score alone.",
+    rank_score: float = Field(
+        description="The key the sources are sorted by, non-increasing down the list: unified_score; with the index's lexical "
+        "search (FEDQA_LEXICAL) the reciprocal-rank fusion of the passage's rank by unified_score and its rank by "
+        "domain_weight * BM25; in the reranked top-N, that key + w * the reranker's logit. Where passages are placed in "
+        "turns (those below the reranked top-N, a message's questions in turn, an answer by product) it is at most the "
+        "rank_score above it."
+    )
+    features: dict[str, float] = Field(
+        default_factory=dict,
+        description="What placed the passage, by name (only those computed for this request): similarity (s), "
+        "product_probability (the router's p_j), weight (the strategy's w_j on s, where it is not p_j), page_prior (the "
+        "page prior's bonus), known_answer (cosine of the question to the nearest counted question this passage answers) "
+        "and known_answer_penalty (what U lost for it), dense_rank and lexical_rank (its ranks in the two fused rankings), "
+        "bm25, rerank (the reranker's logit), question_rank (its rank in its own question's ranking, for a message "
+        "asking several).",
     )
     rerank_score: float | None = Field(
         default=None,

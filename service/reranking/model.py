@@ -21,9 +21,9 @@ import numpy as np
 
 from service.compute import MODEL_LOCK
 from service.compute import available_cpus as default_threads  # one request's pairs are scored on every CPU
-from service.reranking.params import PARAMS_FILE, RerankParams
+from service.reranking.params import PARAMS_FILE, RerankParams, order_by
 from service.retrieval.onnx_encoder import ONNX_FILE
-from service.retrieval.passage import RankedHit
+from service.retrieval.passage import RankedHit, descending
 
 log = logging.getLogger("fedqa.rerank")
 
@@ -106,10 +106,21 @@ class Reranker:
 
     def rerank(self, query: str, hits: Sequence[RankedHit], top_k: int) -> list[RankedHit]:
         """The top ``params.depth`` of ``hits`` reordered by ``U + weight * ce`` (U: the merge's order key, the fused rank
-        score with a lexical index) (each with its calibrated score),
-        then the rest in their order; the first ``top_k``."""
+        score with a lexical index; each with its calibrated score, its logit as the feature ``rerank`` and the combined
+        score as its ``rank_score``), then the rest in their order (their ``rank_score`` at most the last reranked one's:
+        :func:`~service.retrieval.passage.descending`); the first ``top_k``."""
         head = list(hits[: self.params.depth])
-        ce = self.logits(query, [self.params.passage_text(h.passage.title, h.passage.text) for h in head])
-        order = self.params.order([h.order_key for h in head], ce.tolist())
-        scored = [replace(head[i], rerank_score=round(self.params.calibrated(float(ce[i])), 6)) for i in order]
-        return (scored + list(hits[self.params.depth :]))[:top_k]
+        ce = self.logits(query, [self.params.passage_text(h.passage.title, h.passage.text) for h in head]).tolist()
+        keys = [h.order_key for h in head]
+        combined = self.params.combined(keys, ce).tolist()
+        order = order_by(combined)
+        scored = [
+            replace(
+                head[i],
+                rerank_score=round(self.params.calibrated(ce[i]), 6),
+                rank_score=combined[i],
+                features=replace(head[i].features, rerank=ce[i]),
+            )
+            for i in order
+        ]
+        return descending(scored + list(hits[self.params.depth :]))[:top_k]

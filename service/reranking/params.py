@@ -34,6 +34,10 @@ class RerankParams:
         """What the cross-encoder reads of a passage (:func:`passage_text` in this version's format)."""
         return passage_text(title, text, titles=self.titles)
 
+    def combined(self, unified: Sequence[float], ce: Sequence[float]) -> np.ndarray:
+        """The combined scores ``U + weight * ce`` (:func:`combined_scores` with this weight)."""
+        return combined_scores(unified, ce, self.weight)
+
     def order(self, unified: Sequence[float], ce: Sequence[float]) -> list[int]:
         """Positions of the candidates in reranked order (:func:`reranked_order` with this weight)."""
         return reranked_order(unified, ce, self.weight)
@@ -63,7 +67,16 @@ def passage_text(title: str, text: str, *, titles: bool) -> str:
     return f"{title}: {text}" if titles and title else text
 
 
+def combined_scores(unified: Sequence[float], ce: Sequence[float], weight: float) -> np.ndarray:
+    """Each candidate's combined score ``U + weight * ce``, what the reranked order sorts by."""
+    return np.asarray(unified, dtype=np.float64) + weight * np.asarray(ce, dtype=np.float64)
+
+
 def reranked_order(unified: Sequence[float], ce: Sequence[float], weight: float) -> list[int]:
     """Positions of the candidates in reranked order (ties keep the strategy's order)."""
-    combined = np.asarray(unified, dtype=np.float64) + weight * np.asarray(ce, dtype=np.float64)
+    return order_by(combined_scores(unified, ce, weight))
+
+
+def order_by(combined: Sequence[float] | np.ndarray) -> list[int]:
+    """Positions of the candidates by combined score, highest first (ties keep the strategy's order)."""
     return sorted(range(len(combined)), key=lambda i: (-combined[i], i))

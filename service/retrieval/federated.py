@@ -13,7 +13,8 @@ import numpy as np
 
 from service.config import Settings
 from service.retrieval.lexical import LexicalHits
-from service.retrieval.passage import Hit, RankedHit
+from service.retrieval.page_prior import PriorBonus
+from service.retrieval.passage import Hit, RankedHit, RankFeatures
 from service.retrieval.passage_cache import PassageCache
 from service.retrieval.store import Store
 
@@ -31,7 +32,7 @@ def positive_similarity(s: float) -> float:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A hit placed in the federated ranking before its passage is read: U = w_j * s+."""
+    """A hit placed in the federated ranking before its passage is read: U = w_j * s+, and what placed it."""
 
     domain: str
     point_id: str
@@ -39,6 +40,7 @@ class Candidate:
     domain_prob: float
     unified_score: float
     rank_score: float | None = None  # with a lexical ranking: its fusion with the ranking by U (the merge's order)
+    features: RankFeatures = RankFeatures()
 
 
 def merge(
@@ -47,6 +49,7 @@ def merge(
     top_k: int,
     bonus: Mapping[str, float] | None = None,
     lexical: LexicalHits | None = None,
+    router: Mapping[str, float] | None = None,
 ) -> list[Candidate]:
     """Rank the union of the domains' hits by unified score U = w_j * s+ and keep the top ``top_k``.
 
@@ -58,23 +61,33 @@ def merge(
     ``lexical``: each domain's BM25 hits (:mod:`service.retrieval.lexical`). The candidates are then ordered by
     its :class:`~service.retrieval.lexical.RankFusion` of two rankings across the domains: by U, and by w_j * BM25; a
     candidate's ``rank_score`` is its fused score. A passage only the lexical search found gets as s the lowest s its domain's dense search
-    returned (its s is at most that).
+    returned (its s is at most that). ``router``: the router's p_j per domain, for the candidates' features.
     """
+    add = bonus.total if isinstance(bonus, PriorBonus) else bonus
     ranked: dict[tuple[str, str], Candidate] = {}  # by (domain, point id): the same doc_id in two domains is two passages
     for domain, hits in per_domain.items():
         p = float(probs[domain])
         # U grows with s within a domain, so only a domain's top_k by s can be in the merged top_k (not so with a bonus
         # or a fusion).
-        for h in hits if bonus or lexical else heapq.nlargest(top_k, hits, key=lambda h: h.score):
-            u = p * positive_similarity(h.score) + (bonus.get(h.point_id, 0.0) if bonus else 0.0)
-            r = Candidate(domain, h.point_id, h.score, p, u)
+        for h in hits if add or lexical else heapq.nlargest(top_k, hits, key=lambda h: h.score):
+            u = p * positive_similarity(h.score) + (add.get(h.point_id, 0.0) if add else 0.0)
             old = ranked.get((domain, h.point_id))
-            if old is None or r.unified_score > old.unified_score:
-                ranked[(domain, h.point_id)] = r
+            if old is None or u > old.unified_score:
+                ranked[(domain, h.point_id)] = Candidate(domain, h.point_id, h.score, p, u)
     order = sorted(ranked.values(), key=lambda r: (-r.unified_score, -r.score, r.point_id, r.domain))
     if lexical is not None:
-        order = _fused(order, per_domain, probs, bonus, lexical)
-    return order[:top_k]
+        order = _fused(order, per_domain, probs, add, lexical)
+    return [replace(c, features=_features(c, router, bonus)) for c in order[:top_k]]
+
+
+def _features(c: Candidate, router: Mapping[str, float] | None, bonus: Mapping[str, float] | None) -> RankFeatures:
+    """``c``'s features: what the merge read (its s, p_j, w_j, the page prior's terms) beside its fused ranks."""
+    p = None if router is None else router.get(c.domain)
+    f = replace(c.features, similarity=c.score, product_probability=p, weight=None if c.domain_prob == p else c.domain_prob)
+    if isinstance(bonus, PriorBonus):
+        pid = c.point_id
+        return replace(f, page_prior=bonus.page.get(pid), known_answer=bonus.nearest.get(pid), known_answer_penalty=bonus.demoted.get(pid))
+    return replace(f, page_prior=bonus.get(c.point_id)) if bonus else f
 
 
 def _fused(
@@ -84,19 +97,22 @@ def _fused(
     bonus: Mapping[str, float] | None,
     lexical: LexicalHits,
 ) -> list[Candidate]:
-    """The dense order (by U) and the lexical one (by w_j * BM25) fused by reciprocal rank."""
+    """The dense order (by U) and the lexical one (by w_j * BM25) fused by reciprocal rank (each candidate's ranks and
+    BM25 score in its features)."""
     by_key = {(c.domain, c.point_id): c for c in dense}
     fusion = lexical.fusion
     fused = {key: 1.0 / (fusion.k + rank) for rank, key in enumerate(by_key, start=1)}
+    ranks = {key: RankFeatures(dense_rank=rank) for rank, key in enumerate(by_key, start=1)}
     floor = {d: min(h.score for h in hits) for d, hits in per_domain.items() if hits}
     lex = sorted(((d, h) for d, hits in lexical.hits.items() if d in probs for h in hits), key=lambda x: (-probs[x[0]] * x[1].score, x[1].point_id))
     for rank, (domain, hit) in enumerate(lex, start=1):
         key = (domain, hit.point_id)
         fused[key] = fused.get(key, 0.0) + fusion.lexical_weight / (fusion.k + rank)
+        ranks[key] = replace(ranks.get(key, RankFeatures()), lexical_rank=rank, bm25=hit.score)
         if key not in by_key:
             p, s = float(probs[domain]), floor.get(domain, 0.0)
             by_key[key] = Candidate(domain, hit.point_id, s, p, p * positive_similarity(s) + (bonus.get(hit.point_id, 0.0) if bonus else 0.0))
-    out = [replace(by_key[key], rank_score=value) for key, value in fused.items()]
+    out = [replace(by_key[key], rank_score=value, features=ranks[key]) for key, value in fused.items()]
     return sorted(out, key=lambda r: (-value_of(r), -r.score, r.point_id, r.domain))
 
 
@@ -107,13 +123,21 @@ def value_of(c: Candidate) -> float:
 
 def with_passages(store: Store, ranked: Sequence[Candidate], cache: PassageCache | None = None) -> list[RankedHit]:
     """The ranking with its passages (the searches return none): from ``cache`` where it holds them, the rest
-    read from the store in one call per domain."""
+    read from the store in one call per domain. Each hit's ``rank_score`` is its place in the merge (:func:`value_of`)."""
     wanted: dict[str, list[str]] = {}
     for c in ranked:
         wanted.setdefault(c.domain, []).append(c.point_id)
     found = {d: cache.passages(store, d, ids) if cache is not None else store.passages(d, ids) for d, ids in wanted.items()}
     return [
-        RankedHit(found[c.domain][c.point_id], c.score, c.domain_prob, c.unified_score, rank_score=c.rank_score)
+        RankedHit(
+            found[c.domain][c.point_id],
+            c.score,
+            c.domain_prob,
+            c.unified_score,
+            fused_score=c.rank_score,
+            rank_score=value_of(c),
+            features=c.features,
+        )
         for c in ranked
         if c.point_id in found[c.domain]
     ]

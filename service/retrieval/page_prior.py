@@ -23,7 +23,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -99,15 +99,18 @@ class PagePrior:
             return np.zeros(0, dtype=np.float32)
         return np.maximum.reduceat((matrix @ _unit(vector))[rows], starts)
 
-    def bonus_for(self, vector: np.ndarray) -> Mapping[str, float]:
-        """What U gains (or loses) per point id for the question with query vector ``vector``."""
+    def bonus_for(self, vector: np.ndarray) -> PriorBonus:
+        """What U gains (or loses) per point id for the question with query vector ``vector``, with its terms."""
         if not self.demotes:
-            return self.bonus
+            return PriorBonus(self.bonus, self.bonus)
         out = dict(self.bonus)
-        for pid, c in zip(self.known, self.nearest(vector).tolist(), strict=True):
+        nearest = dict(zip(self.known, self.nearest(vector).tolist(), strict=True))
+        demoted = {}
+        for pid, c in nearest.items():
             if c < self.match:
-                out[pid] = out.get(pid, 0.0) - demotion(self.penalty, self.match, c)
-        return out
+                demoted[pid] = demotion(self.penalty, self.match, c)
+                out[pid] = out.get(pid, 0.0) - demoted[pid]
+        return PriorBonus(out, self.bonus, nearest, demoted)
 
     def without(self, gold_doc_ids: Iterable[str]) -> PagePrior:
         """The same prior without every counted question that shares a gold passage with ``gold_doc_ids`` (to score
@@ -142,6 +145,33 @@ class PagePrior:
             )
         except (KeyError, TypeError, AttributeError, binascii.Error) as exc:
             raise ValueError(f"stored page prior is incomplete: {exc!r}") from exc
+
+
+class PriorBonus(Mapping[str, float]):
+    """The page prior's change to U for one question, by point id (a mapping: what the merge adds to U), with its
+    terms: ``page`` the page bonus, ``nearest`` each known answer's cosine to the nearest counted question it answers
+    (when known answers are demoted), ``demoted`` what a known answer lost."""
+
+    def __init__(
+        self,
+        total: Mapping[str, float],
+        page: Mapping[str, float],
+        nearest: Mapping[str, float] | None = None,
+        demoted: Mapping[str, float] | None = None,
+    ) -> None:
+        self.total = total
+        self.page = page
+        self.nearest: Mapping[str, float] = nearest or {}
+        self.demoted: Mapping[str, float] = demoted or {}
+
+    def __getitem__(self, key: str) -> float:
+        return self.total[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.total)
+
+    def __len__(self) -> int:
+        return len(self.total)
 
 
 def demotion(penalty: float, match: float, cosine: float) -> float:

@@ -19,7 +19,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from service.retrieval.passage import RankedHit
+from service.retrieval.passage import RankedHit, descending
 from service.retrieval.results import Question, Retrieval
 from service.retrieval.strategies.base import QuestionRouting, StrategyDetail
 from service.schemas import Routing
@@ -34,7 +34,8 @@ def questions(message: str, texts: Sequence[str], vector: np.ndarray | None) -> 
 
 def interleave(rankings: Sequence[Sequence[RankedHit]], top_k: int) -> list[RankedHit]:
     """Rank r of every ranking before rank r + 1 of any; within a rank by the merge's order key (U, or the fused rank score), then raw score; each
-    passage once (at its first place)."""
+    passage once (at its first place), with its rank in its question's ranking as the feature ``question_rank`` and its
+    ``rank_score`` at most the one above it (:func:`~service.retrieval.passage.descending`)."""
     out: list[RankedHit] = []
     seen: set[tuple[str, str]] = set()  # (domain, doc_id): a doc_id is unique within its domain
     for rank in range(max((len(r) for r in rankings), default=0)):
@@ -43,8 +44,8 @@ def interleave(rankings: Sequence[Sequence[RankedHit]], top_k: int) -> list[Rank
             key = (hit.passage.domain, hit.passage.doc_id)
             if key not in seen and len(out) < top_k:
                 seen.add(key)
-                out.append(hit)
-    return out
+                out.append(replace(hit, features=replace(hit.features, question_rank=rank + 1)))
+    return descending(out)
 
 
 def joint_routing(parts: Sequence[str], routings: Sequence[Routing]) -> Routing:

@@ -78,7 +78,7 @@ def test_an_ingest_builds_the_lexical_index_and_the_pipeline_fuses_it(tmp_path: 
         ret = pipeline.retrieve("relayhost", top_k=3, gate_mode="deterministic")
         assert ret.hits[0].passage.doc_id == "mail/relay#001" and "lexical" in ret.timings_ms
         keys = [h.order_key for h in ret.hits]
-        assert keys == sorted(keys, reverse=True) and all(h.rank_score is not None for h in ret.hits)
+        assert keys == sorted(keys, reverse=True) and all(h.fused_score is not None for h in ret.hits)
     finally:
         pipeline.close()
     off = load_pipeline(make_settings(tmp_path / "home", lexical="off"), with_llm=False)

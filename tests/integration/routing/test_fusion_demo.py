@@ -53,7 +53,7 @@ def test_fused_with_the_papers_parameters_ranks_as_mkpqa_and_without_parameters_
             assert fused.routing.fallback and fused.routing.active_domains == demo_pipeline.domains
         demo_pipeline.lexical = lexical  # with the index's lexical ranking, fused (not uis) fuses it by rank
         if lexical is not None and not demo_pipeline.router.fitted.ranks:
-            assert all(h.rank_score is not None for h in demo_pipeline.retrieve(QUERIES[0], top_k=5, strategy="fused").hits)
+            assert all(h.fused_score is not None for h in demo_pipeline.retrieve(QUERIES[0], top_k=5, strategy="fused").hits)
     finally:
         demo_pipeline.router.fitted = saved
         demo_pipeline.lexical = lexical
