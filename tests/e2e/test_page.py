@@ -147,6 +147,13 @@ def test_page_streams_an_answer_with_cited_sources_and_routing(server, page):
     # p_j is the router's probability of the source's product (as the bars show it), the merge weight is w_j
     assert page.text_content("#source-1 [data-score=p]") == f"{expected['routing']['probabilities'][first['domain']]:.3f}"
     assert page.text_content("#source-1 [data-score=w]") == f"{first['domain_weight']:.3f}"
+    # "why this passage": the key the sources are sorted by and the features that gave it, behind a disclosure
+    assert not page.is_visible("#source-1 .why .features")
+    page.click("#source-1 .why summary")
+    assert float(page.text_content("#source-1 [data-score=rank]")) == pytest.approx(first["rank_score"], rel=1e-3)
+    shown = page.eval_on_selector_all("#source-1 .features [data-feature]", "ds => ds.map(d => d.dataset.feature)")
+    assert shown == list(first["features"]) and "similarity" in shown
+    assert page.text_content("#source-1 [data-feature=similarity] dd") == f"{first['features']['similarity']:.3f}"
 
     cite = page.locator("#answer a.cite").first
     href = cite.get_attribute("href")

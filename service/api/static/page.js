@@ -284,6 +284,37 @@ function renderRouting(routing) {
   }
 }
 
+// What placed a passage (a source's "features"): a short name and what it means; any other feature shows by its name.
+const FEATURES = {
+  similarity: ["s", "cosine similarity of the passage to the question"],
+  product_probability: ["p_j", "the router's probability of the passage's product"],
+  weight: ["w_j", "the strategy's weight on s for this product (where it is not p_j)"],
+  page_prior: ["page prior", "bonus of a page that answered labelled questions"],
+  known_answer: ["known answer", "similarity of the question to the nearest labelled question this passage answers"],
+  known_answer_penalty: ["known-answer penalty", "what U lost because the question is not that one"],
+  dense_rank: ["rank by U", "its place in the ranking by U, fused with the lexical one"],
+  lexical_rank: ["rank by BM25", "its place in the ranking by its words (BM25), fused with the one by U"],
+  bm25: ["BM25", "how well the passage's words match the question's"],
+  rerank: ["reranker", "the reranker's logit: how well it reads the passage as an answer"],
+  question_rank: ["rank in its question", "its place for its own question, when a message asks several"],
+};
+const RANKS = new Set(["dense_rank", "lexical_rank", "question_rank"]);
+const fmtKey = (x) => (typeof x === "number" ? Number(x.toPrecision(4)).toString() : "–");
+
+// "Why this passage": the key the sources are sorted by and the features that gave it.
+function whyPassage(s) {
+  const rows = Object.entries(s.features || {}).map(([name, value]) => {
+    const [label, meaning] = FEATURES[name] || [name, ""];
+    return el("div", { "data-feature": name, title: meaning || null },
+      el("dt", { text: label }), el("dd", { text: RANKS.has(name) ? String(value) : fmt(value) }));
+  });
+  return el("details", { class: "why" },
+    el("summary", {}, "Why this passage: rank score ", el("span", { text: fmtKey(s.rank_score), "data-score": "rank" })),
+    el("p", { class: "meta", text: "The sources are sorted by rank score (highest first); it comes from these features "
+      + "(hover a name for its meaning)." }),
+    el("dl", { class: "features" }, ...rows));
+}
+
 function sourceCard(s, i) {
   const n = i + 1;
   const snippet = s.text.length > 320 ? `${s.text.slice(0, 300).trimEnd()}…` : s.text;
@@ -303,6 +334,7 @@ function sourceCard(s, i) {
     el("div", {}, el("dt", { text: "U" }), el("dd", { text: fmt(s.unified_score), "data-score": "u" })),
     ...(s.rerank_score == null ? [] : [el("div", { title: "reranker: P(this passage answers the question)" },
       el("dt", { text: "rerank" }), el("dd", { text: fmt(s.rerank_score), "data-score": "rerank" }))])));
+  card.append(whyPassage(s));
   return card;
 }
 
@@ -424,7 +456,7 @@ function rankingColumn(strategy, body, otherIds) {
     return el("li", { class: elsewhere >= 0 ? "shared" : "only", "data-doc-id": s.doc_id },
       el("span", { class: "title", text: s.title }),
       el("span", { class: "where", text: `${s.domain} · U ${fmt(s.unified_score)} · s ${fmt(s.score)} · p_j ${fmt(s.domain_prob)} · w_j ${fmt(s.domain_weight)}`
-        + (s.rerank_score == null ? "" : ` · rerank ${fmt(s.rerank_score)}`) }),
+        + (s.rerank_score == null ? "" : ` · rerank ${fmt(s.rerank_score)}`) + ` · rank score ${fmtKey(s.rank_score)}` }),
       el("span", { class: "other", text: elsewhere >= 0 ? `also #${elsewhere + 1} on the other side` : "only here" }));
   });
   const r = body.routing;
