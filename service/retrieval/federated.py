@@ -76,18 +76,23 @@ def merge(
                 ranked[(domain, h.point_id)] = Candidate(domain, h.point_id, h.score, p, u)
     order = sorted(ranked.values(), key=lambda r: (-r.unified_score, -r.score, r.point_id, r.domain))
     if lexical is not None:
-        order = _fused(order, per_domain, probs, add, lexical)
-    return [replace(c, features=_features(c, router, bonus)) for c in order[:top_k]]
+        order = _fused(order, per_domain, probs, add, lexical, top_k)
+    return [
+        Candidate(c.domain, c.point_id, c.score, c.domain_prob, c.unified_score, c.rank_score, _features(c, router, bonus)) for c in order[:top_k]
+    ]
 
 
 def _features(c: Candidate, router: Mapping[str, float] | None, bonus: Mapping[str, float] | None) -> RankFeatures:
     """``c``'s features: what the merge read (its s, p_j, w_j, the page prior's terms) beside its fused ranks."""
     p = None if router is None else router.get(c.domain)
-    f = replace(c.features, similarity=c.score, product_probability=p, weight=None if c.domain_prob == p else c.domain_prob)
+    page = nearest = demoted = None
     if isinstance(bonus, PriorBonus):
-        pid = c.point_id
-        return replace(f, page_prior=bonus.page.get(pid), known_answer=bonus.nearest.get(pid), known_answer_penalty=bonus.demoted.get(pid))
-    return replace(f, page_prior=bonus.get(c.point_id)) if bonus else f
+        page, nearest, demoted = bonus.page.get(c.point_id), bonus.nearest.get(c.point_id), bonus.demoted.get(c.point_id)
+    elif bonus:
+        page = bonus.get(c.point_id)
+    f = c.features
+    w = None if c.domain_prob == p else c.domain_prob
+    return RankFeatures(c.score, p, w, page, nearest, demoted, f.dense_rank, f.lexical_rank, f.bm25)
 
 
 def _fused(
@@ -96,24 +101,33 @@ def _fused(
     probs: Mapping[str, float],
     bonus: Mapping[str, float] | None,
     lexical: LexicalHits,
+    top_k: int,
 ) -> list[Candidate]:
-    """The dense order (by U) and the lexical one (by w_j * BM25) fused by reciprocal rank (each candidate's ranks and
-    BM25 score in its features)."""
+    """The dense order (by U) and the lexical one (by w_j * BM25) fused by reciprocal rank; the top ``top_k``, each
+    with its ranks and BM25 score as features."""
     by_key = {(c.domain, c.point_id): c for c in dense}
     fusion = lexical.fusion
-    fused = {key: 1.0 / (fusion.k + rank) for rank, key in enumerate(by_key, start=1)}
-    ranks = {key: RankFeatures(dense_rank=rank) for rank, key in enumerate(by_key, start=1)}
+    dense_rank = {key: rank for rank, key in enumerate(by_key, start=1)}
+    fused = {key: 1.0 / (fusion.k + rank) for key, rank in dense_rank.items()}
     floor = {d: min(h.score for h in hits) for d, hits in per_domain.items() if hits}
     lex = sorted(((d, h) for d, hits in lexical.hits.items() if d in probs for h in hits), key=lambda x: (-probs[x[0]] * x[1].score, x[1].point_id))
+    lexical_rank: dict[tuple[str, str], tuple[int, float]] = {}
     for rank, (domain, hit) in enumerate(lex, start=1):
         key = (domain, hit.point_id)
         fused[key] = fused.get(key, 0.0) + fusion.lexical_weight / (fusion.k + rank)
-        ranks[key] = replace(ranks.get(key, RankFeatures()), lexical_rank=rank, bm25=hit.score)
+        lexical_rank[key] = (rank, hit.score)
         if key not in by_key:
             p, s = float(probs[domain]), floor.get(domain, 0.0)
             by_key[key] = Candidate(domain, hit.point_id, s, p, p * positive_similarity(s) + (bonus.get(hit.point_id, 0.0) if bonus else 0.0))
-    out = [replace(by_key[key], rank_score=value, features=ranks[key]) for key, value in fused.items()]
-    return sorted(out, key=lambda r: (-value_of(r), -r.score, r.point_id, r.domain))
+    out = sorted(
+        (replace(by_key[key], rank_score=value) for key, value in fused.items()), key=lambda r: (-value_of(r), -r.score, r.point_id, r.domain)
+    )
+    kept = []
+    for c in out[:top_k]:
+        key = (c.domain, c.point_id)
+        lex_rank, bm25 = lexical_rank.get(key, (None, None))
+        kept.append(replace(c, features=RankFeatures(dense_rank=dense_rank.get(key), lexical_rank=lex_rank, bm25=bm25)))
+    return kept
 
 
 def value_of(c: Candidate) -> float:
