@@ -1,22 +1,17 @@
 """Each source's ``rank_score`` (the key the sources are sorted by) and ``features`` (what placed it), on /ask (JSON
 and streamed) and in the chat's extra field, on the demo pipeline: with the fitted ranking, with the lexical ranking
-fused (FEDQA_LEXICAL=always) and with a reranker (a stand-in for its cross-encoder: the demo home trains none)."""
+fused (FEDQA_LEXICAL=always); with a trained reranker: tests/integration/training/test_reranker.py."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
 from service.api.app import create_app
 from service.api.state import ServiceState
-from service.reranking.model import Reranker
-from service.reranking.params import RerankParams
-from service.text import words
 from tests.utils import ambiguous_question, pipeline_with
 
 QUESTIONS = (
@@ -27,18 +22,6 @@ QUESTIONS = (
 )
 STRATEGIES = ("fused", "mkpqa", "uis", "rfs")
 RRF_K = 60.0
-
-
-class StandInReranker(Reranker):
-    """The served reranking with a stand-in for the cross-encoder: its logit is the words a passage shares with the
-    question, less 2 (so some lower the combined score and the passages below the reranked top-N are capped)."""
-
-    def __init__(self, params: RerankParams) -> None:  # no model to load
-        self.params, self.version, self.threads = params, "stand-in", 1
-
-    def logits(self, query: str, texts: Sequence[str], *, batch_size: int = 32) -> np.ndarray:
-        asked = set(words(query))
-        return np.array([len(asked & set(words(t))) - 2.0 for t in texts], dtype=np.float32)
 
 
 def _client(pipeline: Any) -> TestClient:
@@ -100,27 +83,6 @@ def test_with_the_lexical_ranking_fused_rank_score_is_the_fusion_of_the_two_rank
         for s in sources:
             assert s["rank_score"] == pytest.approx(_rrf(s["features"]), abs=2e-6)
             assert ("bm25" in s["features"]) == ("lexical_rank" in s["features"])
-
-
-@pytest.mark.parametrize("lexical", ["off", "always"])
-def test_reranked_sources_are_ordered_by_the_combined_score(demo_pipeline, lexical):
-    if lexical == "always" and demo_pipeline.lexical is None:
-        pytest.skip("the demo index has no lexical index")
-    params = RerankParams(weight=0.05, depth=3)
-    settings = demo_pipeline.settings.model_copy(update={"lexical": lexical})
-    client = _client(pipeline_with(demo_pipeline, settings=settings, reranker=StandInReranker(params)))
-    for query in QUESTIONS[:3]:
-        sources = _ask(client, query=query, top_k=6)
-        _check(sources)
-        head, tail = sources[: params.depth], sources[params.depth :]
-        assert all("rerank" in s["features"] and s["rerank_score"] is not None for s in head)
-        assert all("rerank" not in s["features"] and s["rerank_score"] is None for s in tail)
-        for s in head:  # the merge's key (U, or its fusion with the lexical ranking) + w * the logit
-            merge_key = _rrf(s["features"]) if lexical == "always" else s["unified_score"]
-            assert s["rank_score"] == pytest.approx(merge_key + params.weight * s["features"]["rerank"], abs=2e-6)
-        for s, above in zip(tail, sources[params.depth - 1 :], strict=False):  # below the top-N: at most the one above
-            merge_key = _rrf(s["features"]) if lexical == "always" else s["unified_score"]
-            assert s["rank_score"] == pytest.approx(min(merge_key, above["rank_score"]), abs=2e-6)
 
 
 def test_an_answer_by_product_and_the_chat_extra_field_carry_them(demo_pipeline):

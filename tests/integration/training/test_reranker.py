@@ -17,6 +17,11 @@ from service.files import copytree_sparse
 from service.loading import load_pipeline
 from service.reranking.params import RerankParams, reranked_order
 from tests.conftest import make_settings
+from tests.integration.api.test_rank_features import QUESTIONS
+from tests.integration.api.test_rank_features import _ask as ask_both_ways
+from tests.integration.api.test_rank_features import _check as check_sources
+from tests.integration.api.test_rank_features import _client as rank_client
+from tests.integration.api.test_rank_features import _rrf as rrf
 from tests.utils import present
 from training.data.general import general_negatives
 from training.reranker_data import Candidates
@@ -216,6 +221,34 @@ def test_served_ranking_is_reranked_unless_asked_not_to(reranker_home):
     # without reranking the order is the strategy's own: U descending, or the fused rank score with the lexical index
     keys = [s["unified_score"] if s["rank_score"] is None else s["rank_score"] for s in off["sources"]]
     assert keys == sorted(keys, reverse=True)
+
+
+@pytest.mark.parametrize("lexical", ["off", "always"])
+def test_reranked_sources_carry_the_combined_score_and_the_logit(reranker_home, lexical):
+    """rank_score: the merge's key (U, or its fusion with the lexical ranking) + w * the trained cross-encoder's logit in
+    the reranked top-N, at most the source above it below; features["rerank"] is that logit."""
+    settings, _, _ = reranker_home
+    pipeline = load_pipeline(settings.model_copy(update={"lexical": lexical}), with_llm=False)
+    try:
+        if lexical == "always" and pipeline.lexical is None:
+            pytest.skip("the demo index has no lexical index")
+        params = RerankParams(weight=0.05, depth=3)
+        pipeline.reranker = present(pipeline.reranker).with_params(params)
+        client = rank_client(pipeline)
+        for query in QUESTIONS[:3]:
+            sources = ask_both_ways(client, query=query, top_k=6)
+            check_sources(sources)
+            head, tail = sources[: params.depth], sources[params.depth :]
+            assert all("rerank" in s["features"] and s["rerank_score"] is not None for s in head)
+            assert all("rerank" not in s["features"] and s["rerank_score"] is None for s in tail)
+            for s in head:
+                merge_key = rrf(s["features"]) if lexical == "always" else s["unified_score"]
+                assert s["rank_score"] == pytest.approx(merge_key + params.weight * s["features"]["rerank"], abs=2e-6)
+            for s, above in zip(tail, sources[params.depth - 1 :], strict=False):
+                merge_key = rrf(s["features"]) if lexical == "always" else s["unified_score"]
+                assert s["rank_score"] == pytest.approx(min(merge_key, above["rank_score"]), abs=2e-6)
+    finally:
+        pipeline.close()
 
 
 @pytest.mark.slow

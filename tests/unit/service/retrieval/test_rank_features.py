@@ -5,14 +5,11 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
 from service.ask import sources
-from service.reranking.model import Reranker
-from service.reranking.params import RerankParams
 from service.retrieval.federated import merge
 from service.retrieval.lexical import LexicalHits
 from service.retrieval.page_prior import PagePrior
@@ -85,25 +82,6 @@ def test_interleaved_questions_show_their_rank_and_a_non_increasing_key():
     assert [h.passage.doc_id for h in out] == ["a1", "b1", "a2", "b2"]
     assert [h.features.question_rank for h in out] == [1, 1, 2, 2]
     assert [h.final_key for h in out] == [0.9, 0.5, 0.5, 0.2]
-
-
-class _WordReranker(Reranker):
-    """The reranking with a stand-in for the cross-encoder: its logit for a text is the number after its ``#``, less 2."""
-
-    def __init__(self, params: RerankParams) -> None:
-        self.params, self.version = params, "stand-in"
-
-    def logits(self, query: str, texts: Sequence[str], *, batch_size: int = 32) -> np.ndarray:
-        return np.array([float(t.rsplit("#", 1)[1]) - 2.0 for t in texts], dtype=np.float32)
-
-
-def test_the_reranker_sets_the_combined_score_and_its_logit_and_caps_the_rest():
-    hits = [_ranked("a#0", 0.9), _ranked("a#3", 0.8), _ranked("a#1", 0.7), _ranked("a#2", 0.65)]
-    out = _WordReranker(RerankParams(weight=0.1, depth=3)).rerank("q", hits, 4)
-    assert [h.passage.doc_id for h in out] == ["a#3", "a#0", "a#1", "a#2"]
-    assert [h.features.rerank for h in out] == [1.0, -2.0, -1.0, None]
-    assert [h.final_key for h in out] == pytest.approx([0.9, 0.7, 0.6, 0.6])  # U + 0.1 * logit; the rest at most the last
-    assert [h.order_key for h in out] == [0.8, 0.9, 0.7, 0.65]  # the merge's key is kept (the interleaving reads it)
 
 
 def test_a_source_shows_the_final_key_and_the_features_computed():
