@@ -21,15 +21,11 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from scipy.optimize import minimize
+from scipy.special import expit
 
 from training.metrics import expected_calibration_error
 
 PRIOR_SD = 2.0  # of the per-domain biases, in logit units: prior odds up to about e^4 need little evidence
-
-
-def sigmoid(z: np.ndarray) -> np.ndarray:
-    """Elementwise logistic function."""
-    return 1.0 / (1.0 + np.exp(-np.asarray(z, dtype=np.float64)))
 
 
 def bce_nll(probs: np.ndarray, labels: np.ndarray, eps: float = 1e-7) -> float:
@@ -57,7 +53,7 @@ class Calibration:
     def apply(self, logits: np.ndarray) -> np.ndarray:
         """Calibrated probabilities of raw logits (n, m)."""
         z = np.asarray(logits, dtype=np.float64) / self.temperature
-        return sigmoid(z + np.asarray(self.bias, dtype=np.float64) if self.bias else z)
+        return expit(z + np.asarray(self.bias, dtype=np.float64) if self.bias else z)
 
     def as_dict(self) -> dict:
         out = asdict(self)
@@ -106,7 +102,7 @@ def fit_calibration(
     t = float(np.exp(res.x[0]))
     bias = [float(v) for v in _biases(res.x[1:], has_pos)] if per_domain_bias else []
     cal = Calibration(t, int(z.shape[0]), 0.0, 0.0, 0.0, 0.0, bias, prior_sd if per_domain_bias else None)
-    before, after = sigmoid(z), cal.apply(z)
+    before, after = expit(z), cal.apply(z)
     return Calibration(
         temperature=t,
         questions=int(z.shape[0]),

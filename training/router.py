@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from scipy.special import expit
 
 from service.artifacts import Registry
 from service.config import Settings
@@ -207,7 +208,7 @@ def _fit_held_out(
     val_labels = label_matrix(val, domains)
     raw = router.raw_logits(val_vectors) if logits is None else logits
     calibration = fit_calibration(raw, val_labels)
-    metrics["validation_uncalibrated"] = routing_report(1.0 / (1.0 + np.exp(-raw)), val, domains)
+    metrics["validation_uncalibrated"] = routing_report(expit(raw), val, domains)
     router.temperature, router.bias = calibration.temperature, list(calibration.bias)
     router.fitted = replace(router.fitted, calibration=calibration.as_dict())
     held = HeldOut(list(val), val_vectors, calibration.apply(raw), val_labels, domains)

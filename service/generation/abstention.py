@@ -16,11 +16,12 @@ The fitted model is a JSON file stored with the router version it was fitted for
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from scipy.special import expit
 
 from service.artifacts import Registry, load_fitted, write_json_atomic
 from service.retrieval.passage import RankedHit
@@ -92,7 +93,7 @@ class AbstentionModel:
         """P(the documentation covers the question) under the fitted model."""
         x = evidence.vector(self.features)
         z = self.intercept + sum(c * (v - m) / s for c, v, m, s in zip(self.coef, x, self.mean, self.scale, strict=True))
-        return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
+        return float(expit(max(-50.0, min(50.0, z))))  # z bounded as when math.exp needed it: fitted thresholds unchanged
 
     def decide(self, evidence: Evidence) -> Confidence:
         """Covered when the confidence reaches the threshold."""

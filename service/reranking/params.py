@@ -9,12 +9,12 @@ each passage as ``title: text`` (the way it was trained), so the page and sectio
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from scipy.special import expit
 
 PARAMS_FILE = "rerank.json"
 
@@ -45,7 +45,7 @@ class RerankParams:
     def calibrated(self, ce: float) -> float:
         """P(the passage answers the question) from its cross-encoder logit."""
         z = self.scale * ce + self.shift
-        return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
+        return float(expit(max(-50.0, min(50.0, z))))  # z bounded as when math.exp needed it: scores unchanged
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
+from scipy.special import expit
 
 from service.retrieval.passage import Hit
 
@@ -117,7 +118,7 @@ def fuse(p: np.ndarray, ev: Evidence, params: FusionParams) -> np.ndarray:
         return p.copy()
     x = features(p, ev)
     z = params.bias + params.w_prior * x[..., 0] + params.w_best * x[..., 1] + params.w_share * x[..., 2]
-    return 1.0 / (1.0 + np.exp(-z))
+    return expit(z)
 
 
 def domain_weights(q: np.ndarray, sharpness: float, c: np.ndarray | None = None) -> np.ndarray:

@@ -23,6 +23,7 @@ from typing import Protocol
 
 import numpy as np
 import torch
+from scipy.special import expit
 from torch import nn
 
 from service.routing.fitted import RouterFitted
@@ -133,7 +134,7 @@ class HeadRouter:
         z = self.raw_logits(vectors) / self.temperature
         if self.bias:
             z = z + np.asarray(self.bias, dtype=np.float64)
-        return 1.0 / (1.0 + np.exp(-z))
+        return expit(z)
 
     # ----------------------------------------------------------------- files
     def save(self, path: str | Path) -> None:

@@ -6,11 +6,12 @@ import json
 
 import numpy as np
 import pytest
+from scipy.special import expit
 
 from service.routing.fitted import RouterFitted
 from service.routing.fusion import FusionParams
 from service.routing.router import ROUTER_FILE, HeadRouter, RouterFormatError
-from training.calibration import bce_nll, fit_calibration, fit_temperature, sigmoid
+from training.calibration import bce_nll, fit_calibration, fit_temperature
 
 
 def test_temperature_lowers_nll_and_ece_of_an_over_confident_router():
@@ -27,13 +28,13 @@ def test_temperature_lowers_nll_and_ece_of_an_over_confident_router():
     assert cal.temperature > 2.0
     assert cal.nll_after < cal.nll_before
     assert cal.ece_after < cal.ece_before
-    assert cal.nll_after == pytest.approx(bce_nll(sigmoid(logits / cal.temperature), labels))
+    assert cal.nll_after == pytest.approx(bce_nll(expit(logits / cal.temperature), labels))
 
 
 def test_temperature_keeps_a_calibrated_router_about_as_is():
     rng = np.random.default_rng(1)
     z = rng.normal(0, 2, size=(2000, 3))
-    labels = (rng.random(z.shape) < sigmoid(z)).astype(float)
+    labels = (rng.random(z.shape) < expit(z)).astype(float)
     assert fit_temperature(z, labels).temperature == pytest.approx(1.0, abs=0.15)
 
 
@@ -80,13 +81,13 @@ def test_head_router_round_trip_independent_sigmoids_and_temperature(tmp_path):
     v = np.random.default_rng(0).normal(size=(5, 8)).astype(np.float32)
     p = router.predict_vectors(v)
     assert p.shape == (5, 3) and not np.allclose(p.sum(axis=1), 1.0)
-    assert np.allclose(p, sigmoid(router.raw_logits(v) / 2.0))
+    assert np.allclose(p, expit(router.raw_logits(v) / 2.0))
     router.save(tmp_path / "r")
     back = HeadRouter.load(tmp_path / "r", version="router-x")
     assert back.retriever == "base" and back.temperature == 2.0 and back.fitted == RouterFitted(fusion=FusionParams.paper(0.5))
     assert np.allclose(back.predict_vectors(v), p)
     router.bias = [1.0, 0.0, -1.0]
-    assert np.allclose(router.predict_vectors(v), sigmoid(router.raw_logits(v) / 2.0 + np.array([1.0, 0.0, -1.0])))
+    assert np.allclose(router.predict_vectors(v), expit(router.raw_logits(v) / 2.0 + np.array([1.0, 0.0, -1.0])))
     router.save(tmp_path / "r2")
     assert HeadRouter.load(tmp_path / "r2").bias == [1.0, 0.0, -1.0]
 
