@@ -1,7 +1,8 @@
 """Metrics of the router: multi-label routing and calibration.
 
-Plain numpy over plain data, so the same functions serve training reports, the CLI and tests. Ranked retrieval's
-metrics are :mod:`service.evaluation.retrieval_metrics`' (``ranking_means``), shared with evaluation and benchmarks.
+Plain numpy and scikit-learn's precision/recall/F1 over plain data, so the same functions serve training reports,
+the CLI and tests. Ranked retrieval's metrics are :mod:`service.evaluation.retrieval_metrics`' (``ranking_means``),
+shared with evaluation and benchmarks.
 """
 
 from __future__ import annotations
@@ -9,10 +10,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from sklearn.metrics import precision_recall_fscore_support
 
 
-def _f1(p: float, r: float) -> float:
-    return 2 * p * r / (p + r) if p + r > 0 else 0.0
+def _prf(y: np.ndarray, pred: np.ndarray, average: str | None) -> tuple:
+    """scikit-learn's precision, recall, F1 and support of ``pred`` against multi-hot ``y`` (n, m booleans), per
+    domain (``average=None``) or pooled (``"micro"``); 0 where a ratio has nothing to count."""
+    n, m = y.shape
+    if n == 0:  # scikit-learn wants a sample; with none, nothing is predicted and nothing is to be found
+        return (np.zeros(m), np.zeros(m), np.zeros(m), np.zeros(m, dtype=int)) if average is None else (0.0, 0.0, 0.0, None)
+    # one domain's labels are a binary target to scikit-learn (not a multi-label matrix): the domain is its class 1
+    labels = [1] if m == 1 else None
+    return precision_recall_fscore_support(y.astype(int), pred.astype(int), labels=labels, average=average, zero_division=0.0)
 
 
 def expected_calibration_error(probs: np.ndarray, labels: np.ndarray, bins: int = 10) -> float:
@@ -46,28 +55,19 @@ def router_metrics(probs: np.ndarray, labels: np.ndarray, domains: Sequence[str]
     y = np.asarray(labels, dtype=np.float64) > 0.5
     n, m = y.shape
     pred = probs >= threshold
-    per_domain: dict[str, dict] = {}
-    tp_all = fp_all = fn_all = 0
-    f1s = []
-    for j, d in enumerate(domains):
-        tp = int(np.sum(pred[:, j] & y[:, j]))
-        fp = int(np.sum(pred[:, j] & ~y[:, j]))
-        fn = int(np.sum(~pred[:, j] & y[:, j]))
-        support = int(y[:, j].sum())
-        precision = tp / (tp + fp) if tp + fp else 0.0
-        recall = tp / (tp + fn) if tp + fn else 0.0
-        per_domain[d] = {
-            "precision": round(precision, 4),
-            "recall": round(recall, 4),
-            "f1": round(_f1(precision, recall), 4),
-            "support": support,
+    precision, recall, f1, support = _prf(y, pred, None)
+    per_domain = {
+        d: {
+            "precision": round(float(precision[j]), 4),
+            "recall": round(float(recall[j]), 4),
+            "f1": round(float(f1[j]), 4),
+            "support": int(support[j]),
             "predicted": int(pred[:, j].sum()),
         }
-        if support:  # macro F1 over domains that occur in the gold labels
-            f1s.append(_f1(precision, recall))
-        tp_all, fp_all, fn_all = tp_all + tp, fp_all + fp, fn_all + fn
-    micro_p = tp_all / (tp_all + fp_all) if tp_all + fp_all else 0.0
-    micro_r = tp_all / (tp_all + fn_all) if tp_all + fn_all else 0.0
+        for j, d in enumerate(domains)
+    }
+    micro_p, micro_r, micro_f1, _ = _prf(y, pred, "micro")
+    supported = support > 0  # macro F1 over domains that occur in the gold labels
     if n:
         top = probs.argmax(axis=1)
         correct = y[np.arange(n), top]
@@ -79,10 +79,10 @@ def router_metrics(probs: np.ndarray, labels: np.ndarray, domains: Sequence[str]
         "queries": n,
         "threshold": threshold,
         "per_domain": per_domain,
-        "micro_precision": round(micro_p, 4),
-        "micro_recall": round(micro_r, 4),
-        "micro_f1": round(_f1(micro_p, micro_r), 4),
-        "macro_f1": round(float(np.mean(f1s)) if f1s else 0.0, 4),
+        "micro_precision": round(float(micro_p), 4),
+        "micro_recall": round(float(micro_r), 4),
+        "micro_f1": round(float(micro_f1), 4),
+        "macro_f1": round(float(np.mean(f1[supported])) if supported.any() else 0.0, 4),
         "top1_accuracy": round(top1, 4),
         "ece": round(expected_calibration_error(probs, y, bins), 4),
         "top1_ece": round(top1_ece, 4),
