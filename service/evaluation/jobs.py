@@ -33,8 +33,8 @@ import secrets
 import socket
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ from typing import Any
 from service.evaluation.quota import FINAL, JobQuota, delete_jobs, make_room
 from service.evaluation.record import QuestionRecord
 from service.evaluation.spec import JobQuestion, JobSpec
+from service.sqlite import transaction
 
 STALE_S = 120.0
 
@@ -139,15 +140,8 @@ class JobStore:
         """The store the settings name (FEDQA_JOBS_DB, else under FEDQA_HOME)."""
         return cls(settings.jobs_path)
 
-    @contextmanager
-    def _conn(self) -> Iterator[sqlite3.Connection]:
-        conn = sqlite3.connect(str(self.path), timeout=30.0)
-        conn.row_factory = sqlite3.Row
-        try:
-            with conn:  # commit, or roll back on error
-                yield conn
-        finally:
-            conn.close()
+    def _conn(self) -> AbstractContextManager[sqlite3.Connection]:
+        return transaction(self.path)
 
     # ------------------------------------------------------------------ jobs
     def create(

@@ -18,13 +18,13 @@ import secrets
 import sqlite3
 import time
 import unicodedata
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from service.config import Settings
+from service.sqlite import transaction
 
 Rating = Literal["up", "down"]
 
@@ -120,15 +120,8 @@ class FeedbackStore:
         self.path = Path(path)
         self._ready = False
 
-    @contextmanager
-    def _conn(self) -> Iterator[sqlite3.Connection]:
-        conn = sqlite3.connect(str(self.path), timeout=30.0)
-        conn.row_factory = sqlite3.Row
-        try:
-            with conn:  # commit, or roll back on error
-                yield conn
-        finally:
-            conn.close()
+    def _conn(self) -> AbstractContextManager[sqlite3.Connection]:
+        return transaction(self.path)
 
     def _create(self) -> None:
         if self._ready:
