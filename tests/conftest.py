@@ -113,3 +113,36 @@ def embedded_llm(tmp_path_factory: pytest.TempPathFactory):
     from service.generation.local_llm import TransformersLLM
 
     return TransformersLLM(cache_dir=tmp_path_factory.mktemp("llm-cache"))
+
+
+@pytest.fixture()
+def selector_llm():
+    """(lfs tests) An OpenAI-protocol endpoint that says yes for the products in ``yes`` and answers junk for ``junk``."""
+    servers = []
+
+    def make(yes: set[str], junk: set[str] | frozenset[str] = frozenset()):
+        def reply(prompt: str) -> str:
+            product = prompt.split("Product: ")[1].split("\n")[0]
+            return "perhaps" if product in junk else ("Yes" if product in yes else "No")
+
+        from tests.scripted_llm import ScriptedServer
+
+        servers.append(ScriptedServer(reply))
+        return servers[-1].llm("selector")
+
+    yield make
+    for s in servers:
+        s.close()
+
+
+@pytest.fixture(scope="module")
+def demo_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shipped demo corpus in faq6's layout (docs.jsonl, queries_dev.jsonl)."""
+    import shutil
+
+    from service.demo import DOCS, QUERIES
+
+    root = tmp_path_factory.mktemp("demo-corpus")
+    shutil.copy(DOCS, root / "docs.jsonl")
+    shutil.copy(QUERIES, root / "queries_dev.jsonl")
+    return root

@@ -23,7 +23,8 @@ from tests.utils import ROOT, free_port, make_settings, served_app
 @pytest.fixture(scope="module")
 def live_url(demo_pipeline):
     """The app on the shared demo pipeline, served by uvicorn on 127.0.0.1 in a thread."""
-    settings = make_settings(demo_pipeline.settings.home_dir, rate_limit_per_minute=0)
+    # no rate limit, and room for every job the EvaluateUser submits (the per-client quota: tests/integration/api/test_evaluate_api.py)
+    settings = make_settings(demo_pipeline.settings.home_dir, rate_limit_per_minute=0, jobs_max_unfinished_per_key=10_000)
     state = ServiceState(settings)
     state.pipeline = demo_pipeline
     with served_app(create_app(settings, state)) as url:

@@ -3,14 +3,12 @@ out-of-sample Acc@1 (the tiny end-to-end run is tests/integration/test_bench_sca
 
 from __future__ import annotations
 
-import shutil
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from benchmarks.bench_scale import load_slice, relabel, router_recall, split_products
-from service.demo import DOCS, QUERIES
 
 KEYS = {
     "products",
@@ -28,15 +26,6 @@ KEYS = {
     "acc_at_1_default",
     "acc_at_1_oracle",
 }
-
-
-@pytest.fixture(scope="module")
-def demo_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The shipped demo corpus in faq6's layout (docs.jsonl, queries_dev.jsonl)."""
-    root = tmp_path_factory.mktemp("demo-corpus")
-    shutil.copy(DOCS, root / "docs.jsonl")
-    shutil.copy(QUERIES, root / "queries_dev.jsonl")
-    return root
 
 
 def _pages(n_products: int, pages: int, sections: int, per: int) -> list[dict]:

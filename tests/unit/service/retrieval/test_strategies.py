@@ -8,7 +8,6 @@ import pytest
 
 from service.retrieval.strategies import LLMDomainSelector, describe_domains, parse_yes_no, select
 from service.retrieval.strategies.base import StrategyDetail
-from tests.scripted_llm import ScriptedServer
 
 DOMAINS = ["a", "b", "c", "d"]
 
@@ -73,24 +72,6 @@ def test_yes_no_parsing():
 def test_domain_descriptions_from_titles():
     desc = describe_domains({"git": ["git-commit > Options", "git-commit > Examples", "gitglossary > Terms"]}, topics=1)
     assert desc == {"git": "Documentation of git (3 passages); main pages: git-commit"}
-
-
-@pytest.fixture()
-def selector_llm():
-    """An OpenAI-protocol endpoint that says yes for the products in ``yes`` and answers junk for ``junk``."""
-    servers = []
-
-    def make(yes: set[str], junk: set[str] | frozenset[str] = frozenset()):
-        def reply(prompt: str) -> str:
-            product = prompt.split("Product: ")[1].split("\n")[0]
-            return "perhaps" if product in junk else ("Yes" if product in yes else "No")
-
-        servers.append(ScriptedServer(reply))
-        return servers[-1].llm("selector")
-
-    yield make
-    for s in servers:
-        s.close()
 
 
 def test_lfs_searches_the_domains_the_llm_says_yes_to(selector_llm):
