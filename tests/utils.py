@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import socketserver
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -75,6 +76,20 @@ def pipeline_with(pipeline: Any, **attrs: Any) -> Any:
             raise AttributeError(f"the pipeline has no attribute {name!r}")
         setattr(clone, name, value)
     return clone
+
+
+S = TypeVar("S", bound="socketserver.BaseServer")
+
+
+@contextmanager
+def serving_in_thread(server: S) -> Iterator[S]:
+    """``server`` (a stdlib socket server: a stub HTTP endpoint) serving in a daemon thread until the block ends."""
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @contextmanager

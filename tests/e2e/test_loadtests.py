@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ import pytest
 from service.api.app import create_app
 from service.api.state import ServiceState
 from service.files import copytree_sparse
-from tests.utils import ROOT, free_port, make_settings, served_app
+from tests.utils import ROOT, free_port, make_settings, served_app, serving_in_thread
 
 
 @pytest.fixture(scope="module")
@@ -70,15 +69,9 @@ def test_locust_counts_404_on_evaluate_as_a_failure(tmp_path):
             self.end_headers()
             self.wfile.write(body)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving_in_thread(ThreadingHTTPServer(("127.0.0.1", 0), NotFound)) as server:
         host = f"http://127.0.0.1:{server.server_address[1]}"
         out = _run_locust(host, tmp_path, "notfound", users=2, duration=3, wait="0.1,0.2", user_classes=["EvaluateUser"])
-    finally:
-        server.shutdown()
-        server.server_close()
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     rows = {r["endpoint"]: r for r in summary["endpoints"]}
     assert not any("skipped" in name for name in rows), rows

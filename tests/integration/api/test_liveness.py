@@ -19,7 +19,7 @@ import pytest
 from service.api.app import create_app
 from service.api.state import ServiceState
 from service.generation.openai_llm import OpenAILLM
-from tests.utils import make_settings, pipeline_with, served_app
+from tests.utils import make_settings, pipeline_with, served_app, serving_in_thread
 
 QUESTION = "How do I import contacts from a spreadsheet?"
 
@@ -76,14 +76,8 @@ class _SlowHandler(BaseHTTPRequestHandler):
 
 
 def slow_llm_server(delay_s: float) -> Iterator[SlowLLM]:
-    server = SlowLLM(delay_s)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving_in_thread(SlowLLM(delay_s)) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture()

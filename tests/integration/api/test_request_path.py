@@ -28,7 +28,7 @@ from service.api.app import create_app
 from service.api.state import ServiceState
 from service.generation.openai_llm import OpenAILLM
 from service.logs import configure_logging
-from tests.utils import make_settings, pipeline_with, served_app
+from tests.utils import make_settings, pipeline_with, served_app, serving_in_thread
 
 QUESTION = "How do I import contacts from a spreadsheet?"
 KEY = {"X-API-Key": "good-key"}
@@ -191,14 +191,8 @@ class _StreamingHandler(BaseHTTPRequestHandler):
 
 @pytest.fixture()
 def streaming_llm() -> Iterator[StreamingLLM]:
-    server = StreamingLLM(tokens=300, interval_s=0.1)  # a whole generation takes 30 s
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving_in_thread(StreamingLLM(tokens=300, interval_s=0.1)) as server:  # a whole generation takes 30 s
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _drop_after_first_token(url: str, path: str, body: dict[str, Any]) -> bool:
