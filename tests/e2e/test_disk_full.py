@@ -45,11 +45,22 @@ def active():
 
 run("first", "ingest", docs, "--quiet")
 result["active_before"] = active()
-st = os.statvfs(fs)
-with open(os.path.join(fs, "filler"), "wb") as f:  # leave 6 MiB: below the 8 MiB reserve
-    f.write(b"x" * max(0, st.f_bavail * st.f_frsize - 6 * 2**20))
+
+def fill():  # leave 6 MiB free: below the 8 MiB reserve (appending, so a filler already there stays)
+    st = os.statvfs(fs)
+    with open(os.path.join(fs, "filler"), "ab") as f:
+        f.write(b"x" * max(0, st.f_bavail * st.f_frsize - 6 * 2**20))
+
+def free_mib():
+    st = os.statvfs(fs)
+    return st.f_bavail * st.f_frsize / 2**20
+
+fill()
 run("second", "ingest", changed, "--quiet")
 result["active_after"] = active()
+result["free_after_second"] = free_mib()  # a refused ingest's cleanup may free what it found (a killed build's leftovers)
+fill()  # serve starts on a file system as full as the refused ingest found it
+result["free_at_serve"] = free_mib()
 proc = subprocess.Popen(cli + ["serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 ready = None
 deadline = time.monotonic() + 300
@@ -105,4 +116,5 @@ def test_a_full_home_is_a_one_line_error_not_sigbus_and_keeps_the_active_version
 
     assert result["serve_alive"], f"fedqa serve died (rc {result['serve_rc']}): {result['serve_log']}"
     ready = result["serve_ready"]
-    assert ready is not None and ready["status"] == 503 and "no space left" in ready["body"], ready
+    assert result["free_at_serve"] < 8, result["free_at_serve"]
+    assert ready is not None and ready["status"] == 503 and "no space left" in ready["body"], (ready, result["free_after_second"])
