@@ -14,7 +14,8 @@ of the products is meant, naming them (a reply that names one is then answered f
 ``stream: true`` sends ``chat.completion.chunk`` events and ``data: [DONE]``; the last chunk carries ``fedqa``.
 A generated answer that the grounding check rejects after it was streamed is followed by the quoted replacement
 (after a blank line).
-Same API keys as /ask.
+Same API keys as /ask. The completion's ``id`` is kept with the question it answered and its sources, so that
+``POST /feedback`` can rate it by ``completion_id`` (:mod:`service.api.feedback`).
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service import ask as answering
 from service.api.capacity import answer_slot
-from service.api.conversation import by_product_text, follow, url_citations
+from service.api.conversation import Turn, by_product_text, follow, url_citations
 from service.api.deps import acquire_pipeline, get_state
+from service.api.feedback import remember_completion
 from service.api.metrics import record_answer
 from service.api.security import caller_scope, require_api_key
 from service.api.sse import EventStream, sse
@@ -99,14 +101,14 @@ def _extra(done: dict[str, Any]) -> dict[str, Any]:
     return {"retrieval_query": done.get("query"), **{k: done.get(k) for k in keys}}
 
 
-def _events(pipeline: Pipeline, req: ChatRequest, allowed: frozenset[str] | None) -> tuple[str, Generator[Event, None, None]]:
+def _events(pipeline: Pipeline, req: ChatRequest, allowed: frozenset[str] | None) -> tuple[Turn, Generator[Event, None, None]]:
     visible = [d for d in pipeline.domains if allowed is None or d in allowed]  # a key never names a product it cannot see
     limit = pipeline.settings.max_query_chars
     turn = follow(
         _user_turns(req, limit, pipeline.settings.chat_turns), visible, max_chars=limit
     )  # service.api.conversation: product switches, "and in X?"
     ask = AskRequest(query=turn.question, top_k=req.top_k, strategy=req.strategy, domains=turn.domains)
-    return turn.retrieval_query, answering.answer_stream(pipeline, ask, retrieval_query=turn.retrieval_query, allowed=allowed)
+    return turn, answering.answer_stream(pipeline, ask, retrieval_query=turn.retrieval_query, allowed=allowed)
 
 
 def _chunk(cid: str, created: int, model: str, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
@@ -128,11 +130,11 @@ def _reply(done: DoneEvent, clarify: bool) -> str:
     return by_product_text(products, clarify=clarify) if products else done.response.answer or ""
 
 
-def _chunks(events: Generator[Event, None, None], req: ChatRequest, retrieval_query: str, request: Request) -> Generator[str, None, None]:
+def _chunks(events: Generator[Event, None, None], req: ChatRequest, turn: Turn, request: Request, cid: str) -> Generator[str, None, None]:
     """The answer's text as it comes; an answer given by product (announced by the retrieval event) as one piece at
     the end, in the chat's own words (:func:`_reply`). Closed by :class:`~service.api.sse.EventStream` when the
     response ends (the client gone included), it closes ``events``: the answer and its LLM stream stop there."""
-    cid, created, model = f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), req.model
+    created, model, retrieval_query = int(time.time()), req.model, turn.retrieval_query
     yield _chunk(cid, created, model, {"role": "assistant", "content": ""})
     sent, separate, content, by_product = False, False, "", False
     try:
@@ -149,6 +151,7 @@ def _chunks(events: Generator[Event, None, None], req: ChatRequest, retrieval_qu
             elif isinstance(event, DoneEvent):
                 data = event.data()
                 record_answer(request, data)
+                remember_completion(request, cid, turn.question, event.response)
                 if by_product:
                     content = _reply(event, req.clarify)
                     yield _chunk(cid, created, model, {"content": content})
@@ -166,12 +169,14 @@ def _chunks(events: Generator[Event, None, None], req: ChatRequest, retrieval_qu
 def chat_completions(  # noqa: ANN201
     req: ChatRequest, request: Request, state: ServiceState = Depends(get_state), allowed: frozenset[str] | None = Depends(caller_scope)
 ):
+    cid = f"chatcmpl-{uuid.uuid4().hex}"  # kept with its question and sources: POST /feedback takes it as completion_id
     lease = acquire_pipeline(state, request)  # held until the answer (or the stream) is complete, so a reload cannot close it
     try:
-        retrieval_query, events = _events(lease.pipeline, req, allowed)
+        turn, events = _events(lease.pipeline, req, allowed)
+        retrieval_query = turn.retrieval_query
         first = next(events)  # validation, routing and search run now, so their errors keep their status (422/503)
         if req.stream:
-            return EventStream(_chunks(_chain(first, events), req, retrieval_query, request), lease)  # gives the lease back when it ends
+            return EventStream(_chunks(_chain(first, events), req, turn, request, cid), lease)  # gives the lease back when it ends
         last = [e for e in _chain(first, events) if isinstance(e, DoneEvent)][-1]
     except BaseException:
         lease.release()
@@ -179,9 +184,10 @@ def chat_completions(  # noqa: ANN201
     lease.release()  # a streamed answer releases it when the stream ends
     done = last.data()
     record_answer(request, done)
+    remember_completion(request, cid, turn.question, last.response)
     text = _reply(last, req.clarify)
     return {
-        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "id": cid,
         "object": "chat.completion",
         "created": int(time.time()),
         "model": req.model,

@@ -4,7 +4,11 @@ and the labelled questions it yields (``fedqa feedback export``).
 A question's feedback counts distinct keys (a key's repeated votes are one row of the store). A passage becomes a
 gold passage of the question when a trusted key (curator or admin) rated it "up", or when at least ``min_keys``
 distinct keys did and more of them rated it up than down, unless a trusted key rated it "down". A question without
-gold passages is out of scope when a trusted key marked it "not covered", or ``min_keys`` distinct keys did.
+gold passages is out of scope when a trusted key marked it "not covered", or ``min_keys`` distinct keys did, unless a
+trusted key said the documentation does cover it (a "down" with no passage).
+
+Each question has an id (``feedback-`` and a hash of the normalised question): the queue shows it, ``fedqa feedback
+confirm --id`` and ``POST /admin/feedback/confirm`` take it, and the export uses it as the question's ``qid``.
 """
 
 from __future__ import annotations
@@ -12,12 +16,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from service.feedback.store import StoredVote
+from service.feedback.store import Rating, StoredVote, Vote
 from service.queries import LabelledQuery
 from service.scope import visible
 
@@ -36,10 +40,14 @@ class PassageVotes(BaseModel):
 class QueueItem(BaseModel):
     """One question of the review queue with its feedback, counted in distinct keys."""
 
+    id: str = Field(description="The question's id (for 'fedqa feedback confirm --id'; the export's qid).")
     query: str = Field(description="The question as last sent.")
     keys: int = Field(description="Distinct keys that sent feedback on it.")
     down_keys: int = Field(description="Distinct keys that rated a passage down.")
     not_covered_keys: int = Field(description="Distinct keys that marked it not covered by the documentation.")
+    covered_keys: int = Field(
+        description='Distinct keys that said the documentation does cover it: a "down" with no passage (a "not covered" answer rated wrong).'
+    )
     up_keys: int = Field(description="Distinct keys that rated a passage up.")
     confirmed: bool = Field(description="A trusted key (curator or admin) rated a passage up or marked it not covered.")
     confirmed_doc_ids: list[str] = Field(description="Passages a trusted key rated up.")
@@ -56,8 +64,10 @@ class _Question:
     norm: str
     rows: list[StoredVote] = field(default_factory=list)
 
-    def keys(self, *, trusted: bool | None = None, rating: str | None = None, doc_id: str | None = None, not_covered: bool = False) -> set[str]:
-        """The distinct keys whose rows match (None: any)."""
+    def keys(
+        self, *, trusted: bool | None = None, rating: str | None = None, doc_id: str | None = None, not_covered: bool = False, covered: bool = False
+    ) -> set[str]:
+        """The distinct keys whose rows match (None: any; ``covered``: only "down" votes on no passage)."""
         return {
             r.vote.key_name
             for r in self.rows
@@ -65,6 +75,7 @@ class _Question:
             and (rating is None or r.vote.rating == rating)
             and (doc_id is None or r.vote.doc_id == doc_id)
             and (not not_covered or r.vote.not_covered)
+            and (not covered or (r.vote.rating == "down" and not r.vote.doc_id))
         }
 
     def scope(self) -> list[str] | None:
@@ -97,10 +108,12 @@ class _Question:
         nc_confirmed = bool(self.keys(trusted=True, not_covered=True))
         comments = [r.vote.comment for r in reversed(self.rows) if r.vote.comment]
         return QueueItem(
+            id=question_id(self.norm),
             query=self.rows[-1].vote.query,
             keys=len(self.keys()),
             down_keys=len(self.keys(rating="down")),
             not_covered_keys=len(self.keys(not_covered=True)),
+            covered_keys=len(self.keys(covered=True)),
             up_keys=len(self.keys(rating="up")),
             confirmed=bool(confirmed_docs) or nc_confirmed,
             confirmed_doc_ids=confirmed_docs,
@@ -142,8 +155,15 @@ class FeedbackLabels:
     out_of_scope: list[LabelledQuery]
 
 
-def _qid(norm: str) -> str:
+def question_id(norm: str) -> str:
+    """The id of a normalised question (:func:`~service.feedback.store.normalise`): the queue's and the export's."""
     return "feedback-" + hashlib.sha256(norm.encode()).hexdigest()[:12]
+
+
+def question_of(votes: Sequence[StoredVote], qid: str) -> str | None:
+    """The question (as last sent) whose id is ``qid`` among the stored rows (None: no such question)."""
+    found = [r for r in votes if question_id(r.vote.norm) == qid]
+    return max(found, key=lambda r: r.updated).vote.query if found else None
 
 
 def labels(votes: Sequence[StoredVote], min_keys: int) -> FeedbackLabels:
@@ -154,9 +174,9 @@ def labels(votes: Sequence[StoredVote], min_keys: int) -> FeedbackLabels:
         gold = [p for p in q.passages() if not p.trusted_down and (p.trusted_up or (p.up_keys >= min_keys and p.up_keys > p.down_keys)) and p.domain]
         if gold:
             domains = sorted({str(p.domain) for p in gold})
-            queries.append(LabelledQuery(_qid(q.norm), text, domains, [p.doc_id for p in gold], kind="feedback"))
-        elif q.keys(trusted=True, not_covered=True) or len(q.keys(not_covered=True)) >= min_keys:
-            out_of_scope.append(LabelledQuery(_qid(q.norm), text, [], [], kind="oos"))
+            queries.append(LabelledQuery(question_id(q.norm), text, domains, [p.doc_id for p in gold], kind="feedback"))
+        elif (q.keys(trusted=True, not_covered=True) or len(q.keys(not_covered=True)) >= min_keys) and not q.keys(trusted=True, covered=True):
+            out_of_scope.append(LabelledQuery(question_id(q.norm), text, [], [], kind="oos"))
     return FeedbackLabels(queries, out_of_scope)
 
 
@@ -167,3 +187,24 @@ def write_queries(path: Path, queries: Sequence[LabelledQuery]) -> None:
         for q in queries:
             rec = {"qid": q.qid, "query": q.query, "domains": q.domains, "gold_doc_ids": q.gold_doc_ids, "kind": q.kind}
             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+
+
+def confirmation(
+    query: str,
+    passages: dict[str, str],
+    *,
+    not_covered: bool,
+    curator: str,
+    key_products: tuple[str, ...] | None,
+    index_version: str | None,
+    comment: str | None = None,
+) -> list[Vote]:
+    """A curator's verdict on ``query`` as trusted votes: "up" on each of ``passages`` (doc_id -> its product), or
+    the question not covered (``not_covered``, and no passages). :meth:`FeedbackStore.confirm
+    <service.feedback.store.FeedbackStore.confirm>` stores them in place of the curator's earlier word on it."""
+    if bool(passages) == not_covered:
+        raise ValueError("confirm either the passages that answer the question or that it is not covered, not both")
+    verdict = Vote(query=query, key_name=curator, key_products=key_products, trusted=True, index_version=index_version, comment=comment)
+    if not_covered:
+        return [replace(verdict, not_covered=True)]
+    return [replace(verdict, rating=Rating.UP, doc_id=doc, domain=domain) for doc, domain in passages.items()]

@@ -7,6 +7,10 @@ time, the key's name (never the key) and products, whether the key is trusted, t
 question as sent, the rating, the passage, "not covered" and a comment. Every write also applies the bounds
 (:class:`FeedbackBounds`): rows older than the retention are deleted, and a key past its row count loses its oldest.
 
+The same file keeps the chat completions (:class:`Completion`: the question a completion answered, its key and the
+sources it showed), so that ``POST /feedback`` can take a completion id instead of the question; they are bounded as
+the votes are (by age, and per key).
+
 Stored feedback does not change answers: :mod:`service.feedback.review` turns it into labelled questions for a refit.
 """
 
@@ -21,12 +25,18 @@ import unicodedata
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
+from service.choices import Choice
 from service.config import Settings
 from service.sqlite import transaction
 
-Rating = Literal["up", "down"]
+
+class Rating(Choice):
+    """What a rating says of a passage: it answered the question (up) or it did not (down)."""
+
+    UP = "up"
+    DOWN = "down"
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS votes (
@@ -37,6 +47,12 @@ CREATE TABLE IF NOT EXISTS votes (
 );
 CREATE INDEX IF NOT EXISTS votes_updated ON votes (updated);
 CREATE INDEX IF NOT EXISTS votes_key ON votes (key_name, updated);
+CREATE TABLE IF NOT EXISTS completions (
+    id TEXT PRIMARY KEY, created REAL NOT NULL, key_name TEXT NOT NULL, key_products TEXT, index_version TEXT,
+    question TEXT NOT NULL, answer_mode TEXT NOT NULL, doc_ids TEXT NOT NULL, answer_doc_id TEXT
+);
+CREATE INDEX IF NOT EXISTS completions_created ON completions (created);
+CREATE INDEX IF NOT EXISTS completions_key ON completions (key_name, created);
 """
 
 _UPSERT = """
@@ -102,6 +118,26 @@ class Vote:
 
 
 @dataclass(frozen=True)
+class Completion:
+    """A chat completion as feedback by its id needs it: the question it answered, the key that asked (name, products)
+    and the sources it showed (``doc_ids``, in order; ``answer_doc_id``: the one its answer quoted first)."""
+
+    id: str
+    key_name: str
+    key_products: tuple[str, ...] | None
+    index_version: str | None
+    question: str
+    answer_mode: str
+    doc_ids: tuple[str, ...]
+    answer_doc_id: str | None = None
+
+    @property
+    def refused(self) -> bool:
+        """The answer was "not covered"."""
+        return self.answer_mode == "not_covered"
+
+
+@dataclass(frozen=True)
 class StoredVote:
     """A stored row: the key's latest :class:`Vote` on a question and passage, its id, when it was first and last
     sent, and how many times."""
@@ -141,23 +177,7 @@ class FeedbackStore:
         apply ``bounds``, in one write transaction; returns the row's id."""
         self._create()
         now = time.time() if now is None else now
-        products = json.dumps(sorted(vote.key_products)) if vote.key_products is not None else None
-        row = (
-            f"fb-{secrets.token_hex(8)}",
-            now,
-            now,
-            vote.key_name,
-            products,
-            int(vote.trusted),
-            vote.index_version,
-            vote.query,
-            vote.norm,
-            vote.rating,
-            vote.doc_id or "",
-            vote.domain,
-            int(vote.not_covered),
-            vote.comment,
-        )
+        row = _row(vote, now)
         try:
             with self._conn() as c:
                 c.execute("BEGIN IMMEDIATE")
@@ -171,6 +191,79 @@ class FeedbackStore:
         except sqlite3.Error as exc:
             raise FeedbackStoreUnavailable(f"cannot write the feedback database {self.path}: {exc}") from exc
         return vote_id
+
+    def confirm(self, votes: list[Vote], bounds: FeedbackBounds, now: float | None = None) -> list[str]:
+        """A curator's verdict on one question: ``votes`` (one key, one question) replace every earlier vote of that
+        key on that question, in one write transaction; returns the new rows' ids."""
+        if not votes or len({(v.key_name, v.norm) for v in votes}) != 1:
+            raise ValueError("a confirmation is one key's votes on one question")
+        self._create()
+        now = time.time() if now is None else now
+        try:
+            with self._conn() as c:
+                c.execute("BEGIN IMMEDIATE")
+                c.execute("DELETE FROM votes WHERE key_name = ? AND norm = ?", (votes[0].key_name, votes[0].norm))
+                ids = [str(c.execute(_UPSERT, _row(v, now)).fetchone()[0]) for v in votes]
+                self._trim(c, votes[0].key_name, bounds.max_per_key)
+        except sqlite3.Error as exc:
+            raise FeedbackStoreUnavailable(f"cannot write the feedback database {self.path}: {exc}") from exc
+        return ids
+
+    def remember(self, completion: Completion, bounds: FeedbackBounds, now: float | None = None) -> None:
+        """Keep a chat completion for feedback by its id; completions past ``bounds`` (by age, per key) are deleted."""
+        self._create()
+        now = time.time() if now is None else now
+        products = json.dumps(sorted(completion.key_products)) if completion.key_products is not None else None
+        row = (
+            completion.id,
+            now,
+            completion.key_name,
+            products,
+            completion.index_version,
+            completion.question,
+            completion.answer_mode,
+            json.dumps(list(completion.doc_ids)),
+            completion.answer_doc_id,
+        )
+        try:
+            with self._conn() as c:
+                c.execute("BEGIN IMMEDIATE")
+                cutoff = bounds.cutoff(now)
+                if cutoff is not None:
+                    c.execute("DELETE FROM completions WHERE created < ?", (cutoff,))
+                c.execute("INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+                held = c.execute("SELECT COUNT(*) FROM completions WHERE key_name = ?", (completion.key_name,)).fetchone()[0]
+                if held > bounds.max_per_key:
+                    c.execute(
+                        "DELETE FROM completions WHERE id IN (SELECT id FROM completions WHERE key_name = ? ORDER BY created, rowid LIMIT ?)",
+                        (completion.key_name, held - bounds.max_per_key),
+                    )
+        except sqlite3.Error as exc:
+            raise FeedbackStoreUnavailable(f"cannot write the feedback database {self.path}: {exc}") from exc
+
+    def completion(self, completion_id: str, bounds: FeedbackBounds | None = None, now: float | None = None) -> Completion | None:
+        """The kept completion of this id (None: unknown, or expired under ``bounds``)."""
+        if not self.path.exists():
+            return None
+        cutoff = bounds.cutoff(time.time() if now is None else now) if bounds else None
+        try:
+            with self._conn() as c:
+                r = c.execute("SELECT * FROM completions WHERE id = ? AND created >= ?", (completion_id, cutoff or 0.0)).fetchone()
+        except sqlite3.OperationalError:  # a file written before completions were kept, not yet written since
+            return None
+        if r is None:
+            return None
+        products = json.loads(r["key_products"]) if r["key_products"] is not None else None
+        return Completion(
+            id=r["id"],
+            key_name=r["key_name"],
+            key_products=tuple(products) if products is not None else None,
+            index_version=r["index_version"],
+            question=r["question"],
+            answer_mode=r["answer_mode"],
+            doc_ids=tuple(json.loads(r["doc_ids"])),
+            answer_doc_id=r["answer_doc_id"],
+        )
 
     @staticmethod
     def _trim(c: sqlite3.Connection, key_name: str, max_rows: int) -> int:
@@ -192,6 +285,28 @@ class FeedbackStore:
         return [_stored(r) for r in rows]
 
 
+def _row(vote: Vote, now: float) -> tuple[object, ...]:
+    """The values of :data:`_UPSERT` for ``vote`` sent at ``now`` (a new id, used when the row is new)."""
+    products = json.dumps(sorted(vote.key_products)) if vote.key_products is not None else None
+    rating = str(vote.rating) if vote.rating is not None else None
+    return (
+        f"fb-{secrets.token_hex(8)}",
+        now,
+        now,
+        vote.key_name,
+        products,
+        int(vote.trusted),
+        vote.index_version,
+        vote.query,
+        vote.norm,
+        rating,
+        vote.doc_id or "",
+        vote.domain,
+        int(vote.not_covered),
+        vote.comment,
+    )
+
+
 def _stored(r: sqlite3.Row) -> StoredVote:
     products = json.loads(r["key_products"]) if r["key_products"] is not None else None
     vote = Vote(
@@ -200,7 +315,7 @@ def _stored(r: sqlite3.Row) -> StoredVote:
         key_products=tuple(products) if products is not None else None,
         trusted=bool(r["trusted"]),
         index_version=r["index_version"],
-        rating=r["rating"],
+        rating=Rating(r["rating"]) if r["rating"] else None,
         doc_id=r["doc_id"] or None,
         domain=r["domain"],
         not_covered=bool(r["not_covered"]),

@@ -166,3 +166,138 @@ def test_the_store_is_bounded_by_age_and_by_rows_per_key(tmp_path):
     store.record(vote("b", 1), bounds, now=t0 + 86400 + 3.5)  # a day later: a's two oldest rows have expired
     assert sorted((v.vote.key_name, v.vote.query) for v in store.votes()) == [("a", "question 4"), ("b", "question 0"), ("b", "question 1")]
     assert [v.vote.query for v in store.votes(bounds, now=t0 + 3 * 86400)] == []  # reads leave out what expired since
+
+
+# --------------------------------------------------------------------------- issue 49, item 5: chat completions, confirm
+OFF_TOPIC = ("What is the boiling point of mercury in kelvin?", "Who won the football world cup in 1998?", "How long should sourdough bread proof?")
+
+
+@pytest.fixture(scope="module")
+def chat_fb(fb, tmp_path_factory) -> SimpleNamespace:
+    """Another home with the same keys (its own feedback file), served by the real app on the demo pipeline."""
+    home = tmp_path_factory.mktemp("feedback-chat-home")
+    settings = fb.settings.model_copy(update={"home": home})
+    return SimpleNamespace(home=home, settings=settings, client=_app(settings, fb.pipeline), orbit=fb.orbit)
+
+
+def _chat(c: TestClient, question: str, key: str, **extra: Any) -> dict[str, Any]:
+    r = c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": question}], **extra}, headers=_h(key))
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _rows(settings: Settings, query: str) -> list[Any]:
+    return [v for v in FeedbackStore(settings.feedback_path).votes() if v.vote.query == query]
+
+
+def test_chat_feedback_by_completion_id_counts_for_its_question_and_sources(chat_fb):
+    c, question = chat_fb.client, "How do I create a workspace in Orbit?"
+    done = _chat(c, question, "orbit")
+    cid, sources = done["id"], [s["doc_id"] for s in done["fedqa"]["sources"]]
+    assert cid.startswith("chatcmpl-") and len(sources) >= 2, done["fedqa"]
+    quoted = sources[done["fedqa"]["citations"][0] - 1] if done["fedqa"]["citations"] else sources[0]
+
+    r = c.post("/feedback", json={"completion_id": cid, "rating": "up"}, headers=_h("orbit"))  # the answer's passage answered it
+    assert r.status_code == 202, r.text
+    assert (r.json()["query"], r.json()["doc_id"], r.json()["not_covered"]) == (question, quoted, False)
+    r = c.post("/feedback", json={"completion_id": cid, "rating": "down", "doc_id": sources[1], "comment": "not this one"}, headers=_h("orbit"))
+    assert r.status_code == 202, r.text
+    stored = {v.vote.doc_id: v.vote for v in _rows(chat_fb.settings, question)}
+    assert {d: (v.rating, v.key_name, v.key_products, v.trusted, v.domain) for d, v in stored.items()} == {
+        quoted: ("up", "orbit team", ("orbit",), False, "orbit"),
+        sources[1]: ("down", "orbit team", ("orbit",), False, "orbit"),
+    }
+    assert stored[sources[1]].comment == "not this one"
+
+    other = next(p for p in chat_fb.orbit if p not in sources)
+    cases = [
+        ({"completion_id": cid, "rating": "up", "doc_id": other}, "orbit", 422),  # not one of the completion's sources
+        ({"completion_id": cid, "query": question, "rating": "up"}, "orbit", 422),  # one of the two
+        ({"completion_id": cid, "rating": "up"}, "orbit2", 404),  # another key's completion
+        ({"completion_id": "chatcmpl-" + "0" * 32, "rating": "up"}, "orbit", 404),  # unknown
+    ]
+    for body, key, status in cases:
+        r = c.post("/feedback", json=body, headers=_h(key))
+        assert r.status_code == status, (body, key, r.text)
+    assert "completion" in r.json()["detail"]
+    expired = _app(chat_fb.settings.model_copy(update={"feedback_keep_days": 1e-9}), chat_fb.client.app.state.fedqa.pipeline)
+    r = expired.post("/feedback", json={"completion_id": cid, "rating": "up"}, headers=_h("orbit"))
+    assert r.status_code == 404 and "expired" in r.json()["detail"], r.text
+
+    # a streamed completion's id is kept too (its chunks carry it)
+    with c.stream("POST", "/v1/chat/completions", json={"messages": [{"role": "user", "content": question}], "stream": True}, headers=_h("orbit2")) as s:
+        chunks = [json.loads(line[6:]) for line in s.iter_lines() if line.startswith("data: {")]
+    streamed = chunks[-1]["id"]
+    assert streamed != cid and {ch["id"] for ch in chunks} == {streamed}
+    r = c.post("/feedback", json={"completion_id": streamed, "rating": "down"}, headers=_h("orbit2"))
+    assert r.status_code == 202 and r.json()["query"] == question, r.text
+    assert ("orbit team 2", "down") in {(v.vote.key_name, v.vote.rating) for v in _rows(chat_fb.settings, question)}
+
+
+def test_chat_feedback_on_a_not_covered_completion_agrees_or_disagrees(chat_fb):
+    c = chat_fb.client
+    refused = next((d for d in (_chat(c, q, "orbit") for q in OFF_TOPIC) if d["fedqa"]["answer_mode"] == "not_covered"), None)
+    assert refused is not None, "no off-topic question was answered not_covered"
+    question = refused["fedqa"]["retrieval_query"]
+    r = c.post("/feedback", json={"completion_id": refused["id"], "rating": "up"}, headers=_h("orbit"))  # right: not covered
+    assert r.status_code == 202 and r.json()["not_covered"] is True and r.json()["doc_id"] is None, r.text
+    [row] = _rows(chat_fb.settings, question)
+    assert (row.vote.not_covered, row.vote.rating, row.vote.doc_id) == (True, None, None)
+    r = c.post("/feedback", json={"completion_id": refused["id"], "rating": "down"}, headers=_h("orbit"))  # wrong: it is covered
+    assert r.status_code == 202 and r.json()["not_covered"] is False, r.text
+    [row] = _rows(chat_fb.settings, question)  # the key's word replaced
+    assert (row.vote.not_covered, row.vote.rating, row.vote.doc_id) == (False, "down", None)
+    r = c.get("/admin/feedback", headers=_h("admin"))
+    [item] = [q for q in r.json()["questions"] if q["query"] == question]
+    assert (item["covered_keys"], item["down_keys"], item["not_covered_keys"]) == (1, 1, 0)
+
+
+def test_a_curator_confirms_the_right_passage_or_not_covered_over_http_and_from_the_cli(chat_fb, demo_home, tmp_path, capsys):
+    c, (wrong, right, _) = chat_fb.client, chat_fb.orbit
+    question = "Where do I change my workspace's billing plan?"
+    assert c.post("/feedback", json={"query": question, "rating": "down", "doc_id": wrong}, headers=_h("orbit")).status_code == 202
+    queue = {q["query"]: q for q in c.get("/admin/feedback", headers=_h("admin")).json()["questions"]}
+    qid = queue[question]["id"]
+    assert qid.startswith("feedback-") and queue[question]["confirmed"] is False
+
+    cases = [
+        ({"id": qid, "doc_ids": [right]}, "orbit", 403),  # not an admin key
+        ({"id": "feedback-000000000000", "doc_ids": [right]}, "admin", 404),
+        ({"id": qid, "doc_ids": ["orbit/no-such-page#000"]}, "admin", 422),
+        ({"id": qid, "doc_ids": [right], "not_covered": True}, "admin", 422),  # one verdict
+        ({"id": qid, "query": question, "not_covered": True}, "admin", 422),
+    ]
+    for body, key, status in cases:
+        r = c.post("/admin/feedback/confirm", json=body, headers=_h(key))
+        assert r.status_code == status, (body, key, r.text)
+    r = c.post("/admin/feedback/confirm", json={"id": qid, "doc_ids": [right]}, headers=_h("admin"))
+    assert r.status_code == 200, r.text
+    assert (r.json()["id"], r.json()["query"], r.json()["doc_ids"]) == (qid, question, [right])
+    queue = {q["query"]: q for q in c.get("/admin/feedback", headers=_h("admin")).json()["questions"]}
+    assert queue[question]["confirmed_doc_ids"] == [right]  # still listed: an ordinary key rated a passage down
+    r = c.post("/admin/feedback/confirm", json={"query": question, "not_covered": True}, headers=_h("admin"))
+    assert r.status_code == 200, r.text
+    item = {q["query"]: q for q in c.get("/admin/feedback", headers=_h("admin")).json()["questions"]}[question]
+    assert (item["confirmed_doc_ids"], item["not_covered_confirmed"]) == ([], True)  # the admin's earlier word replaced
+
+    # The CLI on a home with the demo index (a copy) and this feedback: confirm by id, then by question.
+    from service.files import copytree_sparse
+
+    home = copytree_sparse(demo_home, tmp_path / "home")
+    (home / "feedback").mkdir()
+    for f in chat_fb.settings.feedback_path.parent.iterdir():
+        (home / "feedback" / f.name).write_bytes(f.read_bytes())
+    assert _cli(home, "feedback", "confirm", "--id", qid, "--doc-id", right, "--doc-id", wrong) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["id"], out["query"], out["doc_ids"], out["not_covered"]) == (qid, question, [right, wrong], False)
+    rows = [v.vote for v in FeedbackStore(home / "feedback" / "feedback.sqlite").votes() if v.vote.key_name == "cli:cli"]
+    assert sorted((v.doc_id, v.rating, v.trusted, v.domain) for v in rows) == sorted([(right, "up", True, "orbit"), (wrong, "up", True, "orbit")])
+    assert _cli(home, "feedback", "confirm", "--query", question, "--not-covered", "--curator", "ana") == 0
+    capsys.readouterr()
+    store = FeedbackStore(home / "feedback" / "feedback.sqlite")
+    assert [(v.vote.not_covered, v.vote.trusted) for v in store.votes() if v.vote.key_name == "cli:ana"] == [(True, True)]
+    assert _cli(home, "feedback", "confirm", "--id", qid, "--doc-id", "orbit/no-such-page#000") == 2
+    assert "no passage of the index" in capsys.readouterr().err
+    assert _cli(home, "feedback", "confirm", "--id", "feedback-000000000000", "--not-covered") == 2
+    assert _cli(home, "feedback", "list") == 0
+    assert qid in capsys.readouterr().out
