@@ -17,6 +17,7 @@ import pytest
 
 from service.api.app import create_app
 from service.api.state import ServiceState
+from service.feedback.store import FeedbackStore
 from tests.utils import ambiguous_question, make_settings, served_app
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra (./scripts/setup.sh)")
@@ -41,7 +42,7 @@ def server(demo_pipeline, tmp_path_factory):
     state.pipeline = demo_pipeline
     app = create_app(settings, state)
     with served_app(app) as url:
-        yield SimpleNamespace(url=url, schema=httpx.get(f"{url}/openapi.json", timeout=10).json())
+        yield SimpleNamespace(url=url, schema=httpx.get(f"{url}/openapi.json", timeout=10).json(), settings=settings)
         worker = getattr(app.state, "eval_worker", None)
         if worker is not None:
             worker.stop()
@@ -315,3 +316,96 @@ def test_page_shows_the_answers_of_several_products_side_by_side(server, keyed_p
     assert _doc_ids(page, "#sources .card") == [s["doc_id"] for s in expected["sources"]]
     boxes = page.eval_on_selector_all("#answer .product", "ps => ps.map(p => p.getBoundingClientRect().top)")
     assert len(set(boxes)) == 1  # side by side on a wide screen
+
+
+def _stored(server, query: str) -> dict:
+    """The stored rows on ``query`` by passage (doc_id, "" for none): the store the server writes."""
+    return {v.vote.doc_id or "": v for v in FeedbackStore(server.settings.feedback_path).votes() if v.vote.query == query}
+
+
+def _feedback(server, query: str) -> dict:
+    """The stored votes on ``query`` by passage (doc_id, "" for none)."""
+    return {doc: v.vote for doc, v in _stored(server, query).items()}
+
+
+def _sent(page, selector: str) -> str:
+    page.wait_for_selector(f"{selector}[data-state=sent], {selector}[data-state=error]", timeout=30_000)
+    assert page.get_attribute(selector, "data-state") == "sent", page.text_content(selector)
+    return page.text_content(selector)
+
+
+def test_thumbs_and_this_answered_it_reach_the_feedback_store(server, keyed_page):
+    """Issue 49, item 5: the answer's thumbs rate the passage it quoted, a source card's "this answered it" rates that
+    passage up; both are sent with the tab's key, confirmed on the page, and stored with the key's name."""
+    page, question = keyed_page, "How do I export my contacts to a CSV file?"
+    sent = []
+    page.on("request", lambda r: sent.append(r) if r.url.endswith("/feedback") else None)
+    page.goto(f"{server.url}/?{urlencode({'q': question, 'seed': SEED})}")
+    _wait_answer(page)
+    expected = _ask(server, query=question, seed=SEED)
+    assert expected["answer_mode"] != "not_covered" and expected["citations"], expected["answer_mode"]
+    quoted = expected["sources"][expected["citations"][0] - 1]["doc_id"]
+    assert page.is_visible("#rate-answer") and not page.is_visible("#rate-refusal")
+    assert not _feedback(server, question)
+
+    page.click("#fb-up")
+    assert "answered your question" in _sent(page, "#feedback-status")
+    assert page.get_attribute("#fb-up", "aria-pressed") == "true" and page.get_attribute("#fb-down", "aria-pressed") == "false"
+    assert sent[-1].headers["authorization"] == f"Bearer {KEY}"
+    assert sent[-1].post_data_json == {"query": question, "rating": "up", "doc_id": quoted}
+    row = _feedback(server, question)[quoted]
+    assert (row.rating, row.key_name, row.trusted, row.not_covered) == ("up", "FEDQA_API_KEYS[0]", False, False)
+    assert page.get_attribute("#feedback-status", "data-feedback-id") == _stored(server, question)[quoted].id  # the 202's id
+
+    page.click("#fb-down")  # a change of mind replaces the key's vote
+    _sent(page, "#feedback-status")
+    assert _feedback(server, question)[quoted].rating == "down"
+
+    other = expected["sources"][1]["doc_id"]
+    page.click("#source-2 button.answered")
+    assert "source 2 answered" in _sent(page, "#source-2 .feedback-status")
+    assert sent[-1].post_data_json == {"query": question, "rating": "up", "doc_id": other}
+    stored = _feedback(server, question)
+    assert (stored[other].rating, stored[other].domain) == ("up", expected["sources"][1]["domain"])
+    assert set(stored) == {quoted, other}
+
+
+def test_a_not_covered_answer_is_confirmed_or_disputed_from_the_page(server, keyed_page):
+    answers = {q: _ask(server, query=q, seed=SEED) for q in OFF_TOPIC}
+    question = next((q for q, body in answers.items() if body["answer_mode"] == "not_covered"), None)
+    assert question, f"no off-topic question was answered not_covered: {[b['answer_mode'] for b in answers.values()]}"
+    page = keyed_page
+    page.goto(f"{server.url}/?{urlencode({'q': question, 'seed': SEED})}")
+    _wait_answer(page)
+    assert page.is_visible("#rate-refusal") and not page.is_visible("#rate-answer")
+    page.click("#fb-not-covered")
+    assert "does not cover" in _sent(page, "#feedback-status")
+    row = _feedback(server, question)[""]
+    assert (row.not_covered, row.rating, row.doc_id) == (True, None, None)
+    page.click("#fb-covered")
+    assert "does cover" in _sent(page, "#feedback-status")
+    row = _feedback(server, question)[""]  # the same key's verdict, replaced
+    assert (row.not_covered, row.rating, row.doc_id) == (False, "down", None)
+
+
+def test_feedback_errors_are_shown_on_the_page(demo_pipeline, tmp_path, browser):
+    """Over the key's rate limit the page says so (429, with the wait) and stores nothing."""
+    settings = make_settings(tmp_path / "home", api_keys=KEY, rate_limit_per_minute=30)
+    state = ServiceState(settings)
+    state.pipeline = demo_pipeline
+    with served_app(create_app(settings, state)) as url:
+        context, page = _open(browser, key=KEY)
+        try:
+            page.goto(f"{url}/?{urlencode({'q': QUESTION, 'seed': SEED, 'generate': '0'})}")
+            _wait_answer(page)
+            spent = (httpx.get(f"{url}/domains", headers={"Authorization": f"Bearer {KEY}"}, timeout=10).status_code for _ in range(40))
+            assert 429 in spent  # the key's quota for this minute
+            page.click("#source-1 button.answered")
+            note = "#source-1 .feedback-status"
+            page.wait_for_selector(f"{note}[data-state=error]", timeout=30_000)
+            assert "error 429" in page.text_content(note) and "retry in" in page.text_content(note)
+            assert page.get_attribute("#source-1 button.answered", "aria-pressed") == "false"
+            assert not FeedbackStore(settings.feedback_path).votes()
+            assert not page.problems
+        finally:
+            context.close()

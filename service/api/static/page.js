@@ -1,4 +1,5 @@
-// fedqa page: ask (streamed answer over SSE), sources, routing bars, strategy comparison, evaluation reports.
+// fedqa page: ask (streamed answer over SSE), sources, routing bars, feedback on the answer and its sources,
+// strategy comparison, evaluation reports.
 // Plain JavaScript, no build step. Server data is always inserted as text, never as HTML.
 "use strict";
 
@@ -335,6 +336,12 @@ function sourceCard(s, i) {
     ...(s.rerank_score == null ? [] : [el("div", { title: "reranker: P(this passage answers the question)" },
       el("dt", { text: "rerank" }), el("dd", { text: fmt(s.rerank_score), "data-score": "rerank" }))])));
   card.append(whyPassage(s));
+  const answered = el("button", { type: "button", class: "fb answered", "aria-pressed": "false",
+    "aria-label": `This answered it: source ${n}`, text: "This answered it" });
+  const note = el("span", { class: "feedback-status", role: "status", "aria-live": "polite" });
+  answered.addEventListener("click", () => sendFeedback({ rating: "up", doc_id: s.doc_id }, answered, note,
+    `Recorded: source ${n} answered the question.`));
+  card.append(el("div", { class: "feedback-row card-feedback" }, answered, note));
   return card;
 }
 
@@ -346,6 +353,67 @@ function renderSources(sources) {
 function markCited(citations) {
   const cited = new Set(citations || []);
   document.querySelectorAll("#sources .card").forEach((card, i) => card.classList.toggle("cited", cited.has(i + 1)));
+}
+
+// ------------------------------------------------------------------ feedback (POST /feedback)
+// The question the results on show answer, and the passage their answer quoted first (what the thumbs rate).
+const shown = { query: null, answerDoc: null };
+
+// The passage an answer quoted: its first citation's, a by-product answer's first product's top passage, else the top source.
+function answerPassage(data) {
+  const sources = data.sources || [];
+  const first = (data.citations || [])[0];
+  if (first >= 1 && first <= sources.length) return sources[first - 1].doc_id;
+  if (data.products && data.products.length && data.products[0].doc_ids.length) return data.products[0].doc_ids[0];
+  return sources.length ? sources[0].doc_id : null;
+}
+
+// Sends feedback on the question on show with the tab's key (as /ask); the button is marked and the note says what
+// was recorded, or the error (e.g. 403, 429 with its wait).
+async function sendFeedback(fields, button, note, done) {
+  if (!shown.query) return;
+  const group = button.parentElement.querySelectorAll("button.fb");
+  group.forEach((b) => { b.disabled = true; });
+  note.classList.remove("error");
+  note.dataset.state = "sending";
+  note.textContent = "Sending…";
+  try {
+    const body = await (await api("/feedback", {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ query: shown.query, ...fields }),
+    })).json();
+    group.forEach((b) => b.setAttribute("aria-pressed", String(b === button)));
+    note.dataset.state = "sent";
+    note.dataset.feedbackId = body.id;
+    note.textContent = `${done} Thank you.`;
+  } catch (err) {
+    note.dataset.state = "error";
+    note.classList.add("error");
+    note.textContent = `Feedback not sent: error${err.status ? ` ${err.status}` : ""}: ${err.message}`;
+  } finally {
+    group.forEach((b) => { b.disabled = false; });
+  }
+}
+
+// The controls that fit the answer on show: thumbs for an answer, agree/disagree for "not covered", none otherwise.
+function showFeedback(data) {
+  shown.answerDoc = answerPassage(data);
+  const refused = data.answer_mode === "not_covered";
+  const answered = !refused && !!(data.answer || (data.products && data.products.length)) && !!shown.answerDoc;
+  $("rate-answer").hidden = !answered;
+  $("rate-refusal").hidden = !refused;
+  $("answer-feedback").hidden = !(answered || refused);
+}
+
+function resetFeedback(query) {
+  shown.query = query;
+  shown.answerDoc = null;
+  $("answer-feedback").hidden = true;
+  document.querySelectorAll("#answer-feedback button.fb").forEach((b) => b.setAttribute("aria-pressed", "false"));
+  const note = $("feedback-status");
+  note.textContent = "";
+  note.classList.remove("error");
+  delete note.dataset.state;
+  delete note.dataset.feedbackId;
 }
 
 // ------------------------------------------------------------------ asking
@@ -391,6 +459,7 @@ async function ask() {
   $("answer-mode").className = "mode";
   $("answer-mode").replaceChildren(el("strong", { text: "Answering…" }));
   section.classList.remove("not-covered");
+  resetFeedback($("question").value.trim());
   setStatus("Searching…");
   shareAddress(false);
   let text = "";
@@ -437,6 +506,7 @@ function finish(data) {
   else if (data.answer) renderAnswerText(data.answer, data.sources.length);
   else $("answer").replaceChildren();
   markCited(data.citations);
+  showFeedback(data);
   if (data.error) {
     $("answer-error").hidden = false;
     $("answer-error").textContent = data.error;
@@ -569,6 +639,15 @@ async function start() {
   $("key-button").addEventListener("click", () => askForKey("Enter the API key for this service."));
   $("eval-refresh").addEventListener("click", () => loadJobs(false));
   $("report-close").addEventListener("click", () => { $("report-view").hidden = true; $("eval-refresh").focus(); });
+  const note = $("feedback-status");
+  $("fb-up").addEventListener("click", (e) => sendFeedback({ rating: "up", doc_id: shown.answerDoc }, e.currentTarget, note,
+    "Recorded: the answer answered your question."));
+  $("fb-down").addEventListener("click", (e) => sendFeedback({ rating: "down", doc_id: shown.answerDoc }, e.currentTarget, note,
+    "Recorded: the answer did not answer your question; mark the source that did, if one is listed."));
+  $("fb-not-covered").addEventListener("click", (e) => sendFeedback({ not_covered: true }, e.currentTarget, note,
+    "Recorded: the documentation does not cover this question."));
+  $("fb-covered").addEventListener("click", (e) => sendFeedback({ rating: "down" }, e.currentTarget, note,
+    "Recorded: the documentation does cover it; mark the source that answers it, if one is listed."));
   $("answer").addEventListener("click", (e) => {
     const link = e.target.closest("a.cite");
     if (!link) return;

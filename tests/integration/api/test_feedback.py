@@ -225,7 +225,9 @@ def test_chat_feedback_by_completion_id_counts_for_its_question_and_sources(chat
     assert r.status_code == 404 and "expired" in r.json()["detail"], r.text
 
     # a streamed completion's id is kept too (its chunks carry it)
-    with c.stream("POST", "/v1/chat/completions", json={"messages": [{"role": "user", "content": question}], "stream": True}, headers=_h("orbit2")) as s:
+    with c.stream(
+        "POST", "/v1/chat/completions", json={"messages": [{"role": "user", "content": question}], "stream": True}, headers=_h("orbit2")
+    ) as s:
         chunks = [json.loads(line[6:]) for line in s.iter_lines() if line.startswith("data: {")]
     streamed = chunks[-1]["id"]
     assert streamed != cid and {ch["id"] for ch in chunks} == {streamed}
