@@ -3,7 +3,8 @@ compare two strategies, open evaluation reports.
 
 One static HTML file with a small plain-JavaScript file and a style sheet (``service/api/static``):
 no build step, nothing fetched from elsewhere. The page is open and holds no secret; it calls the
-API (``/ask``, ``/evaluate``) with the API key the user types once, kept in the tab's sessionStorage.
+API (``/ask``, ``/evaluate``, ``/feedback`` for its thumbs and "this answered it") with the API key the user types
+once, kept in the tab's sessionStorage.
 It reads the strategies and answer modes from ``/openapi.json``, so new ones appear without a change here.
 """
 
