@@ -32,6 +32,7 @@ from service.api.security import RateLimiter, enforce_rate_limit, key_ring, pres
 from service.api.state import ServiceState
 from service.feedback.review import QueueItem, confirmation, question_id, question_of, review_queue
 from service.feedback.store import Completion, FeedbackBounds, FeedbackStore, FeedbackStoreUnavailable, Rating, Vote, normalise
+from service.generation.modes import AnswerMode
 from service.pipeline import Pipeline, RequestError
 from service.retrieval.passage import point_id
 from service.schemas import AskResponse, ErrorBody
@@ -179,7 +180,7 @@ def answer_passage(response: AskResponse) -> str | None:
         return response.sources[response.citations[0] - 1].doc_id
     if response.products and response.products[0].doc_ids:
         return response.products[0].doc_ids[0]
-    if response.answer_mode in ("not_covered", "retrieval") or not response.sources:
+    if response.answer_mode in (AnswerMode.NOT_COVERED, AnswerMode.RETRIEVAL) or not response.sources:
         return None
     return response.sources[0].doc_id
 
@@ -193,7 +194,7 @@ def remember_completion(request: Request, completion_id: str, question: str, res
         key_products=tuple(sorted(caller.domains)) if caller is not None and caller.domains is not None else None,
         index_version=response.versions.get("index"),
         question=question,
-        answer_mode=str(response.answer_mode),
+        answer_mode=AnswerMode(response.answer_mode),
         doc_ids=tuple(s.doc_id for s in response.sources),
         answer_doc_id=answer_passage(response),
     )

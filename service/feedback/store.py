@@ -28,6 +28,7 @@ from pathlib import Path
 
 from service.choices import Choice
 from service.config import Settings
+from service.generation.modes import AnswerMode
 from service.sqlite import transaction
 
 
@@ -127,14 +128,14 @@ class Completion:
     key_products: tuple[str, ...] | None
     index_version: str | None
     question: str
-    answer_mode: str
+    answer_mode: AnswerMode
     doc_ids: tuple[str, ...]
     answer_doc_id: str | None = None
 
     @property
     def refused(self) -> bool:
         """The answer was "not covered"."""
-        return self.answer_mode == "not_covered"
+        return self.answer_mode == AnswerMode.NOT_COVERED
 
 
 @dataclass(frozen=True)
@@ -221,7 +222,7 @@ class FeedbackStore:
             products,
             completion.index_version,
             completion.question,
-            completion.answer_mode,
+            str(completion.answer_mode),
             json.dumps(list(completion.doc_ids)),
             completion.answer_doc_id,
         )
@@ -260,7 +261,7 @@ class FeedbackStore:
             key_products=tuple(products) if products is not None else None,
             index_version=r["index_version"],
             question=r["question"],
-            answer_mode=r["answer_mode"],
+            answer_mode=AnswerMode(r["answer_mode"]),
             doc_ids=tuple(json.loads(r["doc_ids"])),
             answer_doc_id=r["answer_doc_id"],
         )

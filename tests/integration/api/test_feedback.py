@@ -303,3 +303,24 @@ def test_a_curator_confirms_the_right_passage_or_not_covered_over_http_and_from_
     assert _cli(home, "feedback", "confirm", "--id", "feedback-000000000000", "--not-covered") == 2
     assert _cli(home, "feedback", "list") == 0
     assert qid in capsys.readouterr().out
+
+
+def test_kept_chat_completions_are_bounded_by_age_and_per_key(tmp_path):
+    from service.feedback.store import Completion
+    from service.generation.modes import AnswerMode
+
+    store, bounds = FeedbackStore(tmp_path / "f.sqlite"), FeedbackBounds(keep_days=1.0, max_per_key=2)
+
+    def completion(key: str, n: int) -> Completion:
+        return Completion(f"chatcmpl-{key}{n}", key, None, "v1", f"question {n}", AnswerMode.EXTRACTIVE, ("orbit/a#000",), "orbit/a#000")
+
+    t0 = 1_700_000_000.0
+    for n in range(3):
+        store.remember(completion("a", n), bounds, now=t0 + n)
+    store.remember(completion("b", 0), bounds, now=t0 + 3)
+    assert [store.completion(f"chatcmpl-a{n}") is not None for n in range(3)] == [False, True, True]  # a's newest 2
+    assert store.completion("chatcmpl-a2") == completion("a", 2)
+    assert store.completion("chatcmpl-b0", bounds, now=t0 + 86400 + 2.5) is not None
+    assert store.completion("chatcmpl-a1", bounds, now=t0 + 86400 + 2.5) is None  # expired for reads at once
+    store.remember(completion("b", 1), bounds, now=t0 + 86400 + 2.5)  # and deleted by the next write
+    assert [store.completion(c) is not None for c in ("chatcmpl-a1", "chatcmpl-a2", "chatcmpl-b0", "chatcmpl-b1")] == [False, False, True, True]
