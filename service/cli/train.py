@@ -263,7 +263,7 @@ def cmd_train_answer(args: argparse.Namespace) -> int:
     if not any(q.answer for q in queries):
         raise ValueError(f'fitting the answer policy needs questions with reference answers ("answer"); {", ".join(args.queries)} give none')
     report = fit_answer_policy(s, queries, save=not args.dry_run, top_k=args.top_k)
-    print_json({"answer_policy": report.path, **report.policy.to_json()})
+    print_json({"answer_policy": report.path, "decision": report.policy.fit["decision"]["says"], **report.policy.to_json()})
     return 0
 
 
