@@ -378,10 +378,10 @@ def fit_not_covered(
     model = choice.model
     if choice.decision.serves_fitted:
         ev_in, ev_out = evidence.labelled, np.vstack([evidence.out_of_scope, evidence.general]) if with_general else evidence.out_of_scope
-        sources = {"given": len(out_of_scope), **({"shipped_general": len(general)} if with_general else {})}
+        sources = {"validation": len(out_of_scope), **({"shipped_general": len(general)} if with_general else {})}
     else:
         ev_in, ev_out = np.vstack([evidence.headings, evidence.known, evidence.labelled]), evidence.general
-        sources = {"shipped_general": len(general), "headings": len(headings), "labelled": len(known) + len(in_scope)}
+        sources = {"shipped_general": len(general), "headings": len(headings), "labelled_in_scope": len(known) + len(in_scope), "validation": 0}
     model.fit = {
         "decision": choice.decision.to_json(),
         "heldout": {k: v for k, v in choice.heldout.items() if k != "per_fold"},
