@@ -18,7 +18,7 @@ from collections.abc import Callable
 from service.decisions import FitDecision, Verdict
 
 
-def enough(questions: int, needed: int, folds: int) -> int:
+def enough(needed: int, folds: int) -> int:
     """The labelled questions a fit needs: the setting's count, and at least one per fold of its cross-fit."""
     return max(needed, folds)
 
@@ -27,7 +27,7 @@ def decide(questions: int, needed: int, metric: str, measure: Callable[[], tuple
     """The verdict for a decision fitted on ``questions`` labelled questions. ``measure()`` (called only when there
     are enough) gives the fitted decision's cross-fitted figure and the default's figure on the same questions,
     both on the scale of ``metric`` (higher is better)."""
-    need = enough(questions, needed, folds)
+    need = enough(needed, folds)
     if questions < need:
         return FitDecision(Verdict.TOO_FEW, questions, need, metric)
     fitted, default = measure()
