@@ -97,9 +97,17 @@ class Settings(BaseSettings):
     not_covered_min_questions: int = Field(
         default=30,
         ge=0,
-        description="'fedqa train router' fits 'not covered' on its in-scope validation questions; with fewer than this, "
-        "questions made from the index's section headings join them (a threshold placed on a dozen questions refused "
-        "18% of manuals_dev's in-scope questions).",
+        description="'fedqa train router' fits 'not covered' on its in-scope validation questions only with at least this "
+        "many, and keeps it only when it measures no worse out of sample than the default (the index's section "
+        "headings and the labelled training questions against the shipped general ones), which serves otherwise (a "
+        "threshold placed on a dozen questions refused 18% of manuals_dev's in-scope questions).",
+    )
+    decision_min_questions: int = Field(
+        default=30,
+        ge=0,
+        description="Labelled questions the answer policy ('fedqa train answer') and the by-product split need before "
+        "a fitted one may replace its default (the unfitted extractive rule; one product per answer); with enough, the "
+        "fitted one serves only when its cross-fitted figure is no lower than the default's on the same questions.",
     )
     min_passage_chars: int = Field(
         default=200,

@@ -60,7 +60,7 @@ def load_pipeline(settings: Settings, backend: StoreBackend | None = None, *, wi
     abstention = _abstention(registry, router_version, index_version, router, warnings)
     reranker = load_reranker(registry, encoder.version, store.domains(), warnings, threads=settings.rerank_threads)
     policy = load_policy(policy_path(registry, router_version, index_version))
-    if policy is None:
+    if policy is None or not policy.serves:
         warnings.append("no answer policy fitted: extractive answers use FEDQA_EXTRACTIVE_* (fedqa train answer)")
     return Pipeline(
         settings,

@@ -22,9 +22,11 @@ from typing import Any
 import numpy as np
 
 from service.config import Settings
+from service.decisions import FitDecision
 from service.generation.abstention import FEATURES, AbstentionModel, Evidence, abstention_path, save_abstention
 from service.queries import LabelledQuery
 from service.retrieval.strategies import DEFAULT_STRATEGY
+from training.fallback import decide
 from training.page_prior import unseen
 from training.versions import fitted_on, save_beside_router
 
@@ -111,6 +113,31 @@ def measure(model: AbstentionModel, in_scope: np.ndarray, out_of_scope: np.ndarr
     }
 
 
+def out_of_fold(
+    in_scope: np.ndarray,
+    out_of_scope: np.ndarray,
+    *,
+    false_refusal: float,
+    folds: int = 5,
+    seed: int = 0,
+    features: Sequence[str] = FEATURES,
+) -> tuple[np.ndarray, np.ndarray, list[dict[str, Any]]]:
+    """k-fold decisions: whether each in-scope question is refused and each out-of-scope one answered not_covered by
+    a model fitted on the other folds; and each fold's figures."""
+    rng = np.random.default_rng(seed)
+    fin = rng.permutation(len(in_scope)) % folds
+    fout = rng.permutation(len(out_of_scope)) % folds
+    refused = np.zeros(len(in_scope), dtype=bool)
+    abstained = np.zeros(len(out_of_scope), dtype=bool)
+    per_fold = []
+    for k in range(folds):
+        model = fit(in_scope[fin != k], out_of_scope[fout != k], false_refusal=false_refusal, features=features)
+        refused[fin == k] = confidences(model, in_scope[fin == k]) < model.threshold
+        abstained[fout == k] = confidences(model, out_of_scope[fout == k]) < model.threshold
+        per_fold.append(measure(model, in_scope[fin == k], out_of_scope[fout == k]))
+    return refused, abstained, per_fold
+
+
 def cross_validate(
     in_scope: np.ndarray,
     out_of_scope: np.ndarray,
@@ -121,22 +148,12 @@ def cross_validate(
     features: Sequence[str] = FEATURES,
 ) -> dict[str, Any]:
     """k-fold held-out figures: each fold's questions are measured by a model fitted on the other folds."""
-    rng = np.random.default_rng(seed)
-    fin = rng.permutation(len(in_scope)) % folds
-    fout = rng.permutation(len(out_of_scope)) % folds
-    refused = abstained = 0
-    per_fold = []
-    for k in range(folds):
-        model = fit(in_scope[fin != k], out_of_scope[fout != k], false_refusal=false_refusal, features=features)
-        m = measure(model, in_scope[fin == k], out_of_scope[fout == k])
-        per_fold.append(m)
-        refused += round((m["false_refusal_rate"] or 0) * m["in_scope"])
-        abstained += round((m["abstention_rate"] or 0) * m["out_of_scope"])
+    refused, abstained, per_fold = out_of_fold(in_scope, out_of_scope, false_refusal=false_refusal, folds=folds, seed=seed, features=features)
     return {
         "features": list(features),
         "folds": folds,
-        "false_refusal_rate": refused / max(1, len(in_scope)),
-        "abstention_rate": abstained / max(1, len(out_of_scope)),
+        "false_refusal_rate": float(refused.sum()) / max(1, len(in_scope)),
+        "abstention_rate": float(abstained.sum()) / max(1, len(out_of_scope)),
         "in_scope": int(len(in_scope)),
         "out_of_scope": int(len(out_of_scope)),
         "per_fold": per_fold,
@@ -230,24 +247,175 @@ def heading_questions(pipeline, *, per_domain: int = 100, seed: int = 0) -> list
     return out
 
 
-def fit_untrained(
-    settings: Settings, *, per_domain: int = 100, false_refusal: float = HEADING_FALSE_REFUSAL, seed: int = 0
-) -> AbstentionReport | None:
-    """ "Not covered" for a home with no labelled question yet (``fedqa ingest`` fits it when no router is trained):
-    in-scope questions made from the active index's own section headings (:func:`heading_questions`) against the
-    general out-of-scope questions shipped with fedqa, at a low in-scope refusal target (heading questions are easier
-    than users'); stored with the index version. None when the index yields too few heading questions.
-    ``fedqa train router`` replaces it."""
+@dataclass(frozen=True)
+class NotCoveredEvidence:
+    """The evidence rows of the questions "not covered" is chosen on: the labelled in-scope questions a fit is
+    measured on (the router's validation ones), the out-of-scope ones given with them, the index's heading
+    questions, the other labelled in-scope questions (the router's training ones: in the default's fit only) and the
+    shipped general questions."""
+
+    labelled: np.ndarray
+    out_of_scope: np.ndarray
+    headings: np.ndarray
+    general: np.ndarray
+    known: np.ndarray
+
+
+@dataclass(frozen=True)
+class NotCoveredChoice:
+    """The model that serves (the fitted one or the default; None: the index gives too few heading questions for a
+    default and there are too few labelled questions), its k-fold figures, and the verdict."""
+
+    model: AbstentionModel | None
+    heldout: dict[str, Any]
+    decision: FitDecision
+
+
+METRIC = "balanced accuracy"  # mean of the in-scope share answered and the out-of-scope share refused
+
+
+def balanced_accuracy(refused: np.ndarray, abstained: np.ndarray) -> float:
+    """Mean of the share of in-scope questions answered and of out-of-scope ones refused (each side counts the same,
+    however many questions it has)."""
+    return 0.5 * ((1.0 - float(np.mean(refused))) + float(np.mean(abstained)))
+
+
+def choose_not_covered(
+    ev: NotCoveredEvidence,
+    *,
+    needed: int,
+    false_refusal: float = 0.03,
+    default_false_refusal: float = HEADING_FALSE_REFUSAL,
+    with_general: bool = True,
+    folds: int = 5,
+    seed: int = 0,
+) -> NotCoveredChoice:
+    """The default or the model fitted on the labelled questions, by :func:`training.fallback.decide`.
+
+    The default: every in-scope question it can have without a fit to measure (the index's heading questions and
+    the ``known`` labelled ones) against the general questions, at ``default_false_refusal`` (heading questions
+    are easier than users'). The fitted model: the labelled questions against ``out_of_scope`` (and the general
+    ones when ``with_general``) at ``false_refusal``. Both are measured on the labelled questions and the fitted
+    model's out-of-scope side, each question decided by a model that did not fit on it (the fitted one k-fold; the
+    default fitted without the labelled questions, its general questions out of fold). The default that serves
+    also fits on the labelled questions."""
+    inside = np.vstack([ev.headings, ev.known])
+    default: AbstentionModel | None = None
+    default_heldout: dict[str, Any] = {}
+    if len(inside) >= 2 * folds:
+        default_heldout = choose_features(inside, ev.general, false_refusal=default_false_refusal, folds=folds, seed=seed)
+        default = fit(inside, ev.general, false_refusal=default_false_refusal, features=default_heldout["features"])
+    outside = np.vstack([ev.out_of_scope, ev.general]) if with_general else ev.out_of_scope
+    fitted: dict[str, Any] = {}
+
+    def measure_both() -> tuple[float, float]:
+        fitted.update(choose_features(ev.labelled, outside, false_refusal=false_refusal, folds=folds, seed=seed))
+        refused, abstained, _ = out_of_fold(ev.labelled, outside, false_refusal=false_refusal, folds=folds, seed=seed, features=fitted["features"])
+        if default is None:  # no default model: every question answered
+            return balanced_accuracy(refused, abstained), balanced_accuracy(np.zeros(len(refused)), np.zeros(len(abstained)))
+        d_refused = confidences(default, ev.labelled) < default.threshold
+        d_abstained = confidences(default, ev.out_of_scope) < default.threshold
+        if with_general:  # the default fitted on the general questions: each decided out of fold
+            _, d_general, _ = out_of_fold(inside, ev.general, false_refusal=default_false_refusal, folds=folds, seed=seed, features=default.features)
+            d_abstained = np.r_[d_abstained, d_general]
+        return balanced_accuracy(refused, abstained), balanced_accuracy(d_refused, d_abstained)
+
+    decision = decide(len(ev.labelled), needed, METRIC, measure_both, folds=folds)
+    if decision.serves_fitted:
+        model = fit(ev.labelled, outside, false_refusal=false_refusal, features=fitted["features"])
+        return NotCoveredChoice(model, fitted, decision)
+    if default is not None and len(ev.labelled):
+        every = np.vstack([inside, ev.labelled])
+        default = fit(every, ev.general, false_refusal=default_false_refusal, features=default.features)
+    return NotCoveredChoice(default, default_heldout, decision)
+
+
+def fit_not_covered(
+    settings: Settings,
+    in_scope: Sequence[LabelledQuery],
+    out_of_scope: Sequence[LabelledQuery],
+    *,
+    false_refusal: float = 0.03,
+    with_general: bool = True,
+    folds: int = 5,
+    seed: int = 0,
+    known: Sequence[LabelledQuery] = (),
+    save: bool = True,
+    pipeline=None,  # noqa: ANN001
+) -> NotCoveredReport:
+    """Choose "not covered" for the active versions of ``settings``' home (:func:`choose_not_covered`, at least
+    ``settings.not_covered_min_questions`` labelled in-scope questions to fit one) and (``save``) store the model
+    that serves, with the verdict in ``fit.decision``, beside the active router version (the index version without
+    a router). ``in_scope``: labelled questions the documentation answers (the router's validation questions: the
+    router has seen its training ones); ``out_of_scope``: labelled ones it does not; ``known``: the other labelled
+    in-scope questions (the router's training ones), which only the default fits on. ``pipeline``: an open pipeline
+    of that home."""
     from service.loading import load_pipeline
     from training.data.general import general_negatives
 
-    pipeline = load_pipeline(settings, with_llm=False)
+    t0 = time.perf_counter()
+    own = pipeline is None
+    pipeline = pipeline or load_pipeline(settings, with_llm=False)
+    general = general_negatives()
     try:
-        in_scope = heading_questions(pipeline, per_domain=per_domain, seed=seed)
-        if len(in_scope) < 2 * 5:
-            return None
-        general = general_negatives()
-        sources = {"general": len(general), "headings": len(in_scope)}
-        return fit_abstention(settings, in_scope, general, false_refusal=false_refusal, pipeline=pipeline, sources=sources)
+        headings = heading_questions(pipeline, seed=seed)
+        evidence = NotCoveredEvidence(
+            labelled=collect_evidence(pipeline, [q.query for q in in_scope], gold=[q.gold_doc_ids for q in in_scope]),
+            out_of_scope=collect_evidence(pipeline, [q.query for q in out_of_scope]),
+            headings=collect_evidence(pipeline, [q.query for q in headings]),
+            general=collect_evidence(pipeline, [q.query for q in general]),
+            known=collect_evidence(pipeline, [q.query for q in known], gold=[q.gold_doc_ids for q in known]),
+        )
+        versions = pipeline.versions
     finally:
-        pipeline.close()
+        if own:
+            pipeline.close()
+    choice = choose_not_covered(
+        evidence, needed=settings.not_covered_min_questions, false_refusal=false_refusal, with_general=with_general, folds=folds, seed=seed
+    )
+    if choice.model is None:
+        return NotCoveredReport(None, None, choice.heldout, choice.decision)
+    model = choice.model
+    if choice.decision.serves_fitted:
+        ev_in, ev_out = evidence.labelled, np.vstack([evidence.out_of_scope, evidence.general]) if with_general else evidence.out_of_scope
+        sources = {"validation": len(out_of_scope), **({"shipped_general": len(general)} if with_general else {})}
+    else:
+        ev_in, ev_out = np.vstack([evidence.headings, evidence.known, evidence.labelled]), evidence.general
+        sources = {"shipped_general": len(general), "headings": len(headings), "labelled_in_scope": len(known) + len(in_scope), "validation": 0}
+    model.fit = {
+        "decision": choice.decision.to_json(),
+        "heldout": {k: v for k, v in choice.heldout.items() if k != "per_fold"},
+        "on_fit_questions": measure(model, ev_in, ev_out),
+        "out_of_scope_sources": sources,
+        "reranker": versions.get("reranker"),
+        **fitted_on(versions, t0),
+    }
+    path = save_beside_router(settings.home_dir, versions, abstention_path, lambda t: save_abstention(model, t)) if save else None
+    return NotCoveredReport(model, path, choice.heldout, choice.decision)
+
+
+@dataclass(frozen=True)
+class NotCoveredReport:
+    """The model that serves (None: none could be fitted), where it was stored, its k-fold figures and the verdict."""
+
+    model: AbstentionModel | None
+    path: str | None
+    heldout: dict[str, Any]
+    decision: FitDecision
+
+    def summary(self) -> dict[str, Any]:
+        """What a command prints: the verdict, where the model is, its threshold and k-fold figures."""
+        return {
+            "decision": self.decision.says(),
+            "path": self.path,
+            "threshold": self.model.threshold if self.model else None,
+            "heldout": {k: v for k, v in self.heldout.items() if k != "per_fold"},
+        }
+
+
+def fit_untrained(settings: Settings, *, seed: int = 0) -> NotCoveredReport:
+    """ "Not covered" for a home with no labelled question yet (``fedqa ingest`` fits it when no router is trained):
+    the default of :func:`choose_not_covered` (the index's heading questions against the general ones), stored with
+    the index version; no model when the index yields too few heading questions. ``fedqa train router`` chooses
+    again with its validation questions."""
+    return fit_not_covered(settings, [], [], seed=seed)

@@ -4,8 +4,9 @@ Every question is retrieved once through the serving path; then each policy of a
 passages, weight of the question's words in the choice, sentence margin, continuation into the next ranked
 passage of the same page) answers it, and the policy with the best mean token F1 against the reference
 answers is stored (``answer.json`` beside the abstention model, see
-:mod:`service.generation.answer_policy`). Fit on training questions; measure on questions kept apart
-(``benchmarks/answer_quality.py``).
+:mod:`service.generation.answer_policy`). It serves only when :func:`training.fallback.decide` keeps it: enough
+questions, and its cross-fitted mean F1 (each question answered by the policy chosen on the other folds) no lower
+than the unfitted rule's. Fit on training questions; measure on questions kept apart (``benchmarks/answer_quality.py``).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ import numpy as np
 from service.config import Settings
 from service.evaluation.wixqa import token_f1
 from service.generation.answer_policy import WHOLE, AnswerPolicy, policy_path, save_policy
-from service.generation.extractive import SentenceVectors, by_policy
+from service.generation.extractive import ExtractConfig, SentenceVectors, by_meaning, by_policy, by_terms
 from service.queries import LabelledQuery
 from service.retrieval.passage import RankedHit
+from training.fallback import decide
 from training.page_prior import unseen
 from training.versions import fitted_on, save_beside_router
 
@@ -88,19 +90,49 @@ def mean_f1(policy: AnswerPolicy, cases: Sequence[Case], vectors: SentenceVector
     return float(np.mean([token_f1(answer_text(policy, c, vectors, max_words), c.reference) for c in cases]))
 
 
+def f1_matrix(policies: Sequence[AnswerPolicy], cases: Sequence[Case], vectors: SentenceVectors | None, max_words: int) -> np.ndarray:
+    """Token F1 of each policy's answer (rows) to each case (columns)."""
+    return np.array([[token_f1(answer_text(pol, c, vectors, max_words), c.reference) for c in cases] for pol in policies]).reshape(
+        len(policies), len(cases)
+    )
+
+
+def usable(top_k: int, vectors: SentenceVectors | None) -> list[AnswerPolicy]:
+    """The grid's policies that can answer here (sentence margins need ``vectors``), simplest first."""
+    return [pol for pol in grid(top_k) if vectors is not None or pol.whole]
+
+
+def best_row(matrix: np.ndarray, columns: np.ndarray | None = None) -> int:
+    """The row with the best mean F1 over ``columns`` (all: None); ties keep the first (the simplest policy)."""
+    means = matrix.mean(axis=1) if columns is None else matrix[:, columns].mean(axis=1)
+    return int(np.flatnonzero(means >= means.max() - 1e-9)[0])
+
+
+def cross_fitted_f1(matrix: np.ndarray, *, folds: int = 5, seed: int = 0) -> float:
+    """Mean F1 over the cases, each answered by the policy chosen on the other folds."""
+    fold = np.random.default_rng(seed).permutation(matrix.shape[1]) % folds
+    scores = np.zeros(matrix.shape[1])
+    for k in range(folds):
+        if (fold == k).any() and (fold != k).any():
+            scores[fold == k] = matrix[best_row(matrix, fold != k), fold == k]
+    return float(scores.mean())
+
+
+def default_f1(cases: Sequence[Case], vectors: SentenceVectors | None, config: ExtractConfig) -> np.ndarray:
+    """Token F1 of the unfitted rule's answer (FEDQA_EXTRACTIVE_*: no answer.json) to each case."""
+    out = []
+    for c in cases:
+        got = by_meaning(c.vector, c.hits, vectors, config) if vectors is not None else by_terms(c.query, c.hits, max_sources=config.max_sources)
+        out.append(token_f1(_CITATION.sub(" ", got.text or ""), c.reference))
+    return np.asarray(out, dtype=np.float64)
+
+
 def fit_policy(cases: Sequence[Case], vectors: SentenceVectors | None, *, top_k: int = 5, max_words: int = 400) -> AnswerPolicy:
     """The grid policy with the best mean token F1 on ``cases`` (sentence margins need ``vectors``)."""
     if not cases:
         raise ValueError("fitting the answer policy needs questions with reference answers")
-    best: tuple[float, AnswerPolicy] | None = None
-    for policy in grid(top_k):
-        if vectors is None and not policy.whole:
-            continue
-        f1 = mean_f1(policy, cases, vectors, max_words)
-        if best is None or f1 > best[0] + 1e-9:
-            best = (f1, policy)
-    assert best is not None
-    return best[1]
+    policies = usable(top_k, vectors)
+    return policies[best_row(f1_matrix(policies, cases, vectors, max_words))]
 
 
 def fit_answer_policy(
@@ -108,11 +140,16 @@ def fit_answer_policy(
     queries: Sequence[LabelledQuery],
     *,
     save: bool = True,
-    pipeline=None,
-    top_k: int = 5,  # noqa: ANN001
+    pipeline=None,  # noqa: ANN001
+    top_k: int = 5,
+    folds: int = 5,
+    seed: int = 0,
 ) -> PolicyReport:
-    """Fit the policy for the active versions of ``settings``' home on ``queries`` (with reference answers)
-    and (``save``) store it beside the abstention model. ``pipeline``: an open pipeline of that home."""
+    """Fit the policy for the active versions of ``settings``' home on ``queries`` (with reference answers) and
+    choose it or the unfitted rule by :func:`training.fallback.decide` (mean answer F1, the fitted policy's
+    cross-fitted, at least ``settings.decision_min_questions`` questions); (``save``) store it beside the
+    abstention model with the verdict (``fit.decision``: a policy the verdict does not keep is stored, not served).
+    ``pipeline``: an open pipeline of that home."""
     from service.evaluation.answers import rouge_l
     from service.loading import load_pipeline
 
@@ -121,9 +158,21 @@ def fit_answer_policy(
     pipeline = pipeline or load_pipeline(settings, with_llm=False)
     try:
         cases = collect_cases(pipeline, queries, top_k=top_k)
+        if not cases:
+            raise ValueError("fitting the answer policy needs questions with reference answers")
         vectors = pipeline.answerer.extractor.vectors
+        config = pipeline.answerer.extractor.config
         max_words = pipeline.settings.extractive_max_words
-        policy = fit_policy(cases, vectors, top_k=top_k, max_words=max_words)
+        policies = usable(top_k, vectors)
+        matrix = f1_matrix(policies, cases, vectors, max_words)
+        policy = policies[best_row(matrix)]
+        decision = decide(
+            len(cases),
+            settings.decision_min_questions,
+            "answer F1",
+            lambda: (cross_fitted_f1(matrix, folds=folds, seed=seed), float(default_f1(cases, vectors, config).mean())),
+            folds=folds,
+        )
         texts = [answer_text(policy, c, vectors, max_words) for c in cases]
         versions = pipeline.versions
     finally:
@@ -134,6 +183,6 @@ def fit_answer_policy(
         "answer_f1": round(float(np.mean([token_f1(t, c.reference) for t, c in zip(texts, cases, strict=True)])), 4),
         "answer_rouge_l": round(float(np.mean([rouge_l(t, c.reference) for t, c in zip(texts, cases, strict=True)])), 4),
     }
-    policy.fit = {"on_fit_questions": scores, **fitted_on(versions, t0)}
+    policy.fit = {"decision": decision.to_json(), "on_fit_questions": scores, **fitted_on(versions, t0)}
     path = save_beside_router(settings.home_dir, versions, policy_path, lambda t: save_policy(policy, t)) if save else None
     return PolicyReport(policy=policy, path=path, scores=scores)

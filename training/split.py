@@ -10,7 +10,9 @@ for at least :data:`MIN_ONE_GROUP` of the questions (the objective of issue 27);
 
 Fit on the router's validation questions (the router has seen its training questions and is over-confident on
 them), each ranked with the page prior's counts and known answers of the questions sharing its answer left out (the
-prior counts the validation questions too). The rule is stored as ``split.json`` in the router version's folder and reported in its ``metrics.json``
+prior counts the validation questions too). The rule serves only when :func:`training.fallback.decide` keeps it
+(enough questions, and its k-fold hit by product no lower than never splitting's); else "never split" is stored with
+the verdict. The rule is stored as ``split.json`` in the router version's folder and reported in its ``metrics.json``
 (``by_product``), with k-fold figures (each fold decided by a rule fitted on the other folds).
 """
 
@@ -27,6 +29,7 @@ from service.artifacts import Registry
 from service.config import Settings
 from service.queries import LabelledQuery
 from service.routing.split import SplitRule, best_score, save_split, split_path
+from training.fallback import decide
 from training.page_prior import unseen
 from training.versions import fitted_on, report_in_metrics, save_beside_router
 
@@ -197,9 +200,16 @@ def fit_split(
             pipeline.close()
     if not cases:
         raise ValueError("fitting the split needs labelled questions with gold passages")
-    rule = choose(cases)
+    never = SplitRule(min_ratio=None, max_gap=None)
+    decision = decide(
+        len(cases),
+        settings.decision_min_questions,
+        "hit by product",
+        lambda: (cross_validate(cases)["hit_by_product"], measure(never, cases)["hit_by_product"]),
+    )
+    rule = choose(cases) if decision.serves_fitted else never
     figures = report(rule, cases)
-    rule.fit = {**figures, **fitted_on(versions, t0)}
+    rule.fit = {"decision": decision.to_json(), **figures, **fitted_on(versions, t0)}
     path = save_beside_router(settings.home_dir, versions, split_path, lambda t: save_split(rule, t)) if save else None
     router = versions.get("router")
     if path is not None and router and router != "uniform":

@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 from service.api.deps import get_pipeline, get_state
 from service.api.security import caller_scope, sees_everything
 from service.api.state import ServiceState
+from service.decisions import decision_of
 from service.pipeline import Pipeline
 from service.schemas import DomainInfo, DomainsResponse
 
@@ -59,12 +60,27 @@ def decisions(p: Pipeline) -> dict[str, Any]:
             "target_false_refusal": p.abstention.target_false_refusal,
             "out_of_scope_sources": fit.get("out_of_scope_sources"),
             "heldout": fit.get("heldout"),
+            "decision": _says(fit),
         }
     split = None
     if p.split is not None:
         fit = p.split.fit or {}
-        split = {"rule": p.split.name, "min_ratio": p.split.min_ratio, "max_gap": p.split.max_gap, "heldout": fit.get("heldout")}
-    return {"rerank": rerank, "not_covered": covered, "by_product": split}
+        split = {
+            "rule": p.split.name,
+            "min_ratio": p.split.min_ratio,
+            "max_gap": p.split.max_gap,
+            "heldout": fit.get("heldout"),
+            "decision": _says(fit),
+        }
+    policy = p.answerer.policy
+    answer = None if policy is None else {"policy": policy.name, "decision": _says(policy.fit)}
+    return {"rerank": rerank, "not_covered": covered, "by_product": split, "answer_policy": answer}
+
+
+def _says(fit: dict[str, Any] | None) -> str | None:
+    """Whether the fitted decision or its default serves, and why (None: stored before the verdicts existed)."""
+    decision = decision_of(fit)
+    return decision.says() if decision else None
 
 
 @router.get("/domains", response_model=DomainsResponse, summary="Searchable domains and active versions")

@@ -80,6 +80,6 @@ def _fit_not_covered(version: str | None) -> dict | None:
     from training.abstention import fit_untrained
 
     fitted = fit_untrained(cfg)
-    if fitted is None:
+    if fitted.model is None:
         return {"fitted": False, "reason": "too few section headings to make in-scope questions from"}
-    return {"fitted": True, "path": fitted.path, "heldout": {k: v for k, v in fitted.heldout.items() if k != "per_fold"}}
+    return {"fitted": True, **fitted.summary()}

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from service.artifacts import ArtifactError, Registry
 from service.cli.common import settings
 from service.config import Settings
+from service.decisions import decision_of
 
 if TYPE_CHECKING:
     from service.cli.common import Subparsers
@@ -108,33 +111,43 @@ def _fitted_parts(registry: Registry, router: str | None, index: str | None) -> 
 
     policy, abstention = policy_path(registry, router, index), abstention_path(registry, router, index)
     split = split_path(registry, router)
-    split_fitted = split is not None and split.is_file()
     return [
-        Part(
+        _decision_part(
             "answer policy",
-            policy is not None and policy.is_file(),
-            "how much the extractive answer quotes, fitted on reference answers"
-            if policy is not None and policy.is_file()
-            else "extractive answers use the unfitted rule (FEDQA_EXTRACTIVE_*)",
+            policy,
+            "how much the extractive answer quotes, fitted on reference answers",
+            "extractive answers use the unfitted rule (FEDQA_EXTRACTIVE_*)",
+            "extractive answers use the unfitted rule (FEDQA_EXTRACTIVE_*)",
             "fedqa train answer --queries FILE (questions with reference answers: qid, query, domains, answer)",
         ),
-        Part(
+        _decision_part(
             "not-covered decision",
-            abstention is not None and abstention.is_file(),
-            "questions the documentation does not cover are answered not_covered"
-            if abstention is not None and abstention.is_file()
-            else "every question is answered, even one the documentation does not cover",
+            abstention,
+            "questions the documentation does not cover are answered not_covered",
+            "questions the documentation does not cover are answered not_covered",
+            "every question is answered, even one the documentation does not cover",
             "fedqa train abstention --queries FILE --out-of-scope FILE (questions the documentation does not answer)",
         ),
-        Part(
+        _decision_part(
             "by-product split",
-            split_fitted,
-            "a question that fits several products is answered per product"
-            if split_fitted
-            else "every question is answered for one product, even one that fits several",
+            split,
+            "a question that fits several products is answered per product",
+            "every question is answered for one product",
+            "every question is answered for one product, even one that fits several",
             "fedqa train split --queries FILE (the router's validation questions: qid, query, domains, gold_doc_ids)",
         ),
     ]
+
+
+def _decision_part(name: str, path: Path | None, fitted: str, default: str, without: str, add: str) -> Part:
+    """A decision fitted beside the ranking: what the one that serves does (the fitted one or its default), and why
+    (:class:`service.decisions.FitDecision`, stored in its ``fit``); ``without``: the service with none stored."""
+    if path is None or not path.is_file():
+        return Part(name, False, without, add)
+    decision = decision_of(json.loads(path.read_text(encoding="utf-8")).get("fit"))
+    if decision is None:
+        return Part(name, True, fitted)
+    return Part(name, True, f"{fitted if decision.serves_fitted else default} ({decision.says()})")
 
 
 def _llm_part(s: Settings) -> Part:

@@ -174,7 +174,8 @@ def cmd_train_router(args: argparse.Namespace) -> int:
             stop=stop,
             answered=sets.answered,
         )
-    abstention = _fit_abstention_after_router(s, sets.val) if not args.no_activate else None
+    known = sets.answered if sets.answered is not None else sets.train
+    abstention = _fit_abstention_after_router(s, sets.val, known) if not args.no_activate else None
     split = _fit_split_after_router(s, sets.val) if not args.no_activate else None
     registry = Registry(s.home_dir)
     manifest = registry.manifest("router", version)
@@ -204,38 +205,19 @@ def cmd_train_router(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fit_abstention_after_router(s: Settings, val: list[LabelledQuery]) -> dict | None:
-    """Fit the "not covered" decision for the new router on its validation questions: against their out-of-scope
-    ones (``fedqa data build --out-of-scope``) and the general ones shipped with the package, so that a home
-    without an out-of-scope file still refuses off-topic questions; its held-out figures, or None without
-    in-scope validation questions."""
+def _fit_abstention_after_router(s: Settings, val: list[LabelledQuery], known: list[LabelledQuery]) -> dict | None:
+    """Choose the "not covered" decision for the new router (:func:`training.abstention.fit_not_covered`): fitted on
+    its validation questions against their out-of-scope ones and the general ones shipped with the package, or the
+    default (the index's headings and the labelled training questions ``known`` against the general ones) when they
+    are too few or it measures worse out of sample; what was chosen."""
     from service.retrieval.store import StoreUnavailable
-    from training.abstention import fit_abstention
-    from training.data.general import general_negatives
+    from training.abstention import fit_not_covered
 
     in_scope, own = [q for q in val if q.domains], [q for q in val if not q.domains]
-    if len(in_scope) < 2:
-        return None
-    sources = {"validation": len(own), "shipped_general": len(general_negatives())}
     try:
-        if len(in_scope) < s.not_covered_min_questions:  # too few to place a threshold: the index's headings join them
-            from service.loading import load_pipeline
-            from training.abstention import HEADING_FALSE_REFUSAL, heading_questions
-
-            pipeline = load_pipeline(s, with_llm=False)
-            try:
-                headings = heading_questions(pipeline)
-                sources["headings"] = len(headings)
-                report = fit_abstention(
-                    s, in_scope + headings, own + general_negatives(), false_refusal=HEADING_FALSE_REFUSAL, sources=sources, pipeline=pipeline
-                )
-            finally:
-                pipeline.close()
-        else:
-            report = fit_abstention(s, in_scope, own + general_negatives(), sources=sources)
-    except (ValueError, StoreUnavailable) as exc:  # too few questions for its k-fold figures, or the index held by a
-        return {"skipped": str(exc)}  # running service (as the fused fit): the previous decision stays
-    return {"path": str(report.path), "threshold": report.model.threshold, "heldout": {k: v for k, v in report.heldout.items() if k != "per_fold"}}
+        return fit_not_covered(s, in_scope, own, known=[q for q in known if q.domains]).summary()
+    except (ValueError, StoreUnavailable) as exc:  # the index held by a running service (as the fused fit): the
+        return {"skipped": str(exc)}  # previous decision stays
 
 
 def _fit_split_after_router(s: Settings, val: list[LabelledQuery]) -> dict | None:
@@ -255,33 +237,20 @@ def _fit_split_after_router(s: Settings, val: list[LabelledQuery]) -> dict | Non
 
 
 def cmd_train_abstention(args: argparse.Namespace) -> int:
-    """Fit (or with --dry-run only measure) the "not covered" decision and print its held-out figures."""
+    """Choose (or with --dry-run only measure) the "not covered" decision: the one fitted on the given questions, or the
+    default when they are too few or it measures worse out of sample; print the verdict and the held-out figures."""
     from service.cli.labels import checked, index_catalogue, read_files
-    from training.abstention import fit_abstention
+    from training.abstention import fit_not_covered
 
     if not 0.0 < args.false_refusal < 1.0 or args.folds < 2:
         raise ValueError(f"--false-refusal must lie in (0, 1) and --folds be 2 or more (given {args.false_refusal} and {args.folds})")
     s = settings()
     files = read_files(args.queries), read_files([args.out_of_scope])
     in_scope, out_of_scope = checked(files, index_catalogue(s), lenient=args.lenient)
-    report = fit_abstention(
-        s,
-        in_scope,
-        out_of_scope,
-        false_refusal=args.false_refusal,
-        folds=args.folds,
-        seed=args.seed,
-        save=not args.dry_run,
+    report = fit_not_covered(
+        s, in_scope, out_of_scope, false_refusal=args.false_refusal, with_general=False, folds=args.folds, seed=args.seed, save=not args.dry_run
     )
-    heldout = {k: v for k, v in report.heldout.items() if k != "per_fold"}
-    print_json(
-        {
-            "abstention": str(report.path) if report.path else None,
-            "threshold": report.model.threshold,
-            "target_false_refusal": args.false_refusal,
-            "heldout": heldout,
-        }
-    )
+    print_json({"abstention": report.path, "target_false_refusal": args.false_refusal, **report.summary()})
     return 0
 
 
@@ -294,7 +263,7 @@ def cmd_train_answer(args: argparse.Namespace) -> int:
     if not any(q.answer for q in queries):
         raise ValueError(f'fitting the answer policy needs questions with reference answers ("answer"); {", ".join(args.queries)} give none')
     report = fit_answer_policy(s, queries, save=not args.dry_run, top_k=args.top_k)
-    print_json({"answer_policy": report.path, **report.policy.to_json()})
+    print_json({"answer_policy": report.path, "decision": report.policy.fit["decision"]["says"], **report.policy.to_json()})
     return 0
 
 

@@ -101,6 +101,7 @@ class Answerer:
         self.llm = llm
         self.llm_error = llm_error
         self.abstention = abstention
+        self.policy = policy  # as stored: it answers only when its fit kept it (AnswerPolicy.serves)
         self.extractor = Extractor(
             encoder,
             ExtractConfig(
@@ -110,7 +111,7 @@ class Answerer:
                 margin=settings.extractive_margin,
             ),
             vectors,
-            policy,
+            policy if policy is not None and policy.serves else None,
             # the span score is embedded only when a fitted abstention model reads it
             score_sentences=abstention is not None and "span_score" in abstention.features,
         )

@@ -4,7 +4,8 @@ The reference answers a deployment cares about decide how long a good answer is:
 whole passages wants the passage quoted whole, a help centre with one-line answers wants the best sentences.
 So the policy's few numbers are fitted (by :mod:`training.answer_policy`, ``fedqa train answer``) on labelled
 questions with reference answers, and stored as ``answer.json`` beside the abstention model (the active router
-version's folder, or the index version's without a router):
+version's folder, or the index version's without a router); it serves only when its verdict
+(:class:`service.decisions.FitDecision` in ``fit.decision``) keeps it over the unfitted rule:
 
 - ``sources``: how many top passages of the ranking are candidates;
 - ``term_weight``: the candidate quoted is the one with the highest similarity s plus ``term_weight`` times
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from service.artifacts import Registry, load_fitted, write_json_atomic
+from service.decisions import decision_of
 from service.retrieval.passage import RankedHit
 
 ANSWER_POLICY_FILE = "answer.json"
@@ -39,6 +41,13 @@ class AnswerPolicy:
     continue_gap: float | None
     fit: dict[str, Any] = field(default_factory=dict)
     name: str = ANSWER_POLICY_FILE
+
+    @property
+    def serves(self) -> bool:
+        """Whether the policy answers: its fit kept it over the unfitted rule (a policy stored before the verdicts
+        existed serves)."""
+        decision = decision_of(self.fit)
+        return decision is None or decision.serves_fitted
 
     @property
     def whole(self) -> bool:
