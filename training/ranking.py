@@ -31,6 +31,7 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import KFold
 
+from service.choices import Choice
 from service.config import Settings
 from service.queries import LabelledQuery
 from service.ranking.features import DEPTH, FEATURES, Feature, Pool
@@ -124,19 +125,64 @@ def _pairs(items: Sequence[LabelledPools], names: Sequence[Feature]) -> tuple[np
     return np.concatenate(xs), np.concatenate(ys), np.concatenate(ws)
 
 
-def fit_weights(items: Sequence[LabelledPools], names: Sequence[Feature] = FEATURES) -> tuple[float, ...]:
-    """The pairwise logistic regression's weights on ``names`` (0 for a feature that never varies, and for all when no
+class Objective(Choice):
+    """How the weights are fitted: a logistic regression on pairwise differences (every gold passage against every
+    other candidate), or a softmax over each pool (the gold passages' share of it: the candidates near the top count
+    most, as Acc@1 does)."""
+
+    PAIRWISE = "pairwise"
+    SOFTMAX = "softmax"
+
+
+OBJECTIVE = Objective.PAIRWISE
+
+
+def _spread(items: Sequence[LabelledPools], names: Sequence[Feature]) -> np.ndarray:
+    """Each feature's standard deviation over every candidate of ``items`` (the scale the fit works on)."""
+    cols = [p.columns(names) for it in items for p in it.pools if len(p)]
+    return np.std(np.concatenate(cols), axis=0) if cols else np.zeros(len(names))
+
+
+def _softmax_fit(items: Sequence[LabelledPools], names: Sequence[Feature], scale: np.ndarray) -> np.ndarray:
+    """Weights (on features divided by ``scale``) minimising sum over questions of -log(the gold passages' softmax share
+    of their pool), each question weighing 1, plus 1/2 |w|^2 (sklearn's default strength, C = 1)."""
+    from scipy.optimize import minimize
+    from scipy.special import logsumexp, softmax
+
+    lists = []
+    for item in items:
+        found = [(p.columns(names) / scale, np.array([e.point_id in item.gold for e in p.entries])) for p in item.pools]
+        found = [(x, g) for x, g in found if g.any() and (~g).any()]
+        lists += [(x, g, 1.0 / len(found)) for x, g in found]
+
+    def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
+        total, grad = 0.5 * float(w @ w), w.copy()
+        for x, g, weight in lists:
+            z = x @ w
+            total += weight * float(logsumexp(z) - logsumexp(z[g]))
+            grad += weight * (x.T @ softmax(z) - x[g].T @ softmax(z[g]))
+        return total, grad
+
+    return np.asarray(minimize(loss, np.zeros(len(names)), jac=True, method="L-BFGS-B").x)
+
+
+def fit_weights(items: Sequence[LabelledPools], names: Sequence[Feature] = FEATURES, objective: Objective = OBJECTIVE) -> tuple[float, ...]:
+    """The weights on ``names`` fitted by ``objective`` (0 for a feature that never varies, and for all when no
     question has a gold passage in its pool)."""
     x, y, w = _pairs(items, names)
     if not len(y):
         return tuple(0.0 for _ in names)
-    spread = np.array([np.std(np.concatenate([p.columns([n])[:, 0] for it in items for p in it.pools])) for n in names])
+    spread = _spread(items, names)
     live = spread > 0
     if not live.any():
         return tuple(0.0 for _ in names)
-    model = LogisticRegression(fit_intercept=False, max_iter=1000).fit(x[:, live] / spread[live], y, sample_weight=w)
     coef = np.zeros(len(names))
-    coef[live] = model.coef_[0] / spread[live]
+    if objective is Objective.SOFTMAX:
+        kept = [n for n, on in zip(names, live, strict=True) if on]
+        coef[live] = _softmax_fit(items, kept, spread[live]) / spread[live]
+    else:
+        model = LogisticRegression(fit_intercept=False, max_iter=1000).fit(x[:, live] / spread[live], y, sample_weight=w)
+        coef[live] = model.coef_[0] / spread[live]
     return tuple(float(c) for c in coef)
 
 
