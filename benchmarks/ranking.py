@@ -33,8 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from service.config import get_settings  # noqa: E402
 from service.queries import load_queries  # noqa: E402
 from service.ranking.features import DEPTH, FEATURES, Feature  # noqa: E402
-from service.ranking.model import FittedOn, RankingMetrics, RankingModel  # noqa: E402
-from training.ranking import OBJECTIVE, Objective  # noqa: E402
+from service.ranking.model import OBJECTIVE, FittedOn, Objective, RankingMetrics, RankingModel  # noqa: E402
 
 #: the fits compared: every feature by each objective, and every feature but one group (what that group adds)
 ABLATIONS: dict[str, tuple[tuple[Feature, ...], Objective]] = {

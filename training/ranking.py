@@ -31,11 +31,10 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import KFold
 
-from service.choices import Choice
 from service.config import Settings
 from service.queries import LabelledQuery
 from service.ranking.features import DEPTH, FEATURES, Feature, Pool
-from service.ranking.model import FOLDS, FittedOn, RankingMetrics, RankingModel, ranking_path, save_ranking, weights_by_name
+from service.ranking.model import FOLDS, OBJECTIVE, FittedOn, Objective, RankingMetrics, RankingModel, ranking_path, save_ranking, weights_by_name
 from service.retrieval.passage import point_id
 from training.page_prior import unseen
 from training.versions import save_beside_router
@@ -125,18 +124,6 @@ def _pairs(items: Sequence[LabelledPools], names: Sequence[Feature]) -> tuple[np
     return np.concatenate(xs), np.concatenate(ys), np.concatenate(ws)
 
 
-class Objective(Choice):
-    """How the weights are fitted: a logistic regression on pairwise differences (every gold passage against every
-    other candidate), or a softmax over each pool (the gold passages' share of it: the candidates near the top count
-    most, as Acc@1 does)."""
-
-    PAIRWISE = "pairwise"
-    SOFTMAX = "softmax"
-
-
-OBJECTIVE = Objective.PAIRWISE
-
-
 def _spread(items: Sequence[LabelledPools], names: Sequence[Feature]) -> np.ndarray:
     """Each feature's standard deviation over every candidate of ``items`` (the scale the fit works on)."""
     cols = [p.columns(names) for it in items for p in it.pools if len(p)]
@@ -199,14 +186,14 @@ def _model(weights: Sequence[float], depth: int, fitted_on: FittedOn, metrics: R
     return RankingModel(features=FEATURES, weights=tuple(weights), depth=depth, active=active, fitted_on=fitted_on, metrics=metrics)
 
 
-def crossfit(items: Sequence[LabelledPools], depth: int, folds: int = FOLDS, seed: int = 0) -> np.ndarray:
-    """0/1 per question: its top passage under the model fitted on the other ``folds`` - 1 folds is gold."""
+def crossfit(items: Sequence[LabelledPools], depth: int, folds: int = FOLDS, seed: int = 0, objective: Objective = OBJECTIVE) -> np.ndarray:
+    """0/1 per question: its top passage under the model fitted (by ``objective``) on the other ``folds`` - 1 folds is gold."""
     out = np.zeros(len(items))
     if len(items) < folds:
         return out
     blank = FittedOn(index=None, retriever=None, router=None, data="", questions=0)
     for train, test in KFold(n_splits=folds, shuffle=True, random_state=seed).split(np.arange(len(items))):
-        m = _model(fit_weights([items[i] for i in train]), depth, blank, _UNMEASURED, True)
+        m = _model(fit_weights([items[i] for i in train], FEATURES, objective), depth, blank, _UNMEASURED, True)
         out[test] = [float(top_is_gold(m, items[i])) for i in test]
     return out
 
@@ -220,6 +207,7 @@ def fit_ranking(
     depth: int = DEPTH,
     folds: int = FOLDS,
     seed: int = 0,
+    objective: Objective = OBJECTIVE,
 ) -> RankingFit:
     """Fit the ranking model for the active versions of ``settings``' home on ``questions`` (the router's validation
     questions), with the guard, and (``save``) store it beside the router version. ``pipeline``: an open one."""
@@ -235,9 +223,9 @@ def fit_ranking(
             pipeline.close()
     if not items:
         raise ValueError("fitting the ranking model needs labelled questions with gold passages and domains")
-    oof = crossfit(items, depth, folds, seed)
+    oof = crossfit(items, depth, folds, seed, objective)
     default = np.array([float(it.default_top1) for it in items])
-    weights = fit_weights(items)
+    weights = fit_weights(items, FEATURES, objective)
     wins, losses = int(((oof > 0) & (default == 0)).sum()), int(((oof == 0) & (default > 0)).sum())
     active = len(items) >= folds and float(oof.mean()) >= float(default.mean())
     on = FittedOn(
@@ -246,6 +234,7 @@ def fit_ranking(
         router=versions.get("router"),
         data=fingerprint(questions),
         questions=len(items),
+        objective=objective,
     )
     draft = _model(weights, depth, on, _UNMEASURED, True)
     in_sample = float(np.mean([top_is_gold(draft, it) for it in items]))

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from service.cli.common import print_json, settings
 from service.cli.labels import add_lenient, labelled
 from service.ranking.features import DEPTH
-from service.ranking.model import FOLDS
+from service.ranking.model import FOLDS, OBJECTIVE, Objective
 
 if TYPE_CHECKING:
     from service.cli.common import Subparsers
@@ -25,6 +25,12 @@ def register(tsub: Subparsers) -> None:
     t.add_argument("--depth", type=int, default=DEPTH, help="candidates per searched product from the dense and from the lexical search")
     t.add_argument("--folds", type=int, default=FOLDS, help="folds of the guard's cross-fit")
     t.add_argument("--seed", type=int, default=0, help="seed of the guard's folds")
+    t.add_argument(
+        "--objective",
+        choices=[o.value for o in Objective],
+        default=OBJECTIVE.value,
+        help="pairwise: a logistic regression on (gold - other) feature differences; softmax: the gold passages' share of each pool",
+    )
     t.add_argument("--dry-run", action="store_true", help="print the fitted model and its figures without storing it")
     add_lenient(t)
     t.set_defaults(func=cmd_train_ranking)
@@ -38,6 +44,6 @@ def cmd_train_ranking(args: argparse.Namespace) -> int:
     queries = labelled(args.queries, s, lenient=args.lenient)
     if not any(q.domains and q.gold_doc_ids for q in queries):
         raise ValueError(f'fitting the ranking model needs questions with "domains" and "gold_doc_ids"; {", ".join(args.queries)} give none')
-    fit = fit_ranking(s, queries, save=not args.dry_run, depth=args.depth, folds=args.folds, seed=args.seed)
+    fit = fit_ranking(s, queries, save=not args.dry_run, depth=args.depth, folds=args.folds, seed=args.seed, objective=Objective(args.objective))
     print_json(report(fit))
     return 0

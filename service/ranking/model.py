@@ -18,11 +18,24 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from service.artifacts import Registry, load_fitted, write_json_atomic
+from service.choices import Choice
 from service.ranking.features import Feature, Pool
 from service.retrieval.federated import Candidate, positive_similarity
 
 RANKING_FILE = "ranking.json"
 FOLDS = 5  # the guard's cross-fit (fedqa train ranking --folds)
+
+
+class Objective(Choice):
+    """How the weights are fitted (training/ranking.py): a logistic regression on pairwise differences (every gold
+    passage against every other candidate), or a softmax over each pool (the gold passages' share of it: the
+    candidates near the top count most, as Acc@1 does)."""
+
+    PAIRWISE = "pairwise"
+    SOFTMAX = "softmax"
+
+
+OBJECTIVE = Objective.PAIRWISE  # fedqa train ranking --objective
 
 
 class FittedOn(BaseModel):
@@ -35,6 +48,7 @@ class FittedOn(BaseModel):
     router: str | None
     data: str
     questions: int = Field(ge=0)
+    objective: Objective = OBJECTIVE
 
 
 class RankingMetrics(BaseModel):

@@ -5,9 +5,10 @@ cross-fit (the fit through a real pipeline, equal to the served score: tests/int
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from service.ranking.features import FEATURES, Feature, candidate_pool
-from service.ranking.model import FittedOn, RankingMetrics, RankingModel
+from service.ranking.model import FittedOn, Objective, RankingMetrics, RankingModel
 from service.retrieval.lexical import LexicalHits
 from service.retrieval.passage import Hit, point_id
 from training.ranking import LabelledPools, crossfit, fit_weights, top_is_gold
@@ -30,9 +31,10 @@ def _model(weights: tuple[float, ...]) -> RankingModel:
     return RankingModel(features=FEATURES, weights=weights, depth=5, active=True, fitted_on=ON, metrics=NONE)
 
 
-def test_the_fit_learns_the_feature_that_tells_the_gold_passage_and_ignores_one_that_never_varies():
+@pytest.mark.parametrize("objective", list(Objective))
+def test_the_fit_learns_the_feature_that_tells_the_gold_passage_and_ignores_one_that_never_varies(objective):
     items = [_question(k, gold_rank=k % 4 + 1) for k in range(12)]  # gold never first by s
-    weights = dict(zip(FEATURES, fit_weights(items), strict=True))
+    weights = dict(zip(FEATURES, fit_weights(items, FEATURES, objective), strict=True))
     assert weights[Feature.BM25_SHARE] > 0
     assert weights[Feature.LOG_PRODUCT_PROBABILITY] == 0.0 and weights[Feature.PAGE_ANSWERS] == 0.0  # constant here
     model = _model(tuple(weights.values()))
