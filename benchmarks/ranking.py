@@ -2,6 +2,7 @@
 
     python benchmarks/ranking.py --queries val.jsonl --oos val_oos.jsonl [--crossfit 5] [--out FILE]
     python benchmarks/ranking.py --combine A.json B.json     # pool several --out files, each question once
+    python benchmarks/ranking.py --queries fit.jsonl --heldout apart.jsonl  # fit on one set, rank questions kept apart
 
 Runs in-process on the active versions of $FEDQA_HOME (read only). The questions are cut into K folds exactly as
 ``benchmarks/quality.py --crossfit K`` cuts them (same seed, same order); for each fold the router's calibration, the
@@ -129,6 +130,42 @@ def run(args: argparse.Namespace) -> dict:
     }
 
 
+def heldout(args: argparse.Namespace) -> dict:
+    """Fit on every question of ``--queries`` (as ``fedqa train ranking`` does, the stored router as it is) and rank the
+    questions of ``--heldout``, kept apart from the router and the fit, beside the served default on them."""
+    from service.loading import load_pipeline
+    from training.ranking import collect, fit_weights, top_is_gold
+
+    fit_qs = [q for f in args.queries for q in load_queries(f) if q.gold_doc_ids and q.domains]
+    apart = [q for f in args.heldout for q in load_queries(f) if q.gold_doc_ids and q.domains]
+    pipeline = load_pipeline(get_settings(), with_llm=False)
+    try:
+        fit_items = collect(pipeline, fit_qs, args.depth)
+        items = collect(pipeline, apart, args.depth)
+        versions = pipeline.versions
+    finally:
+        pipeline.close()
+    records = [{"qid": q.qid, "domains": list(q.domains), "cross": q.is_cross} for q in apart]
+    weights = {}
+    for n, (feats, objective) in ((n, ABLATIONS[n]) for n in args.ablations):
+        w = fit_weights(fit_items, feats, objective)
+        weights[n] = dict(zip(map(str, feats), w, strict=True))
+        m = _model(feats, w, args.depth)
+        for r, it in zip(records, items, strict=True):
+            r[n] = float(top_is_gold(m, it))
+    for r, it in zip(records, items, strict=True):
+        r[DEFAULT] = float(it.default_top1)
+    return {
+        "queries": list(args.queries),
+        "heldout": list(args.heldout),
+        "n": len(apart),
+        "depth": args.depth,
+        "versions": versions,
+        "weights": weights,
+        "records": records,
+    }
+
+
 def table(records: list[dict], out=sys.stdout) -> dict:  # noqa: ANN001
     """Mean Acc@Top1 per ranking and group (all, single, cross), with each model's wins and losses against the default."""
     rankings = [k for k in records[0] if k not in ("qid", "domains", "cross")]
@@ -175,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         "the fused fit's gate, breadth and weights off (the model alone orders them)",
     )
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--heldout", nargs="+", help="fit on every --queries question and rank these questions kept apart instead of cross-fitting")
     ap.add_argument("--pools", help="a file keeping each fold's collected pools: written when absent, read (no refit) when there")
     ap.add_argument("--out", help="write the per-question records and the summary as JSON here")
     args = ap.parse_args(argv)
@@ -187,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.queries:
         ap.error("give --queries (or --combine)")
-    result = run(args)
+    result = heldout(args) if args.heldout else run(args)
     result["summary"] = table(result["records"])
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2), encoding="utf-8")

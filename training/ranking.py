@@ -72,16 +72,17 @@ def default_ranking(pipeline) -> Iterator[None]:  # noqa: ANN001 - a Pipeline
         pipeline.ranking = model
 
 
-def collect(pipeline, questions: Sequence[LabelledQuery], depth: int = DEPTH) -> list[LabelledPools]:  # noqa: ANN001
+def collect(pipeline, questions: Sequence[LabelledQuery], depth: int = DEPTH, *, asked_again: bool = False) -> list[LabelledPools]:  # noqa: ANN001
     """The candidate pools of ``questions`` (those with gold passages and domains) through ``pipeline``'s serving path,
-    each with the counted questions sharing its gold left out of the page prior; and today's default top passage."""
+    each with the counted questions sharing its gold left out of the page prior; and today's default top passage.
+    ``asked_again``: with the question counted, as when a labelled question is asked again (its answer a known one)."""
     out = []
     with default_ranking(pipeline):
         for q in questions:
             if not q.gold_doc_ids or not q.domains:
                 continue
             gold = frozenset(point_id(d) for d in q.gold_doc_ids)
-            with unseen(pipeline, q.gold_doc_ids):
+            with unseen(pipeline, () if asked_again else q.gold_doc_ids):
                 served = pipeline.retrieve(q.query, top_k=1, gate_mode="deterministic", rerank=False)
                 pooled = pipeline.retrieve(q.query, top_k=1, gate_mode="deterministic", rerank=False, pool_depth=depth)
             top = served.hits[0].passage.point_id if served.hits else None
@@ -217,6 +218,7 @@ def fit_ranking(
     pipeline = pipeline or load_pipeline(settings, with_llm=False)
     try:
         items = collect(pipeline, questions, depth)
+        repeated = collect(pipeline, questions, depth, asked_again=True)
         versions = pipeline.versions
     finally:
         if own:
@@ -246,6 +248,8 @@ def fit_ranking(
         wins=wins,
         losses=losses,
         in_sample_acc_at_top1=round(in_sample, 4),
+        asked_again_acc_at_top1=round(float(np.mean([top_is_gold(draft, it) for it in repeated])), 4),
+        default_asked_again_acc_at_top1=round(float(np.mean([it.default_top1 for it in repeated])), 4),
     )
     model = _model(weights, depth, on, metrics, active)
     path = save_beside_router(settings.home_dir, versions, ranking_path, lambda t: save_ranking(model, t)) if save else None

@@ -53,7 +53,8 @@ class FittedOn(BaseModel):
 
 class RankingMetrics(BaseModel):
     """Out-of-fold Acc@Top1 of the model's fit (each question ranked by a model fitted without it) beside today's
-    default ranking on the same questions, the questions one wins and the other loses, and the in-sample figure."""
+    default ranking on the same questions, the questions one wins and the other loses, the in-sample figure, and both
+    rankings' Acc@Top1 on the same questions asked again (a labelled question repeated: its answer a known one)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -64,6 +65,8 @@ class RankingMetrics(BaseModel):
     wins: int = Field(ge=0)
     losses: int = Field(ge=0)
     in_sample_acc_at_top1: float
+    asked_again_acc_at_top1: float | None = None  # the same questions asked again (each one counted by the page prior)
+    default_asked_again_acc_at_top1: float | None = None
 
 
 class RankingModel(BaseModel):
