@@ -24,7 +24,6 @@ import pickle
 import random
 import sys
 from collections import defaultdict
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -47,8 +46,6 @@ ABLATIONS: dict[str, tuple[tuple[Feature, ...], Objective]] = {
     "s-and-p": ((Feature.SIMILARITY, Feature.LOG_PRODUCT_PROBABILITY), OBJECTIVE),
 }
 DEFAULT = "default"
-SERVED = "served"
-EVERY_DOMAIN = "every-domain"
 
 
 def _model(names: tuple[Feature, ...], weights: tuple[float, ...], depth: int) -> RankingModel:
@@ -62,7 +59,6 @@ def run(args: argparse.Namespace) -> dict:
     from benchmarks.quality import refit
     from service.loading import load_pipeline
     from service.routing.router import HeadRouter
-    from training.fusion import as_uis
     from training.ranking import collect, fit_weights, top_is_gold
 
     qs = [q for f in args.queries for q in load_queries(f) if q.gold_doc_ids and q.domains]
@@ -88,17 +84,11 @@ def run(args: argparse.Namespace) -> dict:
             rest = [i for i in range(len(qs)) if i not in held]
             scored = {d for i in fold for d in qs[i].gold_doc_ids}
             if cached is not None:
-                served, items = cached[k]
+                items = cached[k]
             else:
                 refit(pipeline, [qs[i] for i in rest], [preps[i] for i in rest], oos_vecs, args.top_k, saved[2].page_prior, scored)
                 items = collect(pipeline, qs, args.depth)  # with this fold's refit: the others to fit on, the fold to score
-                served = items
-                if args.selection == EVERY_DOMAIN:  # the pools of every domain: the fused fit chooses no domain and weighs none
-                    fitted = head.fitted
-                    head.fitted = replace(fitted, fusion=as_uis(fitted.fusion) if fitted.fusion is not None else None)
-                    items = collect(pipeline, qs, args.depth)
-                    head.fitted = fitted
-                collected.append((served, items))
+                collected.append(items)
             train = [items[i] for i in rest]
             fold_weights = {}
             for n, (feats, objective) in names.items():
@@ -110,7 +100,7 @@ def run(args: argparse.Namespace) -> dict:
                         top_is_gold(m, items[i])
                     )
             for i in fold:
-                records[qs[i].qid][DEFAULT] = float(served[i].default_top1)
+                records[qs[i].qid][DEFAULT] = float(items[i].default_top1)
             weights.append(fold_weights)
         head.temperature, head.bias, head.fitted = saved
         versions = pipeline.versions
@@ -123,7 +113,6 @@ def run(args: argparse.Namespace) -> dict:
         "n": len(qs),
         "crossfit": args.crossfit,
         "depth": args.depth,
-        "selection": args.selection,
         "versions": versions,
         "fold_weights": weights,
         "records": list(records.values()),
@@ -204,13 +193,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--depth", type=int, default=DEPTH, help="the pool's depth per searched product")
     ap.add_argument("--top-k", type=int, default=5, help="as quality.py (the refit's ranking depth)")
     ap.add_argument("--ablations", nargs="+", default=list(ABLATIONS), choices=list(ABLATIONS), help="the feature sets fitted")
-    ap.add_argument(
-        "--selection",
-        choices=[SERVED, EVERY_DOMAIN],
-        default=SERVED,
-        help="the pools' domains: as the refitted fused strategy selects and weighs them (served), or every domain with "
-        "the fused fit's gate, breadth and weights off (the model alone orders them)",
-    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--heldout", nargs="+", help="fit on every --queries question and rank these questions kept apart instead of cross-fitting")
     ap.add_argument("--pools", help="a file keeping each fold's collected pools: written when absent, read (no refit) when there")

@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,7 @@ from service.retrieval.strategies import DEFAULT_STRATEGY, LLMDomainSelector, Se
 from service.retrieval.strategies.base import Search
 from service.retrieval.strategies.given import select as select_given
 from service.retrieval.vocabulary import Vocabulary
+from service.routing.fitted import RouterFitted
 from service.routing.gate import GateMode
 from service.routing.router import Router, UniformRouter
 from service.routing.split import SplitRule, best_score
@@ -306,7 +308,14 @@ class Pipeline:
             return per
 
         t0 = time.perf_counter()
-        selection = self._given(domains, probs) if domains else self._select(query, strategy, probs, mode, seed=seed, top_k=search_k, search=search)
+        fitted = self.router.fitted
+        if depth is not None and fitted.fusion is not None:  # a pool: every domain, the fused fit's gate, breadth and weights off
+            fitted = replace(fitted, fusion=fitted.fusion.every_domain())
+        selection = (
+            self._given(domains, probs)
+            if domains
+            else self._select(query, strategy, probs, mode, seed=seed, top_k=search_k, search=search, fitted=fitted)
+        )
         timings["gate"] = _ms(t0)  # choosing the domains (for fused: with its evidence searches)
 
         t0 = time.perf_counter()
@@ -347,9 +356,19 @@ class Pipeline:
         return hits
 
     def _select(
-        self, query: str, strategy: StrategyName, probs: dict[str, float], mode: GateMode, *, seed: int | None, top_k: int, search: Search
+        self,
+        query: str,
+        strategy: StrategyName,
+        probs: dict[str, float],
+        mode: GateMode,
+        *,
+        seed: int | None,
+        top_k: int,
+        search: Search,
+        fitted: RouterFitted | None = None,
     ) -> Selection:
-        """The strategy's choice of domains and weights for one query."""
+        """The strategy's choice of domains and weights for one query (``fitted``: the router version's parameters, or
+        these instead)."""
         return select(
             strategy.value,
             probs,
@@ -361,7 +380,7 @@ class Pipeline:
             selector=self.lfs_selector if strategy.value == "lfs" else None,
             search=search,
             top_k=top_k,
-            fitted=self.router.fitted,
+            fitted=fitted or self.router.fitted,
         )
 
     def _retrieve_questions(self, query: str, parts: list[str], *, top_k: int, **kwargs: Any) -> Retrieval:

@@ -1,7 +1,7 @@
 """Fitting the ranking model (``fedqa train ranking``): one linear score over the candidates' named features.
 
 Every labelled question (the router's validation questions) goes through the pipeline it will be served in: the
-default strategy with the router's calibrated p, its fitted search breadth and the page prior, each question ranked
+default strategy with the router's calibrated p over every domain and the page prior's counts, each question ranked
 with the counted questions sharing its gold passages left out of the page prior (:func:`training.page_prior.unseen`),
 so that its page count and known answers are those of a new question. From it come the question's candidate pools
 (:func:`service.ranking.features.candidate_pool`, one per question of a message) and, beside them, the top passage of
