@@ -14,13 +14,13 @@ while it is ranked: a labelled question is ranked with the questions sharing its
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from service.choices import Choice
-from service.retrieval.lexical import LexicalHits
+from service.retrieval.lexical import LexicalHits, RankFusion
 from service.retrieval.page_prior import PagePrior
 from service.retrieval.passage import Hit, RankFeatures
 
@@ -39,6 +39,8 @@ class Feature(Choice):
     KNOWN_ANSWER = "known_answer"  # the cosine of the question to the nearest counted question it answers (0: none)
     BM25_SHARE = "bm25_share"  # its BM25 over the best BM25 of its product for the question (0: not a lexical hit)
     LEXICAL_ONLY = "lexical_only"  # 1 when only the lexical search found it, else 0
+    DENSE_RECIPROCAL_RANK = "dense_reciprocal_rank"  # 1 / (k + its rank by s among the pool's dense hits), 0: none
+    LEXICAL_RECIPROCAL_RANK = "lexical_reciprocal_rank"  # 1 / (k + its rank by BM25 among the pool's lexical hits), 0: none
 
 
 FEATURES: tuple[Feature, ...] = tuple(Feature)
@@ -88,6 +90,8 @@ class Pool:
             is_known_answer=x[Feature.IS_KNOWN_ANSWER],
             bm25_share=x[Feature.BM25_SHARE],
             lexical_only=x[Feature.LEXICAL_ONLY],
+            dense_reciprocal_rank=x[Feature.DENSE_RECIPROCAL_RANK],
+            lexical_reciprocal_rank=x[Feature.LEXICAL_RECIPROCAL_RANK],
         )
 
 
@@ -116,6 +120,9 @@ def candidate_pool(
     top = max(best.values(), default=0.0)
     nearest = dict(zip(prior.known, prior.nearest(vector).tolist(), strict=True)) if prior is not None and vector is not None and prior.known else {}
     counts = prior.counts if prior is not None else {}
+    k = RankFusion().k  # the reciprocal rank fusion's constant (Cormack et al.), as the lexical fusion reads ranks
+    dense_rank = _ranks((d, h) for d in domains for h in dense[d])
+    lexical_rank = _ranks((d, h) for d in domains for h in lex[d])
     entries: list[PoolEntry] = []
     rows: list[list[float]] = []
     for d in domains:
@@ -139,7 +146,15 @@ def candidate_pool(
                 Feature.KNOWN_ANSWER: c if c is not None else 0.0,
                 Feature.BM25_SHARE: bm25[pid] / bm25_top if pid in bm25 and bm25_top > 0 else 0.0,
                 Feature.LEXICAL_ONLY: 1.0 if only_lexical else 0.0,
+                Feature.DENSE_RECIPROCAL_RANK: 1.0 / (k + dense_rank[(d, pid)]) if (d, pid) in dense_rank else 0.0,
+                Feature.LEXICAL_RECIPROCAL_RANK: 1.0 / (k + lexical_rank[(d, pid)]) if (d, pid) in lexical_rank else 0.0,
             }
             rows.append([x[f] for f in FEATURES])
     matrix = np.array(rows, dtype=np.float64).reshape(len(rows), len(FEATURES))
     return Pool(tuple(entries), matrix)
+
+
+def _ranks(hits: Iterable[tuple[str, Hit]]) -> dict[tuple[str, str], int]:
+    """Each (domain, point id)'s rank (from 1) by score across the domains (ties: by point id, then domain)."""
+    order = sorted(hits, key=lambda x: (-x[1].score, x[1].point_id, x[0]))
+    return {(d, h.point_id): r for r, (d, h) in enumerate(order, start=1)}

@@ -71,6 +71,11 @@ def test_each_feature_reads_the_question_the_router_the_page_prior_and_bm25():
     assert a1[Feature.IS_KNOWN_ANSWER] == 0.0 and a1[Feature.KNOWN_ANSWER] == 0.0
     assert a3[Feature.BM25_SHARE] == 1.0 and a1[Feature.BM25_SHARE] == pytest.approx(3 / 9) and b0[Feature.BM25_SHARE] == 1.0  # per product
     assert a0[Feature.BM25_SHARE] == 0.0
+    k = 60.0  # the reciprocal rank fusion's constant
+    assert a0[Feature.DENSE_RECIPROCAL_RANK] == 1 / (k + 1) and b0[Feature.DENSE_RECIPROCAL_RANK] == 1 / (k + 2)  # across products
+    assert a3[Feature.DENSE_RECIPROCAL_RANK] == 0.0  # not a dense hit
+    assert a3[Feature.LEXICAL_RECIPROCAL_RANK] == 1 / (k + 1) and a1[Feature.LEXICAL_RECIPROCAL_RANK] == 1 / (k + 2)
+    assert b0[Feature.LEXICAL_RECIPROCAL_RANK] == 1 / (k + 3) and a0[Feature.LEXICAL_RECIPROCAL_RANK] == 0.0
 
 
 def test_a_question_left_out_of_the_counts_changes_its_page_count_and_known_answers():
