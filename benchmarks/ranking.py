@@ -35,7 +35,10 @@ from service.queries import load_queries  # noqa: E402
 from service.ranking.features import DEPTH, FEATURES, Feature  # noqa: E402
 from service.ranking.model import OBJECTIVE, FittedOn, Objective, RankingMetrics, RankingModel  # noqa: E402
 
-#: the fits compared: every feature by each objective, and every feature but one group (what that group adds)
+#: the fit ``fedqa train ranking`` stores: every feature, its objective, on the questions as new ones and asked again
+MODEL = "model"
+#: the fits compared beside it, on the questions as new ones only: every feature by each objective, and every feature but
+#: one group (what that group adds)
 ABLATIONS: dict[str, tuple[tuple[Feature, ...], Objective]] = {
     "model-pairwise": (FEATURES, Objective.PAIRWISE),
     "model-softmax": (FEATURES, Objective.SOFTMAX),
@@ -84,15 +87,16 @@ def run(args: argparse.Namespace) -> dict:
             rest = [i for i in range(len(qs)) if i not in held]
             scored = {d for i in fold for d in qs[i].gold_doc_ids}
             if cached is not None:
-                items = cached[k]
+                items, again = cached[k]
             else:
                 refit(pipeline, [qs[i] for i in rest], [preps[i] for i in rest], oos_vecs, args.top_k, saved[2].page_prior, scored)
                 items = collect(pipeline, qs, args.depth)  # with this fold's refit: the others to fit on, the fold to score
-                collected.append(items)
+                again = collect(pipeline, [qs[i] for i in rest], args.depth, asked_again=True)  # the others asked again
+                collected.append((items, again))
             train = [items[i] for i in rest]
             fold_weights = {}
-            for n, (feats, objective) in names.items():
-                w = fit_weights(train, feats, objective)
+            for n, (feats, objective, fit_on) in [(MODEL, (FEATURES, OBJECTIVE, train + again))] + [(n, (*a, train)) for n, a in names.items()]:
+                w = fit_weights(fit_on, feats, objective)
                 fold_weights[n] = dict(zip(map(str, feats), w, strict=True))
                 m = _model(feats, w, args.depth)
                 for i in fold:
@@ -130,14 +134,16 @@ def heldout(args: argparse.Namespace) -> dict:
     pipeline = load_pipeline(get_settings(), with_llm=False)
     try:
         fit_items = collect(pipeline, fit_qs, args.depth)
+        repeated = collect(pipeline, fit_qs, args.depth, asked_again=True)  # as fedqa train ranking fits
         items = collect(pipeline, apart, args.depth)
         versions = pipeline.versions
     finally:
         pipeline.close()
     records = [{"qid": q.qid, "domains": list(q.domains), "cross": q.is_cross} for q in apart]
     weights = {}
-    for n, (feats, objective) in ((n, ABLATIONS[n]) for n in args.ablations):
-        w = fit_weights(fit_items, feats, objective)
+    arms = [(MODEL, (FEATURES, OBJECTIVE, fit_items + repeated))] + [(n, (*ABLATIONS[n], fit_items)) for n in args.ablations]
+    for n, (feats, objective, fit_on) in arms:
+        w = fit_weights(fit_on, feats, objective)
         weights[n] = dict(zip(map(str, feats), w, strict=True))
         m = _model(feats, w, args.depth)
         for r, it in zip(records, items, strict=True):

@@ -65,7 +65,7 @@ class RankingMetrics(BaseModel):
     wins: int = Field(ge=0)
     losses: int = Field(ge=0)
     in_sample_acc_at_top1: float
-    asked_again_acc_at_top1: float | None = None  # the same questions asked again (each one counted by the page prior)
+    asked_again_acc_at_top1: float | None = None  # the same questions asked again (each one counted by the page prior), out of fold
     default_asked_again_acc_at_top1: float | None = None
 
 

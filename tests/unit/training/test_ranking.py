@@ -58,7 +58,7 @@ def test_a_message_s_top_passage_is_the_best_of_its_questions_top_candidates():
 
 def test_the_cross_fit_scores_every_question_once_by_a_model_fitted_without_it():
     items = [_question(k, gold_rank=k % 4 + 1) for k in range(10)]
-    held = crossfit(items, depth=5, folds=5)
-    assert held.shape == (10,) and set(np.unique(held)) <= {0.0, 1.0}
-    assert held.mean() == 1.0  # the signal is the same in every fold
-    assert crossfit(items[:3], depth=5, folds=5).sum() == 0  # fewer questions than folds: no cross-fit
+    held = crossfit(items, depth=5, folds=5, repeated=items)
+    assert held.new.shape == held.again.shape == (10,) and set(np.unique(held.new)) <= {0.0, 1.0}
+    assert held.new.mean() == 1.0  # the signal is the same in every fold
+    assert crossfit(items[:3], depth=5, folds=5).new.sum() == 0  # fewer questions than folds: no cross-fit
