@@ -43,7 +43,10 @@ ABLATIONS: dict[str, tuple[tuple[Feature, ...], Objective]] = {
     "model-pairwise": (FEATURES, Objective.PAIRWISE),
     "model-softmax": (FEATURES, Objective.SOFTMAX),
     "no-lexical": (tuple(f for f in FEATURES if f not in (Feature.BM25_SHARE, Feature.LEXICAL_ONLY)), OBJECTIVE),
-    "no-page-prior": (tuple(f for f in FEATURES if f not in (Feature.PAGE_ANSWERS, Feature.IS_KNOWN_ANSWER, Feature.KNOWN_ANSWER)), OBJECTIVE),
+    "no-page-prior": (
+        tuple(f for f in FEATURES if f not in (Feature.PAGE_ANSWERS, Feature.IS_KNOWN_ANSWER, Feature.KNOWN_ANSWER, Feature.KNOWN_ANSWER_SQUARED)),
+        OBJECTIVE,
+    ),
     "no-router": (tuple(f for f in FEATURES if f is not Feature.LOG_PRODUCT_PROBABILITY), OBJECTIVE),
     "no-product-evidence": (tuple(f for f in FEATURES if f is not Feature.DOMAIN_BEST_GAP), OBJECTIVE),
     "s-and-p": ((Feature.SIMILARITY, Feature.LOG_PRODUCT_PROBABILITY), OBJECTIVE),

@@ -79,7 +79,7 @@ class Source(BaseModel):
         "bm25, rerank (the reranker's logit), question_rank (its rank in its own question's ranking, for a message "
         "asking several); with a ranking model, every feature its score reads: log_product_probability (log p_j), "
         "domain_best_gap (its product's best s less the best s of all), page_answers (log(1 + n), n the labelled questions "
-        "answered on its page), is_known_answer and known_answer, bm25_share (its BM25 over its product's best), "
+        "answered on its page), is_known_answer, known_answer and its square, bm25_share (its BM25 over its product's best), "
         "lexical_only (found by the lexical search alone), dense_reciprocal_rank and lexical_reciprocal_rank (1 / (60 + "
         "its rank by s, by BM25, across the products searched)).",
     )

@@ -37,6 +37,7 @@ class Feature(Choice):
     PAGE_ANSWERS = "page_answers"  # log(1 + n): n the labelled questions answered on its page (the page prior's count)
     IS_KNOWN_ANSWER = "is_known_answer"  # 1 when it answers a counted labelled question, else 0
     KNOWN_ANSWER = "known_answer"  # the cosine of the question to the nearest counted question it answers (0: none)
+    KNOWN_ANSWER_SQUARED = "known_answer_squared"  # its square: with it the score can lift a known answer near cosine 1 only
     BM25_SHARE = "bm25_share"  # its BM25 over the best BM25 of its product for the question (0: not a lexical hit)
     LEXICAL_ONLY = "lexical_only"  # 1 when only the lexical search found it, else 0
     DENSE_RECIPROCAL_RANK = "dense_reciprocal_rank"  # 1 / (k + its rank by s among the pool's dense hits), 0: none
@@ -88,6 +89,7 @@ class Pool:
             domain_best_gap=x[Feature.DOMAIN_BEST_GAP],
             page_answers=x[Feature.PAGE_ANSWERS],
             is_known_answer=x[Feature.IS_KNOWN_ANSWER],
+            known_answer_squared=x[Feature.KNOWN_ANSWER_SQUARED],
             bm25_share=x[Feature.BM25_SHARE],
             lexical_only=x[Feature.LEXICAL_ONLY],
             dense_reciprocal_rank=x[Feature.DENSE_RECIPROCAL_RANK],
@@ -144,6 +146,7 @@ def candidate_pool(
                 Feature.PAGE_ANSWERS: counts.get(pid, 0.0),
                 Feature.IS_KNOWN_ANSWER: 1.0 if c is not None else 0.0,
                 Feature.KNOWN_ANSWER: c if c is not None else 0.0,
+                Feature.KNOWN_ANSWER_SQUARED: c * c if c is not None else 0.0,
                 Feature.BM25_SHARE: bm25[pid] / bm25_top if pid in bm25 and bm25_top > 0 else 0.0,
                 Feature.LEXICAL_ONLY: 1.0 if only_lexical else 0.0,
                 Feature.DENSE_RECIPROCAL_RANK: 1.0 / (k + dense_rank[(d, pid)]) if (d, pid) in dense_rank else 0.0,

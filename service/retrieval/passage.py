@@ -63,7 +63,7 @@ class RankFeatures:
     BM25 score; ``rerank`` the reranker's logit; ``question_rank`` its rank in its own question's ranking (a message
     asking several questions, interleaved by rank). Where a fitted ranking model orders the passages
     (:mod:`service.ranking`) every feature it reads is shown too: ``log_product_probability``, ``domain_best_gap``,
-    ``page_answers``, ``is_known_answer``, ``bm25_share``, ``lexical_only``, ``dense_reciprocal_rank``,
+    ``page_answers``, ``is_known_answer``, ``known_answer_squared``, ``bm25_share``, ``lexical_only``, ``dense_reciprocal_rank``,
     ``lexical_reciprocal_rank`` (:class:`service.ranking.features.Feature`)."""
 
     similarity: float | None = None
@@ -81,6 +81,7 @@ class RankFeatures:
     domain_best_gap: float | None = None
     page_answers: float | None = None
     is_known_answer: float | None = None
+    known_answer_squared: float | None = None
     bm25_share: float | None = None
     lexical_only: float | None = None
     dense_reciprocal_rank: float | None = None

@@ -68,7 +68,8 @@ def test_each_feature_reads_the_question_the_router_the_page_prior_and_bm25():
     assert a0[Feature.PAGE_ANSWERS] == a1[Feature.PAGE_ANSWERS] == pytest.approx(math.log(3)) and a3[Feature.PAGE_ANSWERS] == 0.0
     # a#0 answers q1 and q2: its cosine is the nearest one's (q2 at 45 degrees less 8 from the question)
     assert a0[Feature.IS_KNOWN_ANSWER] == 1.0 and a0[Feature.KNOWN_ANSWER] == pytest.approx(float(_unit(0.6, 0.8) @ _unit(1, 1)), abs=1e-6)
-    assert a1[Feature.IS_KNOWN_ANSWER] == 0.0 and a1[Feature.KNOWN_ANSWER] == 0.0
+    assert a0[Feature.KNOWN_ANSWER_SQUARED] == pytest.approx(a0[Feature.KNOWN_ANSWER] ** 2)
+    assert a1[Feature.IS_KNOWN_ANSWER] == 0.0 and a1[Feature.KNOWN_ANSWER] == 0.0 and a1[Feature.KNOWN_ANSWER_SQUARED] == 0.0
     assert a3[Feature.BM25_SHARE] == 1.0 and a1[Feature.BM25_SHARE] == pytest.approx(3 / 9) and b0[Feature.BM25_SHARE] == 1.0  # per product
     assert a0[Feature.BM25_SHARE] == 0.0
     k = 60.0  # the reciprocal rank fusion's constant
@@ -113,7 +114,7 @@ def test_the_served_candidates_carry_the_score_as_rank_score_and_every_feature_r
     assert [c.rank_score for c in ranked] == [scores[c.point_id] for c in ranked]
     assert all(x.rank_score >= y.rank_score for x, y in zip(ranked, ranked[1:], strict=False))
     shown = ranked[0].features.values()
-    assert {str(f) for f in FEATURES if f not in (Feature.KNOWN_ANSWER,)} <= set(shown) and shown["product_probability"] == 0.8
+    assert {str(f) for f in FEATURES if f is not Feature.KNOWN_ANSWER} <= set(shown) and shown["product_probability"] == 0.8
     assert ranked[0].unified_score == pytest.approx(ranked[0].domain_prob * ranked[0].score)
 
 
