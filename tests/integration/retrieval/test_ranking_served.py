@@ -30,7 +30,8 @@ def test_fit_time_and_serve_time_scores_of_the_same_questions_candidates_are_equ
     fit = fit_ranking(make_settings(demo_home), questions, save=False, pipeline=demo_pipeline, folds=3)
     assert fit.model.features == FEATURES and len(fit.oof) == len(questions)
     items = collect(demo_pipeline, questions, fit.model.depth)
-    assert fit_weights(items) == fit.model.weights  # the same candidates, the same fit
+    repeated = collect(demo_pipeline, questions, fit.model.depth, asked_again=True)
+    assert fit_weights(items + repeated) == fit.model.weights  # the same candidates (new and asked again), the same fit
     model = _served(demo_pipeline, fit.model)
     saved = demo_pipeline.ranking
     try:
