@@ -19,6 +19,7 @@ from service.generation.answer_policy import load_policy, policy_path
 from service.generation.backends import open_llm
 from service.generation.llm import LLM
 from service.pipeline import Pipeline
+from service.ranking.model import load_ranking, ranking_path
 from service.reranking.loading import load_reranker
 from service.retrieval.backends import open_backend
 from service.retrieval.encoder import Encoder, index_encoder_backend, load_encoder
@@ -76,6 +77,7 @@ def load_pipeline(settings: Settings, backend: StoreBackend | None = None, *, wi
         split=load_split(split_path(registry, router_version)) if isinstance(router, HeadRouter) else None,
         vocabulary=_vocabulary(registry, store),
         lexical=_lexical(registry, store, warnings) if settings.lexical != "off" else None,
+        ranking=load_ranking(ranking_path(registry, router_version)) if isinstance(router, HeadRouter) else None,
     )
 
 

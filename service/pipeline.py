@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,8 @@ from service.generation.answer import Answer, Answerer
 from service.generation.answer_policy import AnswerPolicy
 from service.generation.extractive import shared_vectors
 from service.generation.llm import LLM
+from service.ranking.features import candidate_pool
+from service.ranking.model import RankingModel
 from service.reranking.model import Reranker
 from service.retrieval.encoder import Encoder
 from service.retrieval.federated import merge, search_domains, search_threads, with_passages
@@ -35,6 +38,7 @@ from service.retrieval.strategies import DEFAULT_STRATEGY, LLMDomainSelector, Se
 from service.retrieval.strategies.base import Search
 from service.retrieval.strategies.given import select as select_given
 from service.retrieval.vocabulary import Vocabulary
+from service.routing.fitted import RouterFitted
 from service.routing.gate import GateMode
 from service.routing.router import Router, UniformRouter
 from service.routing.split import SplitRule, best_score
@@ -76,6 +80,7 @@ class Pipeline:
         split: SplitRule | None = None,
         vocabulary: Vocabulary | None = None,
         lexical: LexicalIndex | None = None,
+        ranking: RankingModel | None = None,
     ) -> None:
         self._settings = settings
         self.reranker = reranker
@@ -95,6 +100,9 @@ class Pipeline:
             router = UniformRouter(self.domains)
             abstention = split = None  # fitted for the router that is not used
         self.router = router
+        # the fitted ranking model ordering the default strategy's passages (None: the strategy's merge orders them)
+        serving = {"index": store.version, "retriever": encoder.version, "router": router.version or "uniform"}
+        self.ranking = ranking if ranking is not None and ranking.serves(serving) else None
         self.split = split  # when an answer covers several products (None: always one)
         self.abstention = abstention
         self.answerer = Answerer(
@@ -232,6 +240,7 @@ class Pipeline:
         question: str | None = None,
         rerank: bool = True,
         allowed: frozenset[str] | None = None,
+        pool_depth: int | None = None,
     ) -> Retrieval:
         """Route, choose the domains by ``strategy``, search them (top-k each) and merge; within ``allowed`` (:mod:`service.scope`).
 
@@ -242,9 +251,20 @@ class Pipeline:
         its own (:mod:`service.retrieval.questions`). ``question``: the message the answer is to when ``query`` is
         another text (a chat follow-up with its earlier turns), which is searched whole: its parts lean on each other.
         ``rerank``: with a reranker (and FEDQA_RERANK on) the merged top-N (its fitted depth) is reranked, then cut.
+        With a ranking model (:attr:`ranking`) the default strategy's passages are ordered by its score over each
+        question's candidate pool (:mod:`service.ranking`); ``pool_depth``: build the pools at that depth (a fit's
+        candidates) whether or not a model serves. The pools built are in ``Retrieval.pools``.
         """
         strategy = StrategyName(strategy)
-        kw: dict[str, Any] = {"seed": seed, "gate_mode": gate_mode, "strategy": strategy, "domains": domains, "rerank": rerank, "allowed": allowed}
+        kw: dict[str, Any] = {
+            "seed": seed,
+            "gate_mode": gate_mode,
+            "strategy": strategy,
+            "domains": domains,
+            "rerank": rerank,
+            "allowed": allowed,
+            "pool_depth": pool_depth,
+        }
         message = query if question is None else question
         texts = split_questions(message)
         if len(texts) > 1 and question is None and strategy is DEFAULT_STRATEGY and not domains:
@@ -265,6 +285,7 @@ class Pipeline:
         domains: list[str] | None,
         rerank: bool,
         allowed: frozenset[str] | None,
+        pool_depth: int | None = None,
     ) -> Retrieval:
         """:meth:`retrieve` of ``query`` searched as one text (its ``parts`` left to the caller)."""
         t_all = time.perf_counter()
@@ -273,6 +294,10 @@ class Pipeline:
         prepared = prepared or self.prepare(query)
         prior = self.router.fitted.active_prior if strategy is DEFAULT_STRATEGY or domains else None  # not for the baselines
         bonus, search_k = (prior.bonus_for(prepared.vector), max(top_k, prior.depth)) if prior is not None else (None, top_k)
+        pooled = strategy is DEFAULT_STRATEGY and not domains  # the default strategy's ranking: a model may order it
+        model = self.ranking if pooled else None
+        depth = pool_depth or (model.depth if model is not None else None) if pooled else None
+        search_k = max(search_k, depth or 0)
         timings: dict[str, float] = dict(prepared.timings_ms)
         probs = within(prepared.probs, allowed, domains)
         mode: GateMode = gate_mode or self.settings.gate_mode
@@ -283,23 +308,42 @@ class Pipeline:
             return per
 
         t0 = time.perf_counter()
-        selection = self._given(domains, probs) if domains else self._select(query, strategy, probs, mode, seed=seed, top_k=search_k, search=search)
+        fitted = self.router.fitted
+        if depth is not None and fitted.fusion is not None:  # a pool: every domain, the fused fit's gate, breadth and weights off
+            fitted = replace(fitted, fusion=fitted.fusion.every_domain())
+        selection = (
+            self._given(domains, probs)
+            if domains
+            else self._select(query, strategy, probs, mode, seed=seed, top_k=search_k, search=search, fitted=fitted)
+        )
         timings["gate"] = _ms(t0)  # choosing the domains (for fused: with its evidence searches)
 
         t0 = time.perf_counter()
         per_domain = {d: h for d, h in (selection.hits or {}).items() if d in selection.weights}
         if missing := [d for d in selection.active if d not in per_domain]:
             per_domain.update(search(missing, search_k))
-        lex = fused_lexical(self.lexical, self.settings.lexical, self.router.fitted.ranks, strategy is DEFAULT_STRATEGY or bool(domains))
-        lexical = search_lexical(lex, query, [d for d in per_domain if d in selection.weights], search_k, timings)
-        hits = with_passages(self.store, merge(per_domain, selection.weights, top_k, bonus, lexical, probs), self.passage_cache)
+        pool = None
+        if depth is not None:
+            lexical = search_lexical(self.lexical, query, [d for d in per_domain if d in selection.weights], depth, timings)
+            pool = candidate_pool(
+                per_domain, selection.weights, probs, depth, lexical=lexical, prior=self.router.fitted.page_prior, vector=prepared.vector
+            )
+        if model is not None and pool is not None:
+            ranked = model.rank(pool, probs, top_k)
+        else:
+            lex = fused_lexical(self.lexical, self.settings.lexical, self.router.fitted.ranks, strategy is DEFAULT_STRATEGY or bool(domains))
+            lexical = search_lexical(lex, query, [d for d in per_domain if d in selection.weights], search_k, timings)
+            ranked = merge(per_domain, selection.weights, top_k, bonus, lexical, probs)
+        hits = with_passages(self.store, ranked, self.passage_cache)
         timings["search"] = _ms(t0)
         hits = self._rerank(reranker, query, hits, final_k, timings)
         timings["retrieval"] = _ms(t_all)
 
         routing = self._routing(selection, probs, mode, strategy, given=bool(domains))
         routing.scope = sorted(probs) if allowed is not None else None
-        return Retrieval(query=query, routing=routing, hits=hits, parts=[], timings_ms=timings, vector=prepared.vector)
+        return Retrieval(
+            query=query, routing=routing, hits=hits, parts=[], timings_ms=timings, vector=prepared.vector, pools=[pool] if pool is not None else []
+        )
 
     @staticmethod
     def _rerank(reranker: Reranker | None, query: str, hits: list[RankedHit], top_k: int, timings: dict[str, float]) -> list[RankedHit]:
@@ -312,9 +356,19 @@ class Pipeline:
         return hits
 
     def _select(
-        self, query: str, strategy: StrategyName, probs: dict[str, float], mode: GateMode, *, seed: int | None, top_k: int, search: Search
+        self,
+        query: str,
+        strategy: StrategyName,
+        probs: dict[str, float],
+        mode: GateMode,
+        *,
+        seed: int | None,
+        top_k: int,
+        search: Search,
+        fitted: RouterFitted | None = None,
     ) -> Selection:
-        """The strategy's choice of domains and weights for one query."""
+        """The strategy's choice of domains and weights for one query (``fitted``: the router version's parameters, or
+        these instead)."""
         return select(
             strategy.value,
             probs,
@@ -326,7 +380,7 @@ class Pipeline:
             selector=self.lfs_selector if strategy.value == "lfs" else None,
             search=search,
             top_k=top_k,
-            fitted=self.router.fitted,
+            fitted=fitted or self.router.fitted,
         )
 
     def _retrieve_questions(self, query: str, parts: list[str], *, top_k: int, **kwargs: Any) -> Retrieval:

@@ -65,7 +65,8 @@ class Source(BaseModel):
     rank_score: float = Field(
         description="The key the sources are sorted by, non-increasing down the list: unified_score; with the index's lexical "
         "search (FEDQA_LEXICAL) the reciprocal-rank fusion of the passage's rank by unified_score and its rank by "
-        "domain_weight * BM25; in the reranked top-N, that key + w * the reranker's logit. Where passages are placed in "
+        "domain_weight * BM25; with a fitted ranking model (fedqa train ranking) for the default strategy, its score w . x "
+        "over the features shown; in the reranked top-N, that key + w * the reranker's logit. Where passages are placed in "
         "turns (those below the reranked top-N, a message's questions in turn, an answer by product) it is at most the "
         "rank_score above it."
     )
@@ -76,7 +77,11 @@ class Source(BaseModel):
         "page prior's bonus), known_answer (cosine of the question to the nearest counted question this passage answers) "
         "and known_answer_penalty (what U lost for it), dense_rank and lexical_rank (its ranks in the two fused rankings), "
         "bm25, rerank (the reranker's logit), question_rank (its rank in its own question's ranking, for a message "
-        "asking several).",
+        "asking several); with a ranking model, every feature its score reads: log_product_probability (log p_j), "
+        "domain_best_gap (its product's best s less the best s of all), page_answers (log(1 + n), n the labelled questions "
+        "answered on its page), is_known_answer, known_answer and its square, bm25_share (its BM25 over its product's best), "
+        "lexical_only (found by the lexical search alone), dense_reciprocal_rank and lexical_reciprocal_rank (1 / (60 + "
+        "its rank by s, by BM25, across the products searched)).",
     )
     rerank_score: float | None = Field(
         default=None,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from service.cli import train_reranker
+from service.cli import train_ranking, train_reranker
 from service.cli.common import print_json, settings
 from service.cli.labels import add_lenient, labelled
 from service.config import Settings
@@ -29,6 +29,7 @@ def register(sub: Subparsers) -> None:
     _register_split(tsub)
     _register_retriever(tsub)
     train_reranker.register(tsub)
+    train_ranking.register(tsub)
 
 
 def _register_router(tsub: Subparsers) -> None:

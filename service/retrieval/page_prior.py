@@ -46,6 +46,7 @@ class PagePrior:
     page_of: Mapping[str, str] = field(init=False, repr=False, compare=False)  # doc_id -> its page, for the members
     pages: Mapping[str, int] = field(init=False, repr=False, compare=False)  # page -> questions counted there
     bonus: Mapping[str, float] = field(init=False, repr=False, compare=False)  # point id -> weight * log(1 + n)
+    counts: Mapping[str, float] = field(init=False, repr=False, compare=False)  # point id -> log(1 + n), at any weight
     known: tuple[str, ...] = field(init=False, repr=False, compare=False)  # point ids of the known answers
     _askers: tuple[np.ndarray, np.ndarray, np.ndarray] = field(init=False, repr=False, compare=False)
 
@@ -57,12 +58,11 @@ class PagePrior:
         for gold in self.answers.values():
             for page in {page_of[d] for d in gold if d in page_of}:
                 pages[page] = pages.get(page, 0) + 1
-        bonus = {}
-        if self.weight > 0:
-            for page, n in pages.items():
-                bonus.update({point_id(d): self.weight * math.log1p(n) for d in self.members[page]})
+        counts = {point_id(d): math.log1p(n) for page, n in pages.items() for d in self.members[page]}
+        bonus = {pid: self.weight * c for pid, c in counts.items()} if self.weight > 0 else {}
         object.__setattr__(self, "page_of", page_of)
         object.__setattr__(self, "pages", pages)
+        object.__setattr__(self, "counts", counts)
         object.__setattr__(self, "bonus", bonus)
         self._known_answers()
 

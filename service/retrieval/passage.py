@@ -61,7 +61,10 @@ class RankFeatures:
     cosine of the question to the nearest counted question the passage answers and ``known_answer_penalty`` what U
     lost for it; ``dense_rank`` / ``lexical_rank`` its ranks by U and by w_j * BM25 when the two are fused, ``bm25`` its
     BM25 score; ``rerank`` the reranker's logit; ``question_rank`` its rank in its own question's ranking (a message
-    asking several questions, interleaved by rank)."""
+    asking several questions, interleaved by rank). Where a fitted ranking model orders the passages
+    (:mod:`service.ranking`) every feature it reads is shown too: ``log_product_probability``, ``domain_best_gap``,
+    ``page_answers``, ``is_known_answer``, ``known_answer_squared``, ``bm25_share``, ``lexical_only``, ``dense_reciprocal_rank``,
+    ``lexical_reciprocal_rank`` (:class:`service.ranking.features.Feature`)."""
 
     similarity: float | None = None
     product_probability: float | None = None
@@ -74,6 +77,15 @@ class RankFeatures:
     bm25: float | None = None
     rerank: float | None = None
     question_rank: int | None = None
+    log_product_probability: float | None = None
+    domain_best_gap: float | None = None
+    page_answers: float | None = None
+    is_known_answer: float | None = None
+    known_answer_squared: float | None = None
+    bm25_share: float | None = None
+    lexical_only: float | None = None
+    dense_reciprocal_rank: float | None = None
+    lexical_reciprocal_rank: float | None = None
 
     def values(self) -> dict[str, float]:
         """The features computed, by name (what a source shows as ``features``)."""

@@ -86,4 +86,5 @@ def joint_retrieval(query: str, parts: Sequence[str], retrievals: Sequence[Retri
         parts=[Question(q, r.vector) for q, r in zip(parts, retrievals, strict=True)],
         timings_ms=timings,
         vector=None,  # no one vector stands for the message
+        pools=[p for r in retrievals for p in r.pools],
     )

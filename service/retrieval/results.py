@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from service.ranking.features import Pool
 from service.retrieval.passage import RankedHit
 from service.schemas import Routing
 
@@ -41,6 +42,7 @@ class Retrieval:
     parts: list[Question]
     timings_ms: dict[str, float] = field(default_factory=dict)
     vector: np.ndarray | None = None  # the query vector searched with (None: a message retrieved question by question)
+    pools: list[Pool] = field(default_factory=list)  # the default strategy's candidate pool of each question, where built
 
 
 @dataclass

@@ -24,7 +24,7 @@ and sharpness 0 ranks by raw s like uis.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -63,6 +63,11 @@ class FusionParams:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def every_domain(self) -> FusionParams:
+        """The same fused q (shown in the routing) with no gate, no fallback, no per-domain weight and no breadth: every
+        domain searched with weight 1, the candidate pools a ranking model orders (:mod:`service.ranking`)."""
+        return replace(self, sharpness=0.0, tau0=0.0, unsure=0.0, domain_weight={}, search_top=0)
 
     @property
     def ranks_as_uis(self) -> bool:

@@ -1,0 +1,163 @@
+"""The fitted ranking model: score = w . x over a candidate's named features (:mod:`service.ranking.features`).
+
+One artifact holds every number of the ranking (the weights, by feature name, and the pool depth), what it was fitted
+on (index, retriever, router versions and a fingerprint of the labelled questions) and its out-of-sample figures. It
+is fitted by ``fedqa train ranking`` (training/ranking.py) and stored as ``ranking.json`` beside the router version; it
+serves (the default strategy's final order is by its score) only when its guard passed (``active``) and it was fitted
+on the versions that serve.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from service.artifacts import Registry, load_fitted, write_json_atomic
+from service.choices import Choice
+from service.ranking.features import Feature, Pool
+from service.retrieval.federated import Candidate, positive_similarity
+
+RANKING_FILE = "ranking.json"
+FOLDS = 5  # the guard's cross-fit (fedqa train ranking --folds)
+
+
+class Objective(Choice):
+    """How the weights are fitted (training/ranking.py): a logistic regression on pairwise differences (every gold
+    passage against every other candidate), or a softmax over each pool (the gold passages' share of it: the
+    candidates near the top count most, as Acc@1 does)."""
+
+    PAIRWISE = "pairwise"
+    SOFTMAX = "softmax"
+
+
+OBJECTIVE = Objective.PAIRWISE  # fedqa train ranking --objective
+
+
+class FittedOn(BaseModel):
+    """What a ranking model was fitted on: the serving versions and the labelled questions (``data``: a fingerprint)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    index: str | None
+    retriever: str | None
+    router: str | None
+    data: str
+    questions: int = Field(ge=0)
+    objective: Objective = OBJECTIVE
+
+
+class RankingMetrics(BaseModel):
+    """Out-of-fold Acc@Top1 of the model's fit (each question ranked by a model fitted without it) beside today's
+    default ranking on the same questions, the questions one wins and the other loses, the in-sample figure, and both
+    rankings' Acc@Top1 on the same questions asked again (a labelled question repeated: its answer a known one)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    questions: int = Field(ge=0)
+    folds: int = Field(ge=0)
+    acc_at_top1: float
+    default_acc_at_top1: float
+    wins: int = Field(ge=0)
+    losses: int = Field(ge=0)
+    in_sample_acc_at_top1: float
+    asked_again_acc_at_top1: float | None = None  # the same questions asked again (each one counted by the page prior), out of fold
+    default_asked_again_acc_at_top1: float | None = None
+
+
+class RankingModel(BaseModel):
+    """Weights by feature name (score = w . x), the pool depth it ranks, whether it serves, its provenance and figures."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    features: tuple[Feature, ...]
+    weights: tuple[float, ...]
+    depth: int = Field(ge=1)
+    active: bool
+    fitted_on: FittedOn
+    metrics: RankingMetrics
+
+    @model_validator(mode="after")
+    def _check(self) -> RankingModel:
+        if len(self.features) != len(self.weights):
+            raise ValueError(f"{len(self.features)} features but {len(self.weights)} weights")
+        if len(set(self.features)) != len(self.features):
+            raise ValueError("a feature is named twice")
+        if not all(math.isfinite(w) for w in self.weights):
+            raise ValueError("a weight is not finite")
+        return self
+
+    def serves(self, versions: Mapping[str, str | None]) -> bool:
+        """Whether it orders the default strategy's passages for these serving versions (its guard passed, and it was
+        fitted on this index, retriever and router)."""
+        on = self.fitted_on
+        return self.active and (on.index, on.retriever, on.router) == (versions.get("index"), versions.get("retriever"), versions.get("router"))
+
+    def scores(self, pool: Pool) -> np.ndarray:
+        """w . x of every candidate of ``pool``."""
+        return pool.columns(self.features) @ np.asarray(self.weights, dtype=np.float64)
+
+    def order(self, pool: Pool) -> list[int]:
+        """The pool's rows best first: by score, then s, then point id and domain (a deterministic order)."""
+        sc = self.scores(pool)
+        e = pool.entries
+        return sorted(range(len(e)), key=lambda i: (-float(sc[i]), -e[i].score, e[i].point_id, e[i].domain))
+
+    def rank(self, pool: Pool, probs: Mapping[str, float], top_k: int) -> list[Candidate]:
+        """The top ``top_k`` of ``pool`` as the merge's candidates: ``rank_score`` the model's score, U = w_j * s+
+        shown beside it, the features read (``probs``: the router's p_j, shown as product_probability)."""
+        sc = self.scores(pool)
+        out = []
+        for i in self.order(pool)[:top_k]:
+            e = pool.entries[i]
+            out.append(
+                Candidate(
+                    e.domain,
+                    e.point_id,
+                    e.score,
+                    e.weight,
+                    e.weight * positive_similarity(e.score),
+                    rank_score=float(sc[i]),
+                    features=pool.rank_features(i, probs.get(e.domain)),
+                )
+            )
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], name: str = RANKING_FILE) -> RankingModel:
+        """Read the stored form; ValueError naming the file when it is not a ranking model."""
+        try:
+            return cls.model_validate(dict(data))
+        except ValueError as exc:
+            raise ValueError(f"{name} is not a ranking model: {exc}") from exc
+
+
+def ranking_path(registry: Registry, router_version: str | None, index_version: str | None = None) -> Path | None:
+    """Where the ranking model fitted for ``router_version`` is stored (None: no router, no place)."""
+    return registry.path("router", router_version) / RANKING_FILE if router_version else None
+
+
+def save_ranking(model: RankingModel, path: Path) -> None:
+    write_json_atomic(path, model.to_json())
+
+
+def load_ranking(path: Path | None) -> RankingModel | None:
+    """The model stored at ``path``, or None when none was fitted."""
+    return load_fitted(path, RankingModel.from_json)
+
+
+def weights_by_name(model: RankingModel) -> dict[str, float]:
+    """The weights keyed by feature name (for reports)."""
+    return {str(f): w for f, w in zip(model.features, model.weights, strict=True)}
+
+
+def features_of(names: Sequence[str]) -> tuple[Feature, ...]:
+    """Feature names as :class:`Feature` (ValueError for a name that is none)."""
+    return tuple(Feature(n) for n in names)

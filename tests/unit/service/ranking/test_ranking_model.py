@@ -1,0 +1,158 @@
+"""The candidate pool and its named features (service/ranking/features.py), and the ranking model's score over them
+(service/ranking/model.py): what a pool holds, what each feature reads, w . x, the order, the served candidates and
+the stored form (the fit: tests/unit/training/test_ranking.py; served through a pipeline:
+tests/integration/retrieval/test_ranking_served.py)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from service.ranking.features import FEATURES, Feature, Pool, candidate_pool
+from service.ranking.model import FittedOn, RankingMetrics, RankingModel, load_ranking, save_ranking
+from service.retrieval.lexical import LexicalHits
+from service.retrieval.page_prior import PagePrior
+from service.retrieval.passage import Hit, point_id
+
+ON = FittedOn(index="index-1", retriever="retriever-1", router="router-1", data="abc", questions=3)
+FIGURES = RankingMetrics(questions=3, folds=0, acc_at_top1=0.5, default_acc_at_top1=0.4, wins=1, losses=0, in_sample_acc_at_top1=0.6)
+
+
+def _model(weights: dict[Feature, float], *, active: bool = True) -> RankingModel:
+    return RankingModel(features=tuple(weights), weights=tuple(weights.values()), depth=3, active=active, fitted_on=ON, metrics=FIGURES)
+
+
+def _unit(*xs: float) -> np.ndarray:
+    v = np.array(xs, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+def _pool() -> Pool:
+    per = {
+        "a": [Hit(point_id("a#0"), 0.8), Hit(point_id("a#1"), 0.6), Hit(point_id("a#2"), 0.5), Hit(point_id("a#3"), 0.4)],
+        "b": [Hit(point_id("b#0"), 0.7)],
+    }
+    lexical = LexicalHits({"a": [Hit(point_id("a#3"), 9.0), Hit(point_id("a#1"), 3.0)], "b": [Hit(point_id("b#0"), 2.0)]})
+    prior = PagePrior(
+        weight=0.0,
+        depth=10,
+        members={"faq": ["a#0", "a#1"]},
+        answers={"q1": ["a#0"], "q2": ["a#0"]},
+        questions={"q1": _unit(1, 0), "q2": _unit(0.6, 0.8)},
+    )
+    return candidate_pool(per, {"a": 1.0, "b": 1.0}, {"a": 0.8, "b": 0.2}, 3, lexical=lexical, prior=prior, vector=_unit(1, 1))
+
+
+def _row(pool: Pool, doc_id: str) -> dict[Feature, float]:
+    i = [e.point_id for e in pool.entries].index(point_id(doc_id))
+    return dict(zip(FEATURES, pool.matrix[i].tolist(), strict=True))
+
+
+def test_a_pool_is_each_domains_dense_top_depth_and_lexical_top_depth_each_passage_once():
+    pool = _pool()
+    ids = [e.point_id for e in pool.entries]
+    assert sorted(ids) == sorted(point_id(d) for d in ("a#0", "a#1", "a#2", "a#3", "b#0"))  # a#3: below depth 3, found by BM25
+    assert len(set(ids)) == len(ids)
+    only = _row(pool, "a#3")
+    assert only[Feature.LEXICAL_ONLY] == 1.0 and only[Feature.SIMILARITY] == 0.5  # the lowest s its domain's dense search gave
+    assert _row(pool, "a#1")[Feature.LEXICAL_ONLY] == 0.0
+
+
+def test_each_feature_reads_the_question_the_router_the_page_prior_and_bm25():
+    pool = _pool()
+    a0, a1, a3, b0 = (_row(pool, d) for d in ("a#0", "a#1", "a#3", "b#0"))
+    assert a0[Feature.LOG_PRODUCT_PROBABILITY] == pytest.approx(math.log(0.8)) and b0[Feature.LOG_PRODUCT_PROBABILITY] == pytest.approx(math.log(0.2))
+    assert a0[Feature.DOMAIN_BEST_GAP] == 0.0 and b0[Feature.DOMAIN_BEST_GAP] == pytest.approx(0.7 - 0.8)
+    assert a0[Feature.PAGE_ANSWERS] == a1[Feature.PAGE_ANSWERS] == pytest.approx(math.log(3)) and a3[Feature.PAGE_ANSWERS] == 0.0
+    # a#0 answers q1 and q2: its cosine is the nearest one's (q2 at 45 degrees less 8 from the question)
+    assert a0[Feature.IS_KNOWN_ANSWER] == 1.0 and a0[Feature.KNOWN_ANSWER] == pytest.approx(float(_unit(0.6, 0.8) @ _unit(1, 1)), abs=1e-6)
+    assert a0[Feature.KNOWN_ANSWER_SQUARED] == pytest.approx(a0[Feature.KNOWN_ANSWER] ** 2)
+    assert a1[Feature.IS_KNOWN_ANSWER] == 0.0 and a1[Feature.KNOWN_ANSWER] == 0.0 and a1[Feature.KNOWN_ANSWER_SQUARED] == 0.0
+    assert a3[Feature.BM25_SHARE] == 1.0 and a1[Feature.BM25_SHARE] == pytest.approx(3 / 9) and b0[Feature.BM25_SHARE] == 1.0  # per product
+    assert a0[Feature.BM25_SHARE] == 0.0
+    k = 60.0  # the reciprocal rank fusion's constant
+    assert a0[Feature.DENSE_RECIPROCAL_RANK] == 1 / (k + 1) and b0[Feature.DENSE_RECIPROCAL_RANK] == 1 / (k + 2)  # across products
+    assert a3[Feature.DENSE_RECIPROCAL_RANK] == 0.0  # not a dense hit
+    assert a3[Feature.LEXICAL_RECIPROCAL_RANK] == 1 / (k + 1) and a1[Feature.LEXICAL_RECIPROCAL_RANK] == 1 / (k + 2)
+    assert b0[Feature.LEXICAL_RECIPROCAL_RANK] == 1 / (k + 3) and a0[Feature.LEXICAL_RECIPROCAL_RANK] == 0.0
+
+
+def test_a_question_left_out_of_the_counts_changes_its_page_count_and_known_answers():
+    prior = PagePrior(
+        weight=0.0,
+        depth=10,
+        members={"faq": ["a#0", "a#1"]},
+        answers={"q1": ["a#0"], "q2": ["a#1"]},
+        questions={"q1": _unit(1, 0), "q2": _unit(0, 1)},
+    )
+    per = {"a": [Hit(point_id("a#0"), 0.8), Hit(point_id("a#1"), 0.7)]}
+    full = candidate_pool(per, {"a": 1.0}, {"a": 1.0}, 5, prior=prior, vector=_unit(1, 0))
+    left = candidate_pool(per, {"a": 1.0}, {"a": 1.0}, 5, prior=prior.without(["a#0"]), vector=_unit(1, 0))
+    assert _row(full, "a#1")[Feature.PAGE_ANSWERS] == pytest.approx(math.log(3)) and _row(left, "a#1")[Feature.PAGE_ANSWERS] == pytest.approx(
+        math.log(2)
+    )
+    assert _row(full, "a#0")[Feature.IS_KNOWN_ANSWER] == 1.0 and _row(left, "a#0")[Feature.IS_KNOWN_ANSWER] == 0.0
+
+
+def test_the_score_is_w_dot_x_and_the_order_breaks_ties_by_s():
+    pool = _pool()
+    model = _model({Feature.SIMILARITY: 1.0, Feature.BM25_SHARE: 0.5})
+    np.testing.assert_allclose(model.scores(pool), pool.columns([Feature.SIMILARITY])[:, 0] + 0.5 * pool.columns([Feature.BM25_SHARE])[:, 0])
+    top = [pool.entries[i].point_id for i in model.order(pool)[:3]]
+    assert top == [point_id("b#0"), point_id("a#3"), point_id("a#0")]  # 0.7 + 0.5 * 1, 0.5 + 0.5 * 1, then a#0's s 0.8
+    flat = _model({Feature.PAGE_ANSWERS: 1.0})  # a#0 and a#1 tie: the higher s first
+    assert [pool.entries[i].point_id for i in flat.order(pool)[:2]] == [point_id("a#0"), point_id("a#1")]
+
+
+def test_the_served_candidates_carry_the_score_as_rank_score_and_every_feature_read():
+    pool = _pool()
+    model = _model({Feature.SIMILARITY: 2.0, Feature.LOG_PRODUCT_PROBABILITY: 0.1})
+    ranked = model.rank(pool, {"a": 0.8, "b": 0.2}, 3)
+    scores = dict(zip((e.point_id for e in pool.entries), model.scores(pool).tolist(), strict=True))
+    assert [c.rank_score for c in ranked] == [scores[c.point_id] for c in ranked]
+    assert all(x.rank_score >= y.rank_score for x, y in zip(ranked, ranked[1:], strict=False))
+    shown = ranked[0].features.values()
+    assert {str(f) for f in FEATURES if f is not Feature.KNOWN_ANSWER} <= set(shown) and shown["product_probability"] == 0.8
+    assert ranked[0].unified_score == pytest.approx(ranked[0].domain_prob * ranked[0].score)
+
+
+def test_a_model_serves_only_the_versions_it_was_fitted_on_and_only_when_its_guard_passed(tmp_path):
+    model = _model({Feature.SIMILARITY: 1.0})
+    versions = {"index": "index-1", "retriever": "retriever-1", "router": "router-1"}
+    assert model.serves(versions)
+    assert not model.serves({**versions, "index": "index-2"})
+    assert not _model({Feature.SIMILARITY: 1.0}, active=False).serves(versions)
+    save_ranking(model, tmp_path / "ranking.json")
+    assert load_ranking(tmp_path / "ranking.json") == model
+    assert load_ranking(tmp_path / "none.json") is None and load_ranking(None) is None
+
+
+@pytest.mark.parametrize(
+    "weights, features",
+    [
+        ((1.0,), (Feature.SIMILARITY, Feature.BM25_SHARE)),
+        ((1.0, 2.0), (Feature.SIMILARITY, Feature.SIMILARITY)),
+        ((math.nan,), (Feature.SIMILARITY,)),
+    ],
+)
+def test_a_model_with_mismatched_repeated_or_non_finite_weights_is_refused(weights, features):
+    with pytest.raises(ValueError):
+        RankingModel(features=features, weights=weights, depth=3, active=True, fitted_on=ON, metrics=FIGURES)
+    with pytest.raises(ValueError):
+        RankingModel.from_json(
+            {
+                "features": ["no such feature"],
+                "weights": [1.0],
+                "depth": 3,
+                "active": True,
+                "fitted_on": ON.model_dump(),
+                "metrics": FIGURES.model_dump(),
+            }
+        )
+
+
+def test_a_pool_refuses_a_matrix_of_another_shape():
+    with pytest.raises(ValueError):
+        Pool((), np.zeros((1, len(FEATURES))))
