@@ -79,6 +79,11 @@ class Flow(str, Enum):
     QUESTIONS = "questions"  # router and the decisions over the index as ingested
 
 
+#: Share of the labelled questions held out for the router's fits, by flow: ``fedqa data build``'s and
+#: ``fedqa train router --queries``' defaults, so that a refresh fits what those commands did.
+VAL_FRACTION = {Flow.CORPUS: 0.3, Flow.QUESTIONS: 0.2}
+
+
 @dataclass(frozen=True)
 class StageResult:
     """One stage's line of the summary: what it did, how long it took, its key figure (or why it was skipped)."""
@@ -134,7 +139,7 @@ class RefreshOptions:
     """Choices of one refresh (not values fitted on data)."""
 
     reranker: bool = False  # train the cross-encoder (off: the active reranker, if any, stays)
-    val_fraction: float = 0.3  # questions flow: share of the labelled questions held out for the router's fits
+    val_fraction: float | None = None  # share of the labelled questions held out (None: the flow's default, VAL_FRACTION)
     seed: int = 0
     router_epochs: int | None = None  # None: RouterConfig's
     progress: bool = True
@@ -397,6 +402,7 @@ class Refresh:
             inputs = self.record.inputs
         self.inputs = inputs.absolute()
         self.inputs_fingerprint = self.inputs.fingerprint()
+        self.val_fraction = VAL_FRACTION[self.inputs.flow] if options.val_fraction is None else options.val_fraction
         self.bundle = self.registry.bundle()
         if not self.bundle.index:
             raise ValueError("no index yet: ingest documents first (fedqa ingest PATH)")
@@ -412,7 +418,7 @@ class Refresh:
         from training.data.dataset import TrainingData
         from training.data.synthetic import HeuristicQueryGenerator
 
-        config = DataConfig(val_fraction=self.options.val_fraction, seed=self.options.seed)
+        config = DataConfig(val_fraction=self.val_fraction, seed=self.options.seed)
         fp = fingerprint(self.inputs_fingerprint, asdict(config))
         out = self.settings.home_dir / DATA_FOLDER / f"data-{fp[:16]}"
         self.fresh[Stage.DATA.value] = {"fingerprint": fp, "version": out.name}
@@ -478,7 +484,7 @@ class Refresh:
         config = RouterConfig(seed=self.options.seed)
         if self.options.router_epochs is not None:
             config.epochs = self.options.router_epochs
-        fp = fingerprint(self.bundle.index, questions.fingerprint, asdict(config), self.options.val_fraction)
+        fp = fingerprint(self.bundle.index, questions.fingerprint, asdict(config), self.val_fraction)
         reused = self.record.version(Stage.ROUTER, fp)
         self.fresh[Stage.ROUTER.value] = {"fingerprint": fp, "version": reused}
         if _complete(self.registry, "router", reused):
@@ -596,7 +602,7 @@ class Refresh:
         labelled, oos = self._checked(Catalogue.of("the index", domains, doc_ids))
         if not labelled:
             raise ValueError("the questions flow needs labelled questions (--queries)")
-        train, val = stratified_split(labelled, self.options.val_fraction, seed=self.options.seed)
+        train, val = stratified_split(labelled, self.val_fraction, seed=self.options.seed)
         return Questions(train, val + oos, labelled, self.inputs_fingerprint)
 
     def run(self) -> RefreshReport:

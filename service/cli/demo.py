@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("fedqa.demo")
 
+DEMO_VAL_FRACTION = 0.3  # the demo questions held out for the router's fits (as the demo build has always split them)
+
 
 def register(sub: Subparsers) -> None:
     """Add ``demo`` to the parser."""
@@ -54,7 +56,7 @@ def setup_demo(settings: Settings, *, progress: bool = True, router_epochs: int 
     if demo_needed(settings):
         log.info("demo 2/2: fedqa refresh on the demo questions (router, answer policy, split, not covered)")
         inputs = RefreshInputs(queries=(str(QUERIES),), out_of_scope=(str(OUT_OF_SCOPE),))
-        fit = refresh(settings, inputs, RefreshOptions(router_epochs=router_epochs, progress=progress), say=log.info)
+        fit = refresh(settings, inputs, RefreshOptions(val_fraction=DEMO_VAL_FRACTION, router_epochs=router_epochs, progress=progress), say=log.info)
         done += [f"{r.stage.value}: {r.outcome.value}{' (' + r.figure + ')' if r.figure else ''}" for r in fit.stages]
     return done
 

@@ -28,7 +28,12 @@ def register(sub: Subparsers) -> None:
     s.add_argument("--queries", nargs="+", default=[], help="labelled questions (queries.jsonl format; reference answers fit the answer policy)")
     s.add_argument("--out-of-scope", nargs="+", default=[], metavar="FILE", help="questions the documentation does not answer (domains [])")
     s.add_argument("--reranker", action="store_true", help="also train the cross-encoder reranker (with --corpus; minutes)")
-    s.add_argument("--val-fraction", type=float, default=0.3, help="share of the labelled questions held out for the router's fits")
+    s.add_argument(
+        "--val-fraction",
+        type=float,
+        default=None,
+        help="share of the labelled questions held out for the router's fits (default: 0.3 with --corpus, as data build; else 0.2, as train router)",
+    )
     s.add_argument("--epochs", type=int, default=None, help="the router's passes over its training questions (default: train router's)")
     s.add_argument("--seed", type=int, default=0, help="seed of the split, the sampling and the training")
     s.add_argument("--quiet", action="store_true", help="no progress bars (each stage still says a line)")
