@@ -553,6 +553,7 @@ class Refresh:
         if not router_is_new:
             assert self.bundle.router is not None
             self.bundle = self.bundle.with_version("router", copy_router(self.registry, self.bundle.router))
+            self.fresh[Stage.ROUTER.value]["version"] = self.bundle.router  # the copy serves: the next refresh reuses it
             fp = fingerprint(self.bundle.as_dict(), questions.fingerprint, [q.qid for q in questions.answered])
         answered = [q for q in questions.answered if q.answer]
         if answered:
@@ -608,6 +609,7 @@ class Refresh:
     def run(self) -> RefreshReport:
         """Every stage, then one activation of the bundle (module doc)."""
         from indexes.rebuild import index_store
+        from training.router import RouterConfig
 
         t0 = time.perf_counter()
         data = None
@@ -615,7 +617,7 @@ class Refresh:
             data = self.data()
             retriever = self.retriever(data)
             self.bundle = self.bundle.with_version("retriever", retriever).with_version("index", self.index(retriever))
-            questions = router_sets_from_data(data, synthetic_per_domain=2000, seed=self.options.seed)
+            questions = router_sets_from_data(data, synthetic_per_domain=RouterConfig().synthetic_per_domain, seed=self.options.seed)
             questions.answered = [q for q in load_files(self.inputs.queries) if q.answer]
         else:
             questions = self.questions()
@@ -634,12 +636,11 @@ class Refresh:
 
 
 def _retriever_figure(metrics: dict[str, Any]) -> str:
-    """The retriever's key figure: its validation metrics' first recall or MRR, base -> fine-tuned."""
-    tuned, base = metrics.get("finetuned") or {}, metrics.get("base") or {}
-    for key in ("mrr@10", "recall@10", "mrr", "recall@5"):
-        if key in tuned:
-            return f"{key} {base.get(key, float('nan')):.3f} -> {tuned[key]:.3f}"
-    return ""
+    """The retriever's key figure: Acc@1 on its validation pool, base -> fine-tuned."""
+    tuned, base = metrics.get("fine_tuned") or {}, metrics.get("base") or {}
+    if "acc@1" not in tuned:
+        return ""
+    return f"validation Acc@1 {base.get('acc@1', float('nan')):.3f} -> {tuned['acc@1']:.3f}"
 
 
 def _router_figure(manifest: dict[str, Any]) -> str:
