@@ -226,16 +226,20 @@ class Registry:
         """Make a complete version the active one, atomically; the previous one goes to history."""
         self.activate_many(Bundle().with_version(kind, version))
 
-    def activate_many(self, bundle: Bundle) -> builtins.list[Kind]:
+    def activate_many(self, bundle: Bundle, *, expect: Bundle | None = None) -> builtins.list[Kind]:
         """Make every version ``bundle`` names (its None kinds are left as they are) active in one atomic write of
         ``active.json``: a reader sees the previous set or the new one, never a mix. Each replaced version goes to its
         kind's history (``fedqa models rollback``). Returns the kinds that changed; ArtifactError (nothing changed)
-        when a named version is incomplete."""
+        when a named version is incomplete, or when the active versions are no longer ``expect`` (the ones a fit
+        started from: another command switched versions meanwhile)."""
         named = {k: v for k in KINDS if (v := bundle.get(k)) is not None}
         for kind, version in named.items():
             self.manifest(kind, version)  # raises unless complete
         with self._state_lock():
             state = self._state()
+            if expect is not None and (now := Bundle(**{k: state.get(k) for k in KINDS})) != expect:
+                moved = ", ".join(f"{k} {expect.get(k)} -> {now.get(k)}" for k in KINDS if now.get(k) != expect.get(k))
+                raise ArtifactError(f"the active versions changed while this ran ({moved}): nothing was activated; run it again")
             changed: list[Kind] = []
             for kind, version in named.items():
                 previous = state.get(kind)

@@ -369,7 +369,7 @@ def train_router_bundle(
             split = fit_split_on(settings, questions.val, pipeline)
             abstention = fit_not_covered(settings, questions.val, pipeline)
     if activate:
-        registry.activate_many(bundle)
+        registry.activate_many(Bundle(router=version), expect=active)
     return RouterFit(version, abstention, split)
 
 
@@ -403,7 +403,7 @@ class Refresh:
         self.inputs = inputs.absolute()
         self.inputs_fingerprint = self.inputs.fingerprint()
         self.val_fraction = VAL_FRACTION[self.inputs.flow] if options.val_fraction is None else options.val_fraction
-        self.bundle = self.registry.bundle()
+        self.bundle = self.start = self.registry.bundle()
         if not self.bundle.index:
             raise ValueError("no index yet: ingest documents first (fedqa ingest PATH)")
         self.fresh: dict[str, dict[str, Any]] = {}  # stage -> {"fingerprint", "version"}: the record's next entries
@@ -627,7 +627,7 @@ class Refresh:
             self.bundle = self.bundle.with_version("router", router)
             self.bundle = self.bundle.with_version("reranker", self.reranker(data, store))
             self.decisions(questions, store, router_is_new)
-        changed = self.registry.activate_many(self.bundle)  # every kind at once: the previous bundle serves until here
+        changed = self.registry.activate_many(self.bundle, expect=self.start)  # every kind at once: the previous bundle serves until here
         for stage, entry in self.fresh.items():
             self.record.stages[stage] = entry
         self.record.inputs, self.record.bundle = self.inputs, self.bundle.as_dict()

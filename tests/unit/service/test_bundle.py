@@ -45,3 +45,13 @@ def test_activate_many_leaves_unnamed_kinds_and_reports_no_change(tmp_path):
     assert registry.activate_many(Bundle(index=index)) == []
     state = json.loads((tmp_path / "active.json").read_text(encoding="utf-8"))
     assert state["reranker"] == reranker and state["history"].get("index", []) == []
+
+
+def test_activate_many_refuses_when_the_active_versions_moved_since_the_fit_started(tmp_path):
+    registry = Registry(tmp_path)
+    registry.activate_many(Bundle(index=_version(registry, "index")))
+    start = registry.bundle()
+    registry.activate("index", moved := _version(registry, "index"))  # e.g. an ingest while a refresh ran
+    with pytest.raises(ArtifactError, match="changed while this ran"):
+        registry.activate_many(Bundle(router=_version(registry, "router")), expect=start)
+    assert registry.bundle() == Bundle(index=moved)
