@@ -12,6 +12,8 @@ ingest run one after the other: neither activates a version that lacks the other
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 
 from indexes.build import BuildReport, build_index
 from indexes.ingest import ingest_lock
@@ -24,18 +26,13 @@ from service.retrieval.passage import Passage
 from service.retrieval.store import Store, StoreBackend, StoreUnavailable
 
 
-def _read(store: Store) -> list[Passage]:
-    try:
-        return [p for d in store.domains() for p in store.iter_passages(d)]
-    finally:
-        store.close()
+@contextmanager
+def opened_index(backend: StoreBackend, registry: Registry, version: str) -> Iterator[Store]:
+    """An index version, open for reading while the block runs (then closed).
 
-
-def read_index(backend: StoreBackend, registry: Registry, version: str) -> list[Passage]:
-    """Every passage of an index version, domain by domain.
-
-    The embedded store opens a version in one process at a time; when a running service holds
-    it, the passages are read from a temporary copy of its shards (never activated, then removed).
+    The embedded store opens a version in one process at a time; when a running service holds it, the block reads
+    a temporary copy of its shards (never activated, then removed), open under the version's own name so that what
+    is fitted on it is recorded against ``version``.
     """
     try:
         store = backend.open(version)
@@ -45,11 +42,39 @@ def read_index(backend: StoreBackend, registry: Registry, version: str) -> list[
         with registry.building("index") as tmp:  # no manifest: never listed, never activated
             try:
                 backend.clone(version, tmp)
-                return _read(backend.open(tmp))
+                copy = backend.open(tmp)
+                copy.version = version  # the copy stands for the version it copies
+                try:
+                    yield copy
+                finally:
+                    copy.close()
             finally:
                 backend.drop(tmp)
                 shutil.rmtree(registry.path("index", tmp), ignore_errors=True)
-    return _read(store)
+        return
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@contextmanager
+def index_store(settings: Settings, version: str, store: Store | None = None) -> Iterator[Store]:
+    """``store`` when given (left open), else index ``version`` of the home opened for the block
+    (:func:`opened_index`: from a copy while a running service holds it)."""
+    if store is not None:
+        with nullcontext(store) as given:
+            yield given
+        return
+    with opened_index(open_backend(settings), Registry(settings.home_dir), version) as opened:
+        yield opened
+
+
+def read_index(backend: StoreBackend, registry: Registry, version: str) -> list[Passage]:
+    """Every passage of an index version, domain by domain (from a copy while a running service holds it:
+    :func:`opened_index`)."""
+    with opened_index(backend, registry, version) as store:
+        return [p for d in store.domains() for p in store.iter_passages(d)]
 
 
 def rebuild_index(

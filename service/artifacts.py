@@ -16,6 +16,7 @@ A build in progress holds ``<kind folder>/.<version>.lock`` (:meth:`Registry.bui
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import re
@@ -24,7 +25,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -65,6 +66,29 @@ def write_json_atomic(path: Path, data: Any) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """One version of every kind that serves together (None: none of that kind), e.g. ``active.json``'s, or the
+    versions a refresh fits against before it activates them (:meth:`Registry.activate_many`)."""
+
+    index: str | None = None
+    router: str | None = None
+    retriever: str | None = None
+    reranker: str | None = None
+
+    def get(self, kind: Kind) -> str | None:
+        """The version of ``kind``."""
+        return getattr(self, kind)
+
+    def with_version(self, kind: Kind, version: str | None) -> Bundle:
+        """This bundle with ``kind`` set to ``version``."""
+        return replace(self, **{kind: version})
+
+    def as_dict(self) -> dict[str, str | None]:
+        """Kind -> version."""
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -189,6 +213,10 @@ class Registry:
         state = self._state()
         return {k: state.get(k) for k in KINDS}
 
+    def bundle(self) -> Bundle:
+        """The active versions as one :class:`Bundle`."""
+        return Bundle(**self.active())
+
     def active_manifest(self, kind: Kind) -> dict[str, Any] | None:
         """Manifest of the active version of ``kind``, or None."""
         v = self.active()[kind]
@@ -196,17 +224,34 @@ class Registry:
 
     def activate(self, kind: Kind, version: str) -> None:
         """Make a complete version the active one, atomically; the previous one goes to history."""
-        self.manifest(kind, version)  # raises unless complete
+        self.activate_many(Bundle().with_version(kind, version))
+
+    def activate_many(self, bundle: Bundle, *, expect: Bundle | None = None) -> builtins.list[Kind]:
+        """Make every version ``bundle`` names (its None kinds are left as they are) active in one atomic write of
+        ``active.json``: a reader sees the previous set or the new one, never a mix. Each replaced version goes to its
+        kind's history (``fedqa models rollback``). Returns the kinds that changed; ArtifactError (nothing changed)
+        when a named version is incomplete, or when the active versions are no longer ``expect`` (the ones a fit
+        started from: another command switched versions meanwhile)."""
+        named = {k: v for k in KINDS if (v := bundle.get(k)) is not None}
+        for kind, version in named.items():
+            self.manifest(kind, version)  # raises unless complete
         with self._state_lock():
             state = self._state()
-            previous = state.get(kind)
-            if previous == version:
-                return
-            history = state.setdefault("history", {}).setdefault(kind, [])
-            if previous:
-                history.append(previous)
-            state[kind] = version
-            write_json_atomic(self.home / "active.json", state)
+            if expect is not None and (now := Bundle(**{k: state.get(k) for k in KINDS})) != expect:
+                moved = ", ".join(f"{k} {expect.get(k)} -> {now.get(k)}" for k in KINDS if now.get(k) != expect.get(k))
+                raise ArtifactError(f"the active versions changed while this ran ({moved}): nothing was activated; run it again")
+            changed: list[Kind] = []
+            for kind, version in named.items():
+                previous = state.get(kind)
+                if previous == version:
+                    continue
+                if previous:
+                    state.setdefault("history", {}).setdefault(kind, []).append(previous)
+                state[kind] = version
+                changed.append(kind)
+            if changed:
+                write_json_atomic(self.home / "active.json", state)
+            return changed
 
     def rollback(self, kind: Kind) -> str:
         """Re-activate the previously active version of ``kind`` and return it."""

@@ -12,7 +12,7 @@ import logging
 import time
 from typing import Any
 
-from service.artifacts import ArtifactError, Registry
+from service.artifacts import ArtifactError, Bundle, Registry
 from service.config import Settings
 from service.generation.abstention import AbstentionModel, abstention_path, load_abstention
 from service.generation.answer_policy import load_policy, policy_path
@@ -32,8 +32,16 @@ from service.routing.split import load_split, split_path
 log = logging.getLogger("fedqa.pipeline")
 
 
-def load_pipeline(settings: Settings, backend: StoreBackend | None = None, *, with_llm: bool = True, store: Store | None = None) -> Pipeline:
-    """Build the pipeline from the active versions in the data home.
+def load_pipeline(
+    settings: Settings,
+    backend: StoreBackend | None = None,
+    *,
+    with_llm: bool = True,
+    store: Store | None = None,
+    bundle: Bundle | None = None,
+) -> Pipeline:
+    """Build the pipeline from the active versions in the data home (``bundle``: these versions instead, e.g. a
+    refresh's before it activates them).
 
     The encoder is the retriever the active index was embedded with, so queries and passages
     always share one vector space. Raises StoreUnavailable when there is no index yet.
@@ -44,14 +52,15 @@ def load_pipeline(settings: Settings, backend: StoreBackend | None = None, *, wi
 
     configure_threads(settings.torch_threads)
     registry = Registry(settings.home_dir)
-    index_version, manifest = _active_index(settings, registry)
+    bundle = bundle or registry.bundle()
+    index_version, manifest = _index(settings, registry, bundle.index)
     warnings: list[str] = []
     encoder = _index_encoder(settings, registry, index_version, manifest, warnings)
     if store is None or store.version != index_version:
         backend = backend or open_backend(settings)
         store = backend.open(index_version, serving=True)  # leased on a shared store (indexes/prune.py keeps it)
 
-    router_version = registry.active()["router"]
+    router_version = bundle.router
     try:
         router = _active_router(registry, router_version, encoder.version, store.domains(), warnings)
     except BaseException:
@@ -59,7 +68,7 @@ def load_pipeline(settings: Settings, backend: StoreBackend | None = None, *, wi
         raise
     llm, llm_error = _open_llm(settings, warnings) if with_llm else (None, None)
     abstention = _abstention(registry, router_version, index_version, router, warnings)
-    reranker = load_reranker(registry, encoder.version, store.domains(), warnings, threads=settings.rerank_threads)
+    reranker = load_reranker(registry, bundle.reranker, encoder.version, store.domains(), warnings, threads=settings.rerank_threads)
     policy = load_policy(policy_path(registry, router_version, index_version))
     if policy is None or not policy.serves:
         warnings.append("no answer policy fitted: extractive answers use FEDQA_EXTRACTIVE_* (fedqa train answer)")
@@ -107,9 +116,8 @@ def _vocabulary(registry: Registry, store: Store) -> Vocabulary:
     return counted
 
 
-def _active_index(settings: Settings, registry: Registry) -> tuple[str, dict[str, Any]]:
-    """The active index version and its manifest; StoreUnavailable when there is none (or it cannot be read)."""
-    index_version = registry.active()["index"]
+def _index(settings: Settings, registry: Registry, index_version: str | None) -> tuple[str, dict[str, Any]]:
+    """The index version and its manifest; StoreUnavailable when there is none (or it cannot be read)."""
     if not index_version:
         raise StoreUnavailable(f"no index in {settings.home_dir}: run 'fedqa ingest PATH' (or 'fedqa demo') first")
     try:

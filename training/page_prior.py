@@ -31,6 +31,7 @@ from service.queries import LabelledQuery
 from service.retrieval.federated import merge
 from service.retrieval.page_prior import PagePrior, demotion
 from service.retrieval.passage import Hit, Passage, point_id
+from service.retrieval.store import Store
 from service.retrieval.strategies import DEFAULT_STRATEGY, select
 from service.routing.fitted import RouterFitted
 from service.routing.fusion import FusionParams
@@ -155,15 +156,13 @@ def unseen(pipeline, gold: Iterable[str]) -> Iterator[None]:  # noqa: ANN001 - a
         pipeline.router.fitted = fitted
 
 
-def index_pages(settings: Settings, index_version: str, answered: Answered) -> Pages:
-    """:meth:`Pages.of` the passages of every domain of the index version ``index_version``."""
-    from service.retrieval.backends import open_backend
+def index_pages(settings: Settings, index_version: str, answered: Answered, *, store: Store | None = None) -> Pages:
+    """:meth:`Pages.of` the passages of every domain of the index version ``index_version`` (``store``: that version,
+    already open)."""
+    from indexes.rebuild import index_store
 
-    store = open_backend(settings).open(index_version)
-    try:
-        return Pages.of(counted((p for d in store.domains() for p in store.iter_passages(d)), answered.questions, answered.vectors))
-    finally:
-        store.close()
+    with index_store(settings, index_version, store) as st:
+        return Pages.of(counted((p for d in st.domains() for p in st.iter_passages(d)), answered.questions, answered.vectors))
 
 
 def prior_questions(questions: Sequence[FitQuestion], domains: Sequence[str], fusion: FusionParams | None) -> list[PriorQuestion]:

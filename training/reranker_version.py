@@ -19,10 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from service.artifacts import Registry
+from service.artifacts import Bundle, Registry
 from service.config import Settings
 from service.reranking.model import MODEL_DIR, ONNX_DIR, Reranker
 from service.reranking.params import PARAMS_FILE, RerankParams
+from service.retrieval.store import Store
 from training.checkpoint import StopFlag
 from training.data.dataset import TrainingData
 from training.precision import resolve
@@ -36,11 +37,14 @@ log = logging.getLogger("fedqa.training.reranker")
 CALIBRATION_PAIRS = 64
 
 
-def _candidates(settings: Settings, data: TrainingData, cfg: RerankerConfig) -> tuple[list[Candidates], list[Candidates], list[Candidates], dict]:
-    """Training (in-scope, out-of-scope) and validation questions with the active index's rankings."""
+def _candidates(
+    settings: Settings, data: TrainingData, cfg: RerankerConfig, bundle: Bundle | None = None, store: Store | None = None
+) -> tuple[list[Candidates], list[Candidates], list[Candidates], dict]:
+    """Training (in-scope, out-of-scope) and validation questions with the rankings of ``bundle`` (default: the
+    active versions; ``store``: its index version, already open)."""
     from service.loading import load_pipeline
 
-    pipeline = load_pipeline(settings, with_llm=False)
+    pipeline = load_pipeline(settings, with_llm=False, bundle=bundle, store=store)
     try:
         train_q, origins = training_questions(data, labelled_repeat=cfg.labelled_repeat, limit=cfg.max_questions, seed=cfg.seed)
         oos_q = out_of_scope_questions(data)
@@ -50,7 +54,7 @@ def _candidates(settings: Settings, data: TrainingData, cfg: RerankerConfig) -> 
         val = with_candidates(pipeline, val_q, ["labelled"] * len(val_q), depth=max(cfg.depth, 30), passages=None, titles=cfg.titles)
         versions = dict(pipeline.versions, domains=list(pipeline.domains))
     finally:
-        pipeline.close()
+        pipeline.close(close_store=store is None)
     return in_scope, oos, val, versions
 
 
@@ -64,12 +68,15 @@ def train_and_save(
     progress: bool = True,
     stop: StopFlag | None = None,
     resume: Path | None = None,
+    bundle: Bundle | None = None,
+    store: Store | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """Train on the training set's questions against the active index, fit the combination on its validation
-    questions, save (and activate) a reranker version; returns (version, metrics)."""
+    """Train on the training set's questions against the active index (``bundle``: these versions; ``store``: its
+    index version, already open), fit the combination on its validation questions, save (and activate) a reranker
+    version; returns (version, metrics)."""
     t0 = time.perf_counter()
     cfg = config or RerankerConfig()
-    in_scope, oos, val, versions = _candidates(settings, data, cfg)
+    in_scope, oos, val, versions = _candidates(settings, data, cfg, bundle, store)
     metrics: dict[str, Any] = {
         "train_questions": dict(Counter(c.origin for c in in_scope)),
         "out_of_scope_questions": len(oos),

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from scipy.special import expit
 
+from indexes.rebuild import index_store
 from service.artifacts import Registry
 from service.config import Settings
 from service.queries import LabelledQuery
@@ -44,7 +45,7 @@ from training.router_heldout import out_of_fold_logits, small_split_warning, thi
 from training.versions import save_version
 
 if TYPE_CHECKING:
-    pass
+    from service.retrieval.store import Store
 
 log = logging.getLogger("fedqa.training.router")
 
@@ -131,32 +132,25 @@ def routing_report(probs: np.ndarray, queries: Sequence[LabelledQuery], domains:
     return out
 
 
-def fit_questions(settings: Settings, index_version: str, held: HeldOut, limit: int) -> list[FitQuestion]:
+def fit_questions(settings: Settings, index_version: str, held: HeldOut, limit: int, *, store: Store | None = None) -> list[FitQuestion]:
     """The held-out questions with gold passages, each with every domain's top ``limit`` hits: the fusion-fitting
-    questions."""
-    from service.retrieval.backends import open_backend
-
-    store = open_backend(settings).open(index_version)
-    try:
+    questions (``store``: the index version, already open)."""
+    with index_store(settings, index_version, store) as st:
         out = []
         for q, v, p in zip(held.queries, held.vectors, held.probs, strict=True):
-            hits, _ = search_domains(store, v, held.domains, limit)
+            hits, _ = search_domains(st, v, held.domains, limit)
             if q.domains and q.gold_doc_ids:
                 out.append(FitQuestion(p=p, hits=hits, domains=list(q.domains), gold=set(q.gold_doc_ids), vector=v))
         return out
-    finally:
-        store.close()
 
 
-def _active_index(settings: Settings) -> tuple[Registry, str, dict, list[str]]:
-    """(registry, active index version, its manifest, its domains), or ValueError without an index."""
+def _active_index(settings: Settings, version: str | None = None) -> tuple[Registry, str, dict, list[str]]:
+    """(registry, index version (default: the active one), its manifest, its domains), or ValueError without an index."""
     registry = Registry(settings.home_dir)
-    index = registry.active_manifest("index")
-    if not index:
-        raise ValueError("no index yet: ingest documents first (fedqa ingest PATH)")
-    index_version = registry.active()["index"]
+    index_version = version or registry.active()["index"]
     if not index_version:
-        raise ValueError("no active index version")
+        raise ValueError("no index yet: ingest documents first (fedqa ingest PATH)")
+    index = registry.manifest("index", index_version)
     return registry, index_version, index, sorted(index["domains"])
 
 
@@ -168,22 +162,18 @@ def _training_questions(
     origins: Sequence[str],
     synthetic: Sequence[LabelledQuery] | None,
     cfg: RouterConfig,
+    store: Store | None = None,
 ) -> tuple[list[LabelledQuery], list[str]]:
     """The questions of the index's domains (and out-of-scope ones) with their origins, plus the synthetic ones
-    (None: heuristic questions from the index's passages)."""
-    from service.retrieval.backends import open_backend
-
+    (None: heuristic questions from the index's passages; ``store``: the index version, already open)."""
     keep = [not q.domains or any(d in domains for d in q.domains) for q in queries]
     train = [q for q, k in zip(queries, keep, strict=True) if k]
     kept_origins = [o for o, k in zip(origins, keep, strict=True) if k]
     if not any(q.domains for q in train):
         raise ValueError(f"no labelled query belongs to the index's domains {list(domains)}")
     if synthetic is None:
-        store = open_backend(settings).open(index_version)
-        try:
-            passages = [p for d in domains for p in store.iter_passages(d)]
-        finally:
-            store.close()
+        with index_store(settings, index_version, store) as st:
+            passages = [p for d in domains for p in st.iter_passages(d)]
         synthetic = synthetic_router_queries(passages, cfg.synthetic_per_domain, seed=cfg.seed)
     return train + list(synthetic), kept_origins + ["synthetic"] * len(synthetic)
 
@@ -198,6 +188,7 @@ def _fit_held_out(
     metrics: dict[str, Any],
     logits: np.ndarray | None = None,
     answered: Answered | None = None,
+    store: Store | None = None,
 ) -> None:
     """Calibration, the fused strategy's parameters and the page prior (counted on ``answered``), on the held-out
     questions; their reports go into ``metrics``, the fitted values into ``router``. ``logits``: the held-out
@@ -215,7 +206,7 @@ def _fit_held_out(
     metrics["validation"] = routing_report(held.probs, val, domains)
     metrics["calibration"] = calibration.as_dict()
     try:
-        fit_qs = fit_questions(settings, index_version, held, max(cfg.top_k, cfg.evidence_k, *DEPTH_GRID))
+        fit_qs = fit_questions(settings, index_version, held, max(cfg.top_k, cfg.evidence_k, *DEPTH_GRID), store=store)
     except StoreUnavailable as exc:  # the embedded index is open in a running service
         log.warning("fused strategy not fitted: %s", exc)
         fit_qs, metrics["fusion"] = [], {"skipped": f"index {index_version} could not be searched: {exc}"}
@@ -225,7 +216,7 @@ def _fit_held_out(
         metrics["fusion"] = {**report, "params": params.as_dict()}
     if fit_qs and answered is not None and answered.questions:
         t0 = time.perf_counter()
-        pages = index_pages(settings, index_version, answered)
+        pages = index_pages(settings, index_version, answered, store=store)
         prior, metrics["page_prior"] = fit_page_prior(prior_questions(fit_qs, domains, router.fitted.fusion), pages, seed=cfg.seed)
         router.fitted = replace(router.fitted, page_prior=prior)
         metrics["page_prior"]["seconds"] = round(time.perf_counter() - t0, 1)
@@ -242,6 +233,7 @@ def _fit_out_of_fold(
     metrics: dict[str, Any],
     stop: StopFlag | None,
     answered: Answered,
+    store: Store | None = None,
 ) -> None:
     """Calibration and fused parameters on every labelled question of ``train``, each scored by a head
     trained without its fold (``arrays``: the training rows' vectors, labels and weights)."""
@@ -249,7 +241,7 @@ def _fit_out_of_fold(
     labelled = [i for i, o in enumerate(origins) if o != "synthetic"]
     logits = out_of_fold_logits(vectors, labels, weights, labelled, router.domains, cfg, retriever=router.retriever, stop=stop)
     held = [train[i] for i in labelled]
-    _fit_held_out(settings, index_version, router, vectors[labelled], held, cfg, metrics, logits=logits, answered=answered)
+    _fit_held_out(settings, index_version, router, vectors[labelled], held, cfg, metrics, logits=logits, answered=answered, store=store)
 
 
 def _manifest(
@@ -311,41 +303,46 @@ def train_and_activate(
     domains: Sequence[str] | None = None,
     stop: StopFlag | None = None,
     answered: Sequence[LabelledQuery] | None = None,
+    index: str | None = None,
+    store: Store | None = None,
 ) -> str:
-    """Train a router for the active index (its domains, its retriever's vectors), fit calibration and fusion on
-    ``val`` (out of fold when it is too small), save it as a new version and activate it. ``queries``: expert, cross
-    and out-of-scope questions (``origins`` says which are ``synthetic``); ``synthetic``: more (None: heuristic ones).
-    The page prior counts ``answered`` (None: ``queries``) and ``val``: the questions with gold passages."""
+    """Train a router for the index version ``index`` (default: the active one; its domains, its retriever's
+    vectors), fit calibration and fusion on ``val`` (out of fold when it is too small), save it as a new version and
+    (``activate``) activate it. ``queries``: expert, cross and out-of-scope questions (``origins`` says which are
+    ``synthetic``); ``synthetic``: more (None: heuristic ones). The page prior counts ``answered`` (None:
+    ``queries``) and ``val``: the questions with gold passages. ``store``: the index version, already open (else it
+    is opened, from a copy while a running service holds it)."""
     t0 = time.perf_counter()
     cfg = config or RouterConfig()
     if epochs is not None:
         cfg.epochs = epochs
-    registry, index_version, index, domains = _active_index(settings)
-    encoder = _index_encoder(settings, registry, index)
+    registry, index_version, manifest, domains = _active_index(settings, index)
+    encoder = _index_encoder(settings, registry, manifest)
     origins = list(origins) if origins is not None else ["labelled"] * len(queries)
     val = [q for q in val if not q.domains or any(d in domains for d in q.domains)]
     thin = thin_domains(val, domains, cfg.min_val_per_domain) if val else []
     counted = _answered(settings, encoder, [q for q in [*(queries if answered is None else answered), *val] if q.gold_doc_ids])
     if thin:  # too few to fit on: the validation questions train too, and the fit is out of fold over every labelled one
         queries, origins, val = [*queries, *val], [*origins, *(["labelled"] * len(val))], [*val]
-    train, origins = _training_questions(settings, index_version, domains, queries, origins, synthetic, cfg)
-    log.info("embedding %d training questions with retriever %s", len(train), encoder.version)
-    cache = settings.home_dir / "cache" / "router-vectors"
-    vectors = embed_cached(encoder, [q.query for q in train], cache, progress=progress)
-    weights, labels = sample_weights(train, origins, cfg.labelled_weight), label_matrix(train, domains)
-    router = train_head(vectors, labels, weights, domains, cfg, retriever=encoder.version, stop=stop)
-    t_train = time.perf_counter() - t0
+    with index_store(settings, index_version, store) as st:
+        train, origins = _training_questions(settings, index_version, domains, queries, origins, synthetic, cfg, st)
+        log.info("embedding %d training questions with retriever %s", len(train), encoder.version)
+        cache = settings.home_dir / "cache" / "router-vectors"
+        vectors = embed_cached(encoder, [q.query for q in train], cache, progress=progress)
+        weights, labels = sample_weights(train, origins, cfg.labelled_weight), label_matrix(train, domains)
+        router = train_head(vectors, labels, weights, domains, cfg, retriever=encoder.version, stop=stop)
+        t_train = time.perf_counter() - t0
 
-    metrics: dict[str, Any] = {"train": routing_report(router.predict_vectors(vectors), train, domains)}
-    if thin:
-        warning = small_split_warning(val, thin, cfg.min_val_per_domain, sum(o != "synthetic" for o in origins), cfg.kfold)
-        _fit_out_of_fold(settings, index_version, router, train, origins, (vectors, labels, weights), cfg, metrics, stop, counted)
-        metrics.update(held_out="kfold", warnings=[warning])
-        val = []  # trained on: no question is held out of this version
-    elif val:
-        val_vectors = embed_cached(encoder, [q.query for q in val], cache)  # as /ask embeds them, like the training questions
-        _fit_held_out(settings, index_version, router, val_vectors, val, cfg, metrics, answered=counted)
-        metrics["held_out"] = "validation"
+        metrics: dict[str, Any] = {"train": routing_report(router.predict_vectors(vectors), train, domains)}
+        if thin:
+            warning = small_split_warning(val, thin, cfg.min_val_per_domain, sum(o != "synthetic" for o in origins), cfg.kfold)
+            _fit_out_of_fold(settings, index_version, router, train, origins, (vectors, labels, weights), cfg, metrics, stop, counted, st)
+            metrics.update(held_out="kfold", warnings=[warning])
+            val = []  # trained on: no question is held out of this version
+        elif val:
+            val_vectors = embed_cached(encoder, [q.query for q in val], cache)  # as /ask embeds them, like the training questions
+            _fit_held_out(settings, index_version, router, val_vectors, val, cfg, metrics, answered=counted, store=st)
+            metrics["held_out"] = "validation"
     metrics.update(train_seconds=round(time.perf_counter() - t0, 1), head_seconds=round(t_train, 1))
     manifest = _manifest(cfg, domains, encoder.version, index_version, train, val, metrics, data_fingerprint, data_path)
 

@@ -1,4 +1,4 @@
-"""``fedqa demo``: ingest the shipped demo knowledge base and train its router.
+"""``fedqa demo``: ingest the shipped demo knowledge base and refresh its fitted parts (``fedqa refresh``).
 
 The set-up lives here, with the commands, rather than in :mod:`service.demo` (which only names the
 data files), so that service code does not import indexes/ or training/.
@@ -16,10 +16,11 @@ from service.config import Settings
 from service.demo import DOCS, OUT_OF_SCOPE, QUERIES
 
 if TYPE_CHECKING:
-    from service.artifacts import Registry
     from service.cli.common import Subparsers
 
 log = logging.getLogger("fedqa.demo")
+
+DEMO_VAL_FRACTION = 0.3  # the demo questions held out for the router's fits (as the demo build has always split them)
 
 
 def register(sub: Subparsers) -> None:
@@ -37,71 +38,27 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def setup_demo(settings: Settings, *, progress: bool = True, router_epochs: int | None = None) -> list[str]:
-    """Ingest the demo docs and train the router on the demo questions when the home has no index yet.
+    """Ingest the demo docs when the home has no index yet, then ``fedqa refresh`` on the demo questions (router,
+    answer policy, split, "not covered", activated together) when a part is missing.
 
     Returns what was done, for the log.
     """
     from indexes.ingest import ingest
     from service.artifacts import Registry
-    from service.queries import load_queries
-    from training.router import train_and_activate
+    from training.refresh import RefreshInputs, RefreshOptions, refresh
 
     registry = Registry(settings.home_dir)
     done = []
     if not registry.active()["index"]:
-        log.info("demo 1/5: ingesting the demo's passages (a first run also exports the encoder to ONNX, about a minute)")
+        log.info("demo 1/2: ingesting the demo's passages (a first run also exports the encoder to ONNX, about a minute)")
         report = ingest([DOCS], settings, progress=progress)
         done.append(f"ingested {sum(report.domains.values())} demo passages into {report.version}")
-    if not registry.active()["router"]:
-        from training.router_data import stratified_split
-
-        log.info("demo 2/5: training the router on the demo questions")
-        train, val = stratified_split(load_queries(QUERIES), 0.3)  # val: calibration and the fused strategy's fit
-        version = train_and_activate(settings, train, val=val, epochs=router_epochs, progress=progress)
-        done.append(f"trained router {version} on the demo questions")
-    from service.generation.answer_policy import policy_path
-
-    active = registry.active()  # the policy first: the abstention evidence reads the answer it quotes
-    path = policy_path(registry, active["router"], active["index"])
-    if path is not None and not path.is_file():
-        from training.answer_policy import fit_answer_policy
-
-        log.info("demo 3/5: fitting the answer policy on the demo questions' reference answers")
-        policy = fit_answer_policy(settings, load_queries(QUERIES))
-        done.append(f"fitted the answer policy ({policy.path}): token F1 {policy.scores['answer_f1']:.3f} on the demo questions")
-    from service.generation.abstention import abstention_path
-
-    path = abstention_path(registry, active["router"], active["index"])
-    if path is not None and not path.is_file():
-        from training.abstention import fit_abstention
-
-        log.info("demo 4/5: fitting the not-covered decision on the demo's in-scope and out-of-scope questions")
-        fit = fit_abstention(settings, load_queries(QUERIES), load_queries(OUT_OF_SCOPE))
-        done.append(
-            f"fitted the not-covered decision ({fit.path}): held-out false refusals "
-            f"{fit.heldout['false_refusal_rate']:.3f}, out-of-scope refused {fit.heldout['abstention_rate']:.3f}"
-        )
-    done += _fit_split(settings, registry, active["router"])
+    if demo_needed(settings):
+        log.info("demo 2/2: fedqa refresh on the demo questions (router, answer policy, split, not covered)")
+        inputs = RefreshInputs(queries=(str(QUERIES),), out_of_scope=(str(OUT_OF_SCOPE),))
+        fit = refresh(settings, inputs, RefreshOptions(val_fraction=DEMO_VAL_FRACTION, router_epochs=router_epochs, progress=progress), say=log.info)
+        done += [f"{r.stage.value}: {r.outcome.value}{' (' + r.figure + ')' if r.figure else ''}" for r in fit.stages]
     return done
-
-
-def _fit_split(settings: Settings, registry: Registry, router: str | None) -> list[str]:
-    """Fit when to answer by product on the router's validation questions (those its manifest lists), when not yet."""
-    from service.queries import load_queries
-    from service.routing.split import split_path
-    from training.split import fit_split
-
-    path = split_path(registry, router)
-    if router is None or path is None or path.is_file():
-        return []
-    val_qids = set(registry.manifest("router", router).get("val_qids") or [])
-    val = [q for q in load_queries(QUERIES) if q.qid in val_qids]
-    if not val:
-        return []
-    log.info("demo 5/5: fitting when to answer by product on the router's validation questions")
-    fit = fit_split(settings, val)
-    m = fit.report["on_fit_questions"]["all"]
-    return [f"fitted the by-product split ({fit.path}): hit by product {m['hit_by_product']:.3f}, {m['mean_groups']:.2f} products per question"]
 
 
 def demo_needed(settings: Settings) -> bool:

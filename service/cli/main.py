@@ -6,16 +6,16 @@ import argparse
 import logging
 import sys
 
-from service.cli import ask, data, demo, domains, evaluate, feedback, index, ingest, models, serve, status, train
+from service.cli import ask, data, demo, domains, evaluate, feedback, index, ingest, models, refresh, serve, status, train
 from service.cli.common import quiet_threads
 from service.queries import LabelError
 from training.checkpoint import TrainingInterrupted
 
 # Each group adds its subcommands; the order is the order of ``fedqa --help``.
-GROUPS = (serve, demo, ingest, train, data, index, models, ask, evaluate, feedback, domains, status)
+GROUPS = (serve, demo, ingest, refresh, train, data, index, models, ask, evaluate, feedback, domains, status)
 
 # Long CPU jobs: quiet OpenMP threads and FEDQA_TORCH_THREADS before torch is imported.
-COMPUTE_COMMANDS = ("train", "data", "index", "models")
+COMPUTE_COMMANDS = ("refresh", "train", "data", "index", "models")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from service.cli import train_ranking, train_reranker
 from service.cli.common import print_json, settings
 from service.cli.labels import add_lenient, labelled
-from service.config import Settings
 from training.precision import TrainingPrecision
 
 if TYPE_CHECKING:
     from service.cli.common import Subparsers
-    from service.queries import LabelledQuery
+    from training.refresh import Questions
 
 
 def register(sub: Subparsers) -> None:
@@ -33,7 +32,7 @@ def register(sub: Subparsers) -> None:
 
 
 def _register_router(tsub: Subparsers) -> None:
-    t = tsub.add_parser("router", help="train the router (multi-label, BCE over domains) and activate it")
+    t = tsub.add_parser("router", help="train the router (multi-label, BCE over domains), fit its split and 'not covered', then activate it")
     src = t.add_mutually_exclusive_group()
     src.add_argument("--data", help="training set from 'fedqa data build' (labelled + synthetic + cross-domain)")
     src.add_argument("--queries", help="labelled queries (queries.jsonl) only")
@@ -118,73 +117,51 @@ def _register_retriever(tsub: Subparsers) -> None:
     t.set_defaults(func=cmd_train_retriever)
 
 
-@dataclass
-class RouterSets:
-    """The router's training and validation questions, and where they came from."""
-
-    train: list[LabelledQuery]
-    val: list[LabelledQuery]
-    origins: list[str] | None = None
-    synthetic: list[LabelledQuery] | None = None
-    data_fingerprint: str | None = None
-    data_path: str | None = None
-    answered: list[LabelledQuery] | None = None  # training questions with gold passages (None: those of train)
-
-
-def _router_sets(args: argparse.Namespace, synthetic_cap: int | None) -> RouterSets:
+def _router_sets(args: argparse.Namespace, synthetic_cap: int | None) -> Questions:
     """Training and validation questions from ``--data`` (a built training set) or ``--queries`` (checked against the
     active index, before any model loads)."""
-    from service.queries import LabelledQuery
-    from training.router_data import router_queries_from_data, stratified_split
+    from training.refresh import Questions, router_sets_from_data
+    from training.router_data import queries_fingerprint, stratified_split
 
     if args.data:
         from training.data.dataset import TrainingData
 
-        data = TrainingData.load(args.data)
-        train, origins, synthetic = router_queries_from_data(data, synthetic_per_domain=synthetic_cap, seed=args.seed)
-        answered = [LabelledQuery(r.qid, r.query, r.domains, r.positives) for r in data.retriever_rows if r.origin != "synthetic"]
-        return RouterSets(train, data.val + data.val_oos, origins, synthetic, data.fingerprint, str(data.path), answered)
+        return router_sets_from_data(TrainingData.load(args.data), synthetic_per_domain=synthetic_cap, seed=args.seed)
     if args.queries:
         train, val = stratified_split(labelled([args.queries], settings(), lenient=args.lenient), args.val_fraction, seed=args.seed)
-        return RouterSets(train, val)
+        return Questions(train, val, [], queries_fingerprint(train))
     raise ValueError("give --data DIR (from 'fedqa data build') or --queries FILE")
 
 
 def cmd_train_router(args: argparse.Namespace) -> int:
-    """Train a router head on the active index's retriever, fit calibration and fusion, print its metrics."""
+    """Train a router head on the active index's retriever, fit calibration, fusion, the split and "not covered"
+    against it, then activate it (all of it, or nothing); print its metrics."""
     from service.artifacts import Registry
     from training.checkpoint import StopFlag
-    from training.router import RouterConfig, train_and_activate
+    from training.refresh import train_router_bundle
+    from training.router import RouterConfig
 
     synthetic_cap = args.synthetic_per_domain if args.synthetic_per_domain >= 0 else None
     config = RouterConfig(epochs=args.epochs, batch_size=args.batch_size, hidden=args.hidden, seed=args.seed, synthetic_per_domain=synthetic_cap)
     sets = _router_sets(args, synthetic_cap)
     s = settings()
     with StopFlag().catch_sigint() as stop:
-        version = train_and_activate(
+        fit = train_router_bundle(
             s,
-            sets.train,
-            val=sets.val,
-            origins=sets.origins,
-            synthetic=sets.synthetic,
+            sets,
             config=config,
             progress=not args.quiet,
             activate=not args.no_activate,
-            data_fingerprint=sets.data_fingerprint,
-            data_path=sets.data_path,
             stop=stop,
-            answered=sets.answered,
+            data_path=str(sets.data.path) if sets.data is not None else None,
         )
-    known = sets.answered if sets.answered is not None else sets.train
-    abstention = _fit_abstention_after_router(s, sets.val, known) if not args.no_activate else None
-    split = _fit_split_after_router(s, sets.val) if not args.no_activate else None
     registry = Registry(s.home_dir)
-    manifest = registry.manifest("router", version)
+    manifest = registry.manifest("router", fit.version)
     metrics = manifest.get("metrics") or {}
     val_m = metrics.get("validation") or {}
     print_json(
         {
-            "router": version,
+            "router": fit.version,
             "retriever": manifest.get("retriever"),
             "activated": not args.no_activate,
             "train_queries": manifest.get("train_queries"),
@@ -197,44 +174,13 @@ def cmd_train_router(args: argparse.Namespace) -> int:
             "calibration": metrics.get("calibration"),
             "fusion": metrics.get("fusion"),
             "seconds": metrics.get("train_seconds"),
-            "abstention": abstention,
-            "by_product": split,
-            "metrics": str(registry.path("router", version) / "metrics.json"),
+            "abstention": fit.abstention,
+            "by_product": fit.split,
+            "metrics": str(registry.path("router", fit.version) / "metrics.json"),
         },
         indent=None,
     )
     return 0
-
-
-def _fit_abstention_after_router(s: Settings, val: list[LabelledQuery], known: list[LabelledQuery]) -> dict | None:
-    """Choose the "not covered" decision for the new router (:func:`training.abstention.fit_not_covered`): fitted on
-    its validation questions against their out-of-scope ones and the general ones shipped with the package, or the
-    default (the index's headings and the labelled training questions ``known`` against the general ones) when they
-    are too few or it measures worse out of sample; what was chosen."""
-    from service.retrieval.store import StoreUnavailable
-    from training.abstention import fit_not_covered
-
-    in_scope, own = [q for q in val if q.domains], [q for q in val if not q.domains]
-    try:
-        return fit_not_covered(s, in_scope, own, known=[q for q in known if q.domains]).summary()
-    except (ValueError, StoreUnavailable) as exc:  # the index held by a running service (as the fused fit): the
-        return {"skipped": str(exc)}  # previous decision stays
-
-
-def _fit_split_after_router(s: Settings, val: list[LabelledQuery]) -> dict | None:
-    """Fit when to answer by product for the new router on its validation questions; its figures (None without
-    labelled validation questions)."""
-    from service.retrieval.store import StoreUnavailable
-    from training.split import fit_split
-
-    labelled = [q for q in val if q.domains and q.gold_doc_ids]
-    if not labelled:
-        return None
-    try:
-        report = fit_split(s, labelled)
-    except (ValueError, StoreUnavailable) as exc:  # the index held by a running service: no rule, one product per answer
-        return {"skipped": str(exc)}
-    return {"path": report.path, **report.report}
 
 
 def cmd_train_abstention(args: argparse.Namespace) -> int:

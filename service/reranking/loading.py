@@ -1,4 +1,4 @@
-"""Which reranker version may serve the active index: the active one, when it was trained on rankings of an index
+"""Which reranker version may serve an index: the bundle's (the active one), when it was trained on rankings of an index
 embedded with the same retriever over the same domains (its fitted combination and calibration are for those)."""
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ from service.reranking.model import Reranker
 log = logging.getLogger("fedqa.rerank")
 
 
-def load_reranker(registry: Registry, retriever: str, domains: list[str], warnings: list[str], *, threads: int | None = None) -> Reranker | None:
-    """The active reranker for an index of ``retriever``'s vectors over ``domains``, or None with a warning saying why
-    (``threads``: its ONNX Runtime intra-op threads, :func:`~service.reranking.model.default_threads` when None)."""
-    version = registry.active()["reranker"]
+def load_reranker(
+    registry: Registry, version: str | None, retriever: str, domains: list[str], warnings: list[str], *, threads: int | None = None
+) -> Reranker | None:
+    """The reranker ``version`` (the bundle's: the active one when serving) for an index of ``retriever``'s vectors
+    over ``domains``, or None with a warning saying why (``threads``: its ONNX Runtime intra-op threads,
+    :func:`~service.reranking.model.default_threads` when None)."""
     if not version:
         warnings.append("no trained reranker: rankings are not reranked (fedqa train reranker --data DIR)")
         return None

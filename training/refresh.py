@@ -1,0 +1,659 @@
+"""``fedqa refresh``: every fitted part of a data home, in serving order, fitted before anything is activated.
+
+Stages (:class:`Stage`), each fitted against the versions the earlier stages made, none of them active yet:
+
+    data build -> retriever -> index -> router -> reranker -> answer policy -> split -> "not covered"
+
+Two flows (:class:`Flow`): with a corpus (``--corpus``, as ``fedqa data build``) the whole chain runs, the retriever
+fine-tuned on the built training set and the index re-embedded with it; with labelled questions alone (a home made
+by ``fedqa ingest``) the first three stages are skipped and the router is a head over the index's retriever, as
+``fedqa train router --queries`` trains it. The reranker runs only when asked (``--reranker``).
+
+Then one atomic write of ``active.json`` switches every kind together (:meth:`service.artifacts.Registry.activate_many`):
+a stage that fails, or a refresh that is killed, leaves the previous bundle serving. The index is read from a copy while a
+running ``fedqa serve`` holds it (:func:`indexes.rebuild.opened_index`), so every fit completes beside a service, which
+picks the bundle up on ``POST /admin/reload``.
+
+A stage whose inputs are unchanged since the home's last refresh (their fingerprints, recorded in
+``$FEDQA_HOME/refresh.json`` with the inputs) is skipped and its version reused; a refresh with no inputs reuses
+the recorded ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from service.artifacts import MANIFEST, ArtifactError, Bundle, Kind, Registry, write_json_atomic
+from service.config import Settings
+from service.queries import Catalogue, LabelledQuery, check_labels, load_files, unknown_labels
+from training.versions import METRICS_FILE, save_version
+
+if TYPE_CHECKING:
+    from service.pipeline import Pipeline
+    from service.retrieval.store import Store
+    from training.checkpoint import StopFlag
+    from training.data.dataset import TrainingData
+    from training.router import RouterConfig
+
+log = logging.getLogger("fedqa.refresh")
+
+RECORD_FILE = "refresh.json"
+DATA_FOLDER = "refresh"  # $FEDQA_HOME/refresh/data-<fingerprint>: the training sets the refreshes built
+
+
+class Stage(str, Enum):
+    """A refresh's stages, in serving order."""
+
+    DATA = "data build"
+    RETRIEVER = "retriever"
+    INDEX = "index"
+    ROUTER = "router"
+    RERANKER = "reranker"
+    ANSWER = "answer policy"
+    SPLIT = "split"
+    NOT_COVERED = "not covered"
+
+
+class Outcome(str, Enum):
+    """What a stage did."""
+
+    FITTED = "fitted"
+    UNCHANGED = "skipped (unchanged)"
+    SKIPPED = "skipped"
+
+
+class Flow(str, Enum):
+    """Which stages a refresh's inputs call for (module doc)."""
+
+    CORPUS = "corpus"  # data build, retriever and index, then the rest
+    QUESTIONS = "questions"  # router and the decisions over the index as ingested
+
+
+#: Share of the labelled questions held out for the router's fits, by flow: ``fedqa data build``'s and
+#: ``fedqa train router --queries``' defaults, so that a refresh fits what those commands did.
+VAL_FRACTION = {Flow.CORPUS: 0.3, Flow.QUESTIONS: 0.2}
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """One stage's line of the summary: what it did, how long it took, its key figure (or why it was skipped)."""
+
+    stage: Stage
+    outcome: Outcome
+    seconds: float
+    figure: str = ""
+    version: str | None = None
+
+
+@dataclass(frozen=True)
+class RefreshInputs:
+    """The files a refresh reads (``fedqa data build``'s inputs)."""
+
+    corpus: tuple[str, ...] = ()
+    queries: tuple[str, ...] = ()
+    out_of_scope: tuple[str, ...] = ()
+
+    @property
+    def flow(self) -> Flow:
+        """The corpus flow when a corpus is given, else the questions flow."""
+        return Flow.CORPUS if self.corpus else Flow.QUESTIONS
+
+    @property
+    def given(self) -> bool:
+        """Whether any input is named."""
+        return bool(self.corpus or self.queries or self.out_of_scope)
+
+    def absolute(self) -> RefreshInputs:
+        """The same inputs as absolute paths (what the record keeps)."""
+
+        def paths(names: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(str(Path(n).expanduser().resolve()) for n in names)
+
+        return RefreshInputs(paths(self.corpus), paths(self.queries), paths(self.out_of_scope))
+
+    def fingerprint(self) -> str:
+        """A hash of every input file's name and bytes (a folder: every file under it)."""
+        h = hashlib.sha256()
+        for group, names in (("corpus", self.corpus), ("queries", self.queries), ("out_of_scope", self.out_of_scope)):
+            for name in names:
+                root = Path(name)
+                files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
+                for f in files:
+                    h.update(f"{group}\0{f.relative_to(root) if root.is_dir() else f.name}\0".encode())
+                    h.update(f.read_bytes())
+        return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class RefreshOptions:
+    """Choices of one refresh (not values fitted on data)."""
+
+    reranker: bool = False  # train the cross-encoder (off: the active reranker, if any, stays)
+    val_fraction: float | None = None  # share of the labelled questions held out (None: the flow's default, VAL_FRACTION)
+    seed: int = 0
+    router_epochs: int | None = None  # None: RouterConfig's
+    progress: bool = True
+    lenient: bool = False  # labels the corpus does not hold are warned about and dropped
+
+
+@dataclass
+class RefreshRecord:
+    """What the home's last refresh read and made: ``refresh.json``."""
+
+    inputs: RefreshInputs = field(default_factory=RefreshInputs)
+    stages: dict[str, dict[str, Any]] = field(default_factory=dict)  # stage value -> {"fingerprint", "version"}
+    bundle: dict[str, str | None] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, registry: Registry) -> RefreshRecord:
+        """The record of ``registry``'s home (empty when it has none)."""
+        path = registry.home / RECORD_FILE
+        if not path.is_file():
+            return cls()
+        data = json.loads(path.read_text(encoding="utf-8"))
+        inputs = data.get("inputs") or {}
+        return cls(
+            RefreshInputs(*(tuple(inputs.get(k) or ()) for k in ("corpus", "queries", "out_of_scope"))),
+            dict(data.get("stages") or {}),
+            dict(data.get("bundle") or {}),
+        )
+
+    def save(self, registry: Registry) -> None:
+        """Write ``refresh.json`` atomically."""
+        write_json_atomic(registry.home / RECORD_FILE, {"inputs": asdict(self.inputs), "stages": self.stages, "bundle": self.bundle})
+
+    def version(self, stage: Stage, fingerprint: str) -> str | None:
+        """The version ``stage`` made from inputs of ``fingerprint`` last time, or None."""
+        entry = self.stages.get(stage.value) or {}
+        return entry.get("version") if entry.get("fingerprint") == fingerprint else None
+
+
+@dataclass
+class RefreshReport:
+    """The stages' results, the bundle fitted and whether it was activated."""
+
+    stages: list[StageResult]
+    bundle: Bundle
+    activated: list[str]
+    inputs: RefreshInputs
+    seconds: float
+
+    def table(self) -> str:
+        """The summary table: stage, status, seconds, key figure."""
+        rows = [("stage", "status", "seconds", "figure")]
+        rows += [(r.stage.value, r.outcome.value, f"{r.seconds:.1f}", r.figure) for r in self.stages]
+        widths = [max(len(row[i]) for row in rows) for i in range(3)]
+        lines = ["  ".join([*(c.ljust(w) for c, w in zip(row[:3], widths, strict=True)), row[3]]).rstrip() for row in rows]
+        lines.insert(1, "  ".join("-" * w for w in widths) + "  " + "-" * 6)
+        return "\n".join(lines)
+
+
+def fingerprint(*parts: Any) -> str:
+    """A hash of JSON-serialisable parts (a stage's inputs)."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _complete(registry: Registry, kind: Kind, version: str | None) -> bool:
+    """Whether ``version`` is a complete version of ``kind``."""
+    if not version:
+        return False
+    try:
+        registry.manifest(kind, version)
+    except ArtifactError:
+        return False
+    return True
+
+
+class Progress:
+    """One line per stage on ``say``: stage i/n, its name, the refresh's elapsed time, then its result."""
+
+    def __init__(self, stages: Sequence[Stage], say: Callable[[str], None]) -> None:
+        self.stages, self.say, self.t0 = list(stages), say, time.perf_counter()
+        self.results: list[StageResult] = []
+
+    def _prefix(self, stage: Stage) -> str:
+        return f"refresh {self.stages.index(stage) + 1}/{len(self.stages)} {stage.value}"
+
+    @contextmanager
+    def stage(self, stage: Stage) -> Iterator[Callable[..., None]]:
+        """A stage's block; it calls the yielded ``done(outcome, figure, version)`` once (default: fitted)."""
+        self.say(f"{self._prefix(stage)}: started (elapsed {time.perf_counter() - self.t0:.0f} s)")
+        t0 = time.perf_counter()
+        result: list[StageResult] = []
+
+        def done(outcome: Outcome = Outcome.FITTED, figure: str = "", version: str | None = None) -> None:
+            result.append(StageResult(stage, outcome, round(time.perf_counter() - t0, 1), figure, version))
+
+        try:
+            yield done
+        except BaseException:
+            self.say(f"{self._prefix(stage)}: failed after {time.perf_counter() - t0:.1f} s; the active versions are unchanged")
+            raise
+        r = result[0] if result else StageResult(stage, Outcome.FITTED, round(time.perf_counter() - t0, 1))
+        self.results.append(r)
+        self.say(f"{self._prefix(stage)}: {r.outcome.value} in {r.seconds:.1f} s{': ' + r.figure if r.figure else ''}")
+
+    def skip(self, stage: Stage, outcome: Outcome, why: str, version: str | None = None) -> None:
+        """A stage that does not run."""
+        self.results.append(StageResult(stage, outcome, 0.0, why, version))
+        self.say(f"{self._prefix(stage)}: {outcome.value}: {why}")
+
+
+@dataclass
+class Questions:
+    """The labelled questions a refresh fits on: the router's training and held-out ones, the reference answers."""
+
+    train: list[LabelledQuery]
+    val: list[LabelledQuery]
+    answered: list[LabelledQuery]  # with reference answers (the answer policy's)
+    fingerprint: str
+    origins: list[str] | None = None
+    synthetic: list[LabelledQuery] | None = None
+    gold: list[LabelledQuery] | None = None  # training questions with gold passages (None: those of train)
+    data: TrainingData | None = None
+
+    @property
+    def known(self) -> list[LabelledQuery]:
+        """The labelled training questions (what the "not covered" default fits on beside the index's headings)."""
+        return self.gold if self.gold is not None else self.train
+
+
+def router_sets_from_data(data: TrainingData, *, synthetic_per_domain: int | None, seed: int) -> Questions:
+    """The router's questions of a built training set: its expert and synthetic training rows, its held-out ones
+    (out-of-scope ones included)."""
+    from training.router_data import router_queries_from_data
+
+    train, origins, synthetic = router_queries_from_data(data, synthetic_per_domain=synthetic_per_domain, seed=seed)
+    gold = [LabelledQuery(r.qid, r.query, r.domains, r.positives) for r in data.retriever_rows if r.origin != "synthetic"]
+    return Questions(train, data.val + data.val_oos, [], data.fingerprint, origins, synthetic, gold, data)
+
+
+def not_covered_on(settings: Settings, val: Sequence[LabelledQuery], known: Sequence[LabelledQuery], pipeline: Pipeline) -> dict[str, Any] | None:
+    """Choose the "not covered" decision for ``pipeline``'s versions (:func:`training.abstention.fit_not_covered`):
+    fitted on the router's held-out questions against their out-of-scope ones and the general ones shipped with the
+    package, or the default (the index's headings and the labelled training questions ``known`` against the general
+    ones) when they are too few or it measures worse out of sample. What was chosen, or None without two in-scope
+    held-out questions."""
+    from training.abstention import fit_not_covered
+
+    in_scope, own = [q for q in val if q.domains], [q for q in val if not q.domains]
+    if len(in_scope) < 2:
+        return None
+    return fit_not_covered(settings, in_scope, own, known=[q for q in known if q.domains], pipeline=pipeline).summary()
+
+
+def fit_split_on(settings: Settings, val: Sequence[LabelledQuery], pipeline: Pipeline) -> dict[str, Any] | None:
+    """Fit when to answer by product for ``pipeline``'s router on its held-out labelled questions; its figures (None
+    without any)."""
+    from training.split import fit_split
+
+    labelled = [q for q in val if q.domains and q.gold_doc_ids]
+    if not labelled:
+        return None
+    report = fit_split(settings, labelled, pipeline=pipeline)
+    return {"path": report.path, **report.report}
+
+
+@contextmanager
+def bundle_pipeline(settings: Settings, bundle: Bundle, store: Store) -> Iterator[Pipeline]:
+    """The serving pipeline of ``bundle`` (no LLM) over its index's open ``store`` (left open)."""
+    from service.loading import load_pipeline
+
+    pipeline = load_pipeline(settings, with_llm=False, store=store, bundle=bundle)
+    try:
+        yield pipeline
+    finally:
+        pipeline.close(close_store=False)
+
+
+@dataclass
+class RouterFit:
+    """A router version fitted (not activated) with its decisions, and their figures."""
+
+    version: str
+    abstention: dict[str, Any] | None
+    split: dict[str, Any] | None
+
+
+def train_router_bundle(
+    settings: Settings,
+    questions: Questions,
+    *,
+    config: RouterConfig,
+    progress: bool,
+    activate: bool,
+    stop: StopFlag | None = None,
+    data_path: str | None = None,
+) -> RouterFit:
+    """``fedqa train router``: a router version for the active index, its split and "not covered" decisions fitted
+    against it before it is activated (``activate``), so that the service never serves it without them."""
+    from indexes.rebuild import index_store
+    from training.router import train_and_activate
+
+    registry = Registry(settings.home_dir)
+    active = registry.bundle()
+    if not active.index:
+        raise ValueError("no index yet: ingest documents first (fedqa ingest PATH)")
+    with index_store(settings, active.index) as store:
+        version = train_and_activate(
+            settings,
+            questions.train,
+            val=questions.val,
+            origins=questions.origins,
+            synthetic=questions.synthetic,
+            config=config,
+            progress=progress,
+            activate=False,
+            data_fingerprint=questions.fingerprint if questions.data is not None else None,
+            data_path=data_path,
+            stop=stop,
+            answered=questions.gold,
+            store=store,
+        )
+        bundle = active.with_version("router", version)
+        with bundle_pipeline(settings, bundle, store) as pipeline:
+            split = fit_split_on(settings, questions.val, pipeline)
+            abstention = not_covered_on(settings, questions.val, questions.known, pipeline)
+    if activate:
+        registry.activate_many(Bundle(router=version), expect=active)
+    return RouterFit(version, abstention, split)
+
+
+def copy_router(registry: Registry, version: str) -> str:
+    """A new router version with ``version``'s files (its head and fitted parts), for decisions refitted on a bundle
+    whose router did not change: the active version's files are never rewritten."""
+    source = registry.path("router", version)
+    manifest = {k: v for k, v in registry.manifest("router", version).items() if k not in ("kind", "version", "created", "metrics")}
+    metrics = json.loads((source / METRICS_FILE).read_text(encoding="utf-8")) if (source / METRICS_FILE).is_file() else {}
+
+    def write(path: Path) -> None:
+        for f in source.iterdir():
+            if f.name in (MANIFEST, METRICS_FILE):
+                continue
+            (shutil.copytree if f.is_dir() else shutil.copy2)(f, path / f.name)
+
+    return save_version(registry, "router", write, metrics, {**manifest, "copied_from": version}, activate=False)
+
+
+class Refresh:
+    """One run of :func:`refresh` (its stages as methods, sharing the bundle being fitted)."""
+
+    def __init__(self, settings: Settings, inputs: RefreshInputs, options: RefreshOptions, say: Callable[[str], None], stop: StopFlag | None) -> None:
+        self.settings, self.options, self.stop = settings, options, stop
+        self.registry = Registry(settings.home_dir)
+        self.record = RefreshRecord.load(self.registry)
+        if not inputs.given:
+            if not self.record.inputs.given:
+                raise ValueError("no inputs given and this home has no earlier refresh to reuse: pass --queries (and --corpus, --out-of-scope)")
+            inputs = self.record.inputs
+        self.inputs = inputs.absolute()
+        self.inputs_fingerprint = self.inputs.fingerprint()
+        self.val_fraction = VAL_FRACTION[self.inputs.flow] if options.val_fraction is None else options.val_fraction
+        self.bundle = self.start = self.registry.bundle()
+        if not self.bundle.index:
+            raise ValueError("no index yet: ingest documents first (fedqa ingest PATH)")
+        self.fresh: dict[str, dict[str, Any]] = {}  # stage -> {"fingerprint", "version"}: the record's next entries
+        stages = [Stage.DATA, Stage.RETRIEVER, Stage.INDEX] if self.inputs.flow is Flow.CORPUS else []
+        self.progress = Progress([*stages, Stage.ROUTER, Stage.RERANKER, Stage.ANSWER, Stage.SPLIT, Stage.NOT_COVERED], say)
+
+    # stages --------------------------------------------------------------------
+    def data(self) -> TrainingData:
+        """Build the training set (or reuse the one built from the same inputs)."""
+        from training.data.build import DataConfig, build_training_data
+        from training.data.corpus import load_corpus
+        from training.data.dataset import TrainingData
+        from training.data.synthetic import HeuristicQueryGenerator
+
+        config = DataConfig(val_fraction=self.val_fraction, seed=self.options.seed)
+        fp = fingerprint(self.inputs_fingerprint, asdict(config))
+        out = self.settings.home_dir / DATA_FOLDER / f"data-{fp[:16]}"
+        self.fresh[Stage.DATA.value] = {"fingerprint": fp, "version": out.name}
+        if (out / "manifest.json").is_file():
+            data = TrainingData.load(out)
+            self.progress.skip(Stage.DATA, Outcome.UNCHANGED, f"training set {out.name} (fingerprint {data.fingerprint[:12]})", out.name)
+            return data
+        with self.progress.stage(Stage.DATA) as done:
+            corpus = load_corpus([Path(p) for p in self.inputs.corpus], self.settings)
+            catalogue = Catalogue.of("the corpus", (p.domain for p in corpus), (p.doc_id for p in corpus))
+            queries, oos = self._checked(catalogue)
+            report = build_training_data(
+                corpus,
+                queries,
+                out,
+                generators=[HeuristicQueryGenerator()],
+                config=config,
+                sources=list(self.inputs.corpus),
+                overwrite=True,
+                progress=self.options.progress,
+                out_of_scope=oos,
+            )
+            done(figure=f"{len(queries)} labelled questions, {len(corpus)} passages; fingerprint {report.fingerprint[:12]}", version=out.name)
+        return TrainingData.load(out)
+
+    def retriever(self, data: TrainingData) -> str:
+        """Fine-tune the retriever on the training set (or reuse the version fitted on the same one)."""
+        from training.retriever import RetrieverConfig, train_and_save
+
+        config = RetrieverConfig(seed=self.options.seed)
+        fp = fingerprint(data.fingerprint, asdict(config))
+        reused = self.record.version(Stage.RETRIEVER, fp)
+        self.fresh[Stage.RETRIEVER.value] = {"fingerprint": fp, "version": reused}
+        if _complete(self.registry, "retriever", reused):
+            assert reused is not None
+            self.progress.skip(Stage.RETRIEVER, Outcome.UNCHANGED, f"retriever {reused}", reused)
+            return reused
+        with self.progress.stage(Stage.RETRIEVER) as done:
+            version, metrics = train_and_save(self.settings, data, config=config, activate=False, progress=self.options.progress, stop=self.stop)
+            self.fresh[Stage.RETRIEVER.value]["version"] = version
+            done(figure=_retriever_figure(metrics), version=version)
+        return version
+
+    def index(self, retriever: str) -> str:
+        """Re-embed the active index with ``retriever`` (reused when the active index already is)."""
+        from indexes.rebuild import rebuild_index
+
+        active = self.bundle.index
+        assert active is not None
+        if self.registry.manifest("index", active).get("retriever") == retriever:
+            self.progress.skip(Stage.INDEX, Outcome.UNCHANGED, f"index {active} is embedded with {retriever}", active)
+            return active
+        with self.progress.stage(Stage.INDEX) as done:
+            report = rebuild_index(self.settings, retriever=retriever, activate=False, progress=self.options.progress)
+            assert report.version is not None
+            done(figure=f"{sum(report.domains.values())} passages re-embedded", version=report.version)
+        return report.version
+
+    def router(self, questions: Questions, store: Store) -> tuple[str, bool]:
+        """Train the router over the bundle's index (or reuse the one fitted on the same inputs); (version, new)."""
+        from training.router import RouterConfig, train_and_activate
+
+        config = RouterConfig(seed=self.options.seed)
+        if self.options.router_epochs is not None:
+            config.epochs = self.options.router_epochs
+        fp = fingerprint(self.bundle.index, questions.fingerprint, asdict(config), self.val_fraction)
+        reused = self.record.version(Stage.ROUTER, fp)
+        self.fresh[Stage.ROUTER.value] = {"fingerprint": fp, "version": reused}
+        if _complete(self.registry, "router", reused):
+            assert reused is not None
+            self.progress.skip(Stage.ROUTER, Outcome.UNCHANGED, f"router {reused}", reused)
+            return reused, False
+        with self.progress.stage(Stage.ROUTER) as done:
+            version = train_and_activate(
+                self.settings,
+                questions.train,
+                val=questions.val,
+                origins=questions.origins,
+                synthetic=questions.synthetic,
+                config=config,
+                progress=self.options.progress,
+                activate=False,
+                data_fingerprint=questions.data.fingerprint if questions.data is not None else None,
+                data_path=str(questions.data.path) if questions.data is not None else None,
+                stop=self.stop,
+                answered=questions.gold,
+                index=self.bundle.index,
+                store=store,
+            )
+            self.fresh[Stage.ROUTER.value]["version"] = version
+            done(figure=_router_figure(self.registry.manifest("router", version)), version=version)
+        return version, True
+
+    def reranker(self, data: TrainingData | None, store: Store) -> str | None:
+        """Train the reranker on the bundle's rankings when asked (else the active one stays)."""
+        from training.reranker import RerankerConfig
+        from training.reranker_version import train_and_save
+
+        if not self.options.reranker:
+            self.progress.skip(Stage.RERANKER, Outcome.SKIPPED, "not asked (--reranker)", self.bundle.reranker)
+            return self.bundle.reranker
+        if data is None:
+            self.progress.skip(Stage.RERANKER, Outcome.SKIPPED, "needs a training set (--corpus)", self.bundle.reranker)
+            return self.bundle.reranker
+        config = RerankerConfig(seed=self.options.seed)
+        fp = fingerprint(self.bundle.index, self.bundle.router, data.fingerprint, asdict(config))
+        reused = self.record.version(Stage.RERANKER, fp)
+        self.fresh[Stage.RERANKER.value] = {"fingerprint": fp, "version": reused}
+        if _complete(self.registry, "reranker", reused):
+            self.progress.skip(Stage.RERANKER, Outcome.UNCHANGED, f"reranker {reused}", reused)
+            return reused
+        with self.progress.stage(Stage.RERANKER) as done:
+            version, metrics = train_and_save(
+                self.settings, data, config=config, activate=False, progress=self.options.progress, stop=self.stop, bundle=self.bundle, store=store
+            )
+            self.fresh[Stage.RERANKER.value]["version"] = version
+            done(figure=f"weight {(metrics.get('params') or {}).get('weight')}", version=version)
+        return version
+
+    def decisions(self, questions: Questions, store: Store, router_is_new: bool) -> None:
+        """The answer policy, the split and "not covered", in that order, fitted for the bundle's router (a copy of
+        it when the router is reused but the ranking it serves changed)."""
+        from training.answer_policy import fit_answer_policy
+
+        fp = fingerprint(self.bundle.as_dict(), questions.fingerprint, [q.qid for q in questions.answered])
+        entry = self.record.stages.get(Stage.NOT_COVERED.value) or {}
+        if not router_is_new and entry.get("fingerprint") == fp:
+            for stage in (Stage.ANSWER, Stage.SPLIT, Stage.NOT_COVERED):
+                self.progress.skip(stage, Outcome.UNCHANGED, f"fitted with router {self.bundle.router}", self.bundle.router)
+            self.fresh[Stage.NOT_COVERED.value] = entry
+            return
+        if not router_is_new:
+            assert self.bundle.router is not None
+            self.bundle = self.bundle.with_version("router", copy_router(self.registry, self.bundle.router))
+            self.fresh[Stage.ROUTER.value]["version"] = self.bundle.router  # the copy serves: the next refresh reuses it
+            fp = fingerprint(self.bundle.as_dict(), questions.fingerprint, [q.qid for q in questions.answered])
+        answered = [q for q in questions.answered if q.answer]
+        if answered:
+            with self.progress.stage(Stage.ANSWER) as done, bundle_pipeline(self.settings, self.bundle, store) as pipeline:
+                policy = fit_answer_policy(self.settings, answered, pipeline=pipeline)
+                done(figure=f"token F1 {policy.scores['answer_f1']:.3f} on {policy.scores['questions']} questions")
+        else:
+            self.progress.skip(Stage.ANSWER, Outcome.SKIPPED, 'no question carries a reference "answer"')
+        with bundle_pipeline(self.settings, self.bundle, store) as pipeline:  # after the policy: "not covered" reads its answer
+            with self.progress.stage(Stage.SPLIT) as done:
+                split = fit_split_on(self.settings, questions.val, pipeline)
+                if split is None:
+                    done(Outcome.SKIPPED, "no held-out question with gold passages")
+                else:
+                    m = split["on_fit_questions"]["all"]
+                    done(figure=f"hit by product {m['hit_by_product']:.3f}, {m['mean_groups']:.2f} products a question")
+            with self.progress.stage(Stage.NOT_COVERED) as done:
+                fit = not_covered_on(self.settings, questions.val, questions.known, pipeline)
+                if fit is None:
+                    done(Outcome.SKIPPED, "fewer than 2 held-out in-scope questions")
+                else:
+                    h = fit["heldout"]
+                    figures = (
+                        f": held out in-scope refused {h['false_refusal_rate']:.3f}, out-of-scope refused {h['abstention_rate']:.3f}"
+                        if "false_refusal_rate" in h
+                        else ""
+                    )
+                    done(figure=f"{fit['decision']}{figures}")
+        self.fresh[Stage.NOT_COVERED.value] = {"fingerprint": fp, "version": self.bundle.router}
+
+    # flow ----------------------------------------------------------------------
+    def _checked(self, catalogue: Catalogue) -> tuple[list[LabelledQuery], list[LabelledQuery]]:
+        """The in-scope and out-of-scope questions of the inputs, without the labels ``catalogue`` does not hold
+        (refused unless ``lenient``: then each is said and left out)."""
+        groups = [check_labels(load_files(files), catalogue, lenient=True) for files in (self.inputs.queries, self.inputs.out_of_scope)]
+        problems = [p for g in groups for p in g.problems]
+        if problems and not self.options.lenient:
+            raise unknown_labels(problems, catalogue)
+        for problem in problems:
+            self.progress.say(f"warning: {problem} (left out)")
+        return groups[0].queries, groups[1].queries
+
+    def questions(self) -> Questions:
+        """The questions flow's labelled questions, checked against the index, split for the router."""
+        from indexes.rebuild import index_store
+        from training.router_data import stratified_split
+
+        assert self.bundle.index is not None
+        with index_store(self.settings, self.bundle.index) as store:
+            doc_ids = [p.doc_id for d in store.domains() for p in store.iter_passages(d)]
+        domains = self.registry.manifest("index", self.bundle.index).get("domains") or {}
+        labelled, oos = self._checked(Catalogue.of("the index", domains, doc_ids))
+        if not labelled:
+            raise ValueError("the questions flow needs labelled questions (--queries)")
+        train, val = stratified_split(labelled, self.val_fraction, seed=self.options.seed)
+        return Questions(train, val + oos, labelled, self.inputs_fingerprint)
+
+    def run(self) -> RefreshReport:
+        """Every stage, then one activation of the bundle (module doc)."""
+        from indexes.rebuild import index_store
+        from training.router import RouterConfig
+
+        t0 = time.perf_counter()
+        data = None
+        if self.inputs.flow is Flow.CORPUS:
+            data = self.data()
+            retriever = self.retriever(data)
+            self.bundle = self.bundle.with_version("retriever", retriever).with_version("index", self.index(retriever))
+            questions = router_sets_from_data(data, synthetic_per_domain=RouterConfig().synthetic_per_domain, seed=self.options.seed)
+            questions.answered = [q for q in load_files(self.inputs.queries) if q.answer]
+        else:
+            questions = self.questions()
+        assert self.bundle.index is not None
+        with index_store(self.settings, self.bundle.index) as store:
+            router, router_is_new = self.router(questions, store)
+            self.bundle = self.bundle.with_version("router", router)
+            self.bundle = self.bundle.with_version("reranker", self.reranker(data, store))
+            self.decisions(questions, store, router_is_new)
+        changed = self.registry.activate_many(self.bundle, expect=self.start)  # every kind at once: the previous bundle serves until here
+        for stage, entry in self.fresh.items():
+            self.record.stages[stage] = entry
+        self.record.inputs, self.record.bundle = self.inputs, self.bundle.as_dict()
+        self.record.save(self.registry)
+        return RefreshReport(self.progress.results, self.bundle, list(changed), self.inputs, round(time.perf_counter() - t0, 1))
+
+
+def _retriever_figure(metrics: dict[str, Any]) -> str:
+    """The retriever's key figure: Acc@1 on its validation pool, base -> fine-tuned."""
+    tuned, base = metrics.get("fine_tuned") or {}, metrics.get("base") or {}
+    if "acc@1" not in tuned:
+        return ""
+    return f"validation Acc@1 {base.get('acc@1', float('nan')):.3f} -> {tuned['acc@1']:.3f}"
+
+
+def _router_figure(manifest: dict[str, Any]) -> str:
+    """The router's key figure: held-out top-1 routing accuracy."""
+    metrics = manifest.get("metrics") or {}
+    top1 = (metrics.get("validation") or {}).get("top1_accuracy")
+    return f"held-out top-1 routing {top1:.3f} ({metrics.get('held_out')})" if top1 is not None else ""
+
+
+def refresh(
+    settings: Settings, inputs: RefreshInputs, options: RefreshOptions, *, say: Callable[[str], None] = log.info, stop: StopFlag | None = None
+) -> RefreshReport:
+    """Refresh every fitted part of ``settings``' home from ``inputs`` (none: the last refresh's) and activate them
+    together (module doc)."""
+    return Refresh(settings, inputs, options, say, stop).run()
