@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # quality.py, a sibling script
 
 from service.config import get_settings  # noqa: E402
 from service.queries import load_queries  # noqa: E402
@@ -62,7 +63,7 @@ def _model(names: tuple[Feature, ...], weights: tuple[float, ...], depth: int) -
 
 def run(args: argparse.Namespace) -> dict:
     """Every question's top-1 under the default and each model, cross-fitted (see the module docstring)."""
-    from benchmarks.quality import refit
+    from quality import refit
     from service.loading import load_pipeline
     from service.routing.router import HeadRouter
     from training.ranking import collect, fit_weights, top_is_gold

@@ -73,6 +73,7 @@ def test_four_validation_questions_serve_the_default_that_fits_headings_and_the_
     ev = evidence(4)
     choice = choose_not_covered(ev, needed=30)
     assert choice.decision.verdict is Verdict.TOO_FEW and choice.decision.questions == 4
+    assert choice.model is not None
     every = np.vstack([ev.headings, ev.known, ev.labelled])
     expected = fit(every, ev.general, false_refusal=HEADING_FALSE_REFUSAL, features=choice.model.features)
     assert choice.model.threshold == pytest.approx(expected.threshold) and choice.model.coef == pytest.approx(expected.coef)
@@ -91,6 +92,7 @@ def test_the_fitted_model_serves_only_when_no_worse_out_of_sample(seed: int) -> 
     refused, abstained, _ = out_of_fold(ev.labelled, outside, false_refusal=0.03, seed=seed, features=feats)
     assert d.fitted == pytest.approx(balanced_accuracy(refused, abstained), abs=1e-4)
     assert (d.verdict is Verdict.FITTED) == (d.fitted >= d.default)
+    assert choice.model is not None
     served_on = ev.labelled if d.serves_fitted else np.vstack([ev.headings, ev.known, ev.labelled])
     assert choice.model.threshold == pytest.approx(
         fit(
@@ -107,7 +109,8 @@ def test_a_fit_that_refuses_more_out_of_sample_is_not_served() -> None:
     ev = evidence(60)
     choice = choose_not_covered(ev, needed=30, false_refusal=0.5)
     d = choice.decision
-    assert d.verdict is Verdict.WORSE and d.fitted < d.default
+    assert d.verdict is Verdict.WORSE and d.fitted is not None and d.default is not None and d.fitted < d.default
+    assert choice.model is not None
     assert d.says().startswith(f"default: fitted one measured worse out of sample (balanced accuracy {d.fitted:.3f} vs {d.default:.3f}")
     assert choice.model.target_false_refusal == HEADING_FALSE_REFUSAL
 

@@ -6,7 +6,7 @@ import json
 
 from service.cli import build_parser, main
 
-GROUPS = ("serve", "demo", "ingest", "train", "data", "index", "models", "ask", "evaluate", "feedback", "domains", "status")
+GROUPS = ("serve", "demo", "ingest", "refresh", "train", "data", "index", "models", "ask", "evaluate", "feedback", "domains", "status")
 
 
 def test_every_command_group_is_registered_and_errors_exit_2(tmp_path, monkeypatch, capsys):
