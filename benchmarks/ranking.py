@@ -64,6 +64,7 @@ def _model(names: tuple[Feature, ...], weights: tuple[float, ...], depth: int) -
 def run(args: argparse.Namespace) -> dict:
     """Every question's top-1 under the default and each model, cross-fitted (see the module docstring)."""
     from quality import refit
+
     from service.loading import load_pipeline
     from service.routing.router import HeadRouter
     from training.ranking import collect, fit_weights, top_is_gold
