@@ -19,9 +19,10 @@ learnt to demote them all, a repeated labelled question then never getting its a
 against the default's 0.714 and 0.710).
 
 One cross-fitted guard (sklearn KFold): each question is ranked by a model fitted on the other folds; the model (fitted
-on every question) is stored active only when that out-of-fold Acc@Top1 is no lower than today's default ranking's on
-the same questions, as new questions and asked again; otherwise it is stored inactive and the default keeps serving. Stored as ``ranking.json`` beside
-the router version, with what it was fitted on and those figures.
+on every question) is stored active only when, out of fold, the questions it wins from today's default ranking outnumber
+those it loses by the one-sided sign test of :mod:`training.guard` (as the page prior's and the reranker's guards), and
+its Acc@Top1 on the questions asked again is no lower; otherwise it is stored inactive and the default keeps serving.
+Stored as ``ranking.json`` beside the router version, with what it was fitted on and those figures.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from service.queries import LabelledQuery
 from service.ranking.features import DEPTH, FEATURES, Feature, Pool
 from service.ranking.model import FOLDS, OBJECTIVE, FittedOn, Objective, RankingMetrics, RankingModel, ranking_path, save_ranking, weights_by_name
 from service.retrieval.passage import point_id
+from training.guard import pays
 from training.page_prior import unseen
 from training.versions import save_beside_router
 
@@ -256,8 +258,8 @@ def fit_ranking(
     default_again = np.array([float(it.default_top1) for it in repeated])
     weights = fit_weights(list(items) + list(repeated), FEATURES, objective)
     wins, losses = int(((oof > 0) & (default == 0)).sum()), int(((oof == 0) & (default > 0)).sum())
-    # the guard: no lower out of fold than the default, as new questions and asked again
-    active = len(items) >= folds and float(oof.mean()) >= float(default.mean()) and float(held.again.mean()) >= float(default_again.mean())
+    # the guard: out of fold, more questions won than lost by the sign test (training.guard), and no lower asked again
+    active = len(items) >= folds and pays(wins, losses) and float(held.again.mean()) >= float(default_again.mean())
     on = FittedOn(
         index=versions.get("index"),
         retriever=versions.get("retriever"),
@@ -290,9 +292,10 @@ def report(fit: RankingFit) -> dict[str, object]:
     return {
         "ranking": fit.path,
         "active": m.active,
-        "why": "out-of-fold Acc@Top1 no lower than the default ranking's"
+        "why": "out of fold it wins more questions from the default ranking than it loses (sign test), and none asked again"
         if m.active
-        else "out-of-fold Acc@Top1 below the default ranking's (or too few questions): the default keeps serving",
+        else "out of fold it does not beat the default ranking by the sign test (or loses asked again, or too few questions): "
+        "the default keeps serving",
         "weights": weights_by_name(m),
         "depth": m.depth,
         "metrics": m.metrics.model_dump(),

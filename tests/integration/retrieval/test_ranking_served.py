@@ -11,6 +11,7 @@ from service.queries import load_queries
 from service.ranking.features import FEATURES
 from service.ranking.model import RankingModel, load_ranking, ranking_path
 from tests.utils import make_settings
+from training.guard import pays
 from training.page_prior import unseen
 from training.ranking import collect, fit_ranking, fit_weights
 
@@ -69,4 +70,6 @@ def test_the_fit_stores_the_model_beside_the_router_version(tmp_path, demo_home)
     registry = Registry(home)
     stored = load_ranking(ranking_path(registry, registry.active()["router"]))
     assert stored == fit.model and fit.path is not None
-    assert stored.active == (stored.metrics.acc_at_top1 >= stored.metrics.default_acc_at_top1)
+    m = stored.metrics
+    again_no_lower = m.asked_again_acc_at_top1 is not None and m.asked_again_acc_at_top1 >= (m.default_asked_again_acc_at_top1 or 0.0)
+    assert stored.active == (pays(m.wins, m.losses) and again_no_lower)
