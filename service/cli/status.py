@@ -59,7 +59,7 @@ def home_parts(s: Settings) -> list[Part]:
             Part(
                 "index", False, "nothing to search: the service answers 503", "fedqa ingest PATH (folders of pages, one per product, or a docs.jsonl)"
             ),
-            Part("router", False, "trained after the index", "fedqa train router --queries FILE (qid, query, domains)"),
+            Part("router", False, "trained after the index", "fedqa refresh --queries FILE (qid, query, domains)"),
         ]
     parts = [_index_part(active["index"] or "", index), _router_part(registry, active["router"], index)]
     parts += _fitted_parts(registry, active["router"], active["index"])
@@ -85,7 +85,7 @@ def _index_part(version: str, index: dict[str, Any]) -> Part:
 
 
 def _router_part(registry: Registry, version: str | None, index: dict[str, Any]) -> Part:
-    add = "fedqa train router --queries FILE (qid, query, domains) or --data DIR (fedqa data build)"
+    add = "fedqa refresh --queries FILE (qid, query, domains), or --corpus too to fine-tune the retriever"
     router = _manifest(registry, "router", version)
     if router is None:
         return Part("router", False, "every question searches every product (no routing probabilities)", add)
@@ -118,7 +118,7 @@ def _fitted_parts(registry: Registry, router: str | None, index: str | None) -> 
             "how much the extractive answer quotes, fitted on reference answers",
             "extractive answers use the unfitted rule (FEDQA_EXTRACTIVE_*)",
             "extractive answers use the unfitted rule (FEDQA_EXTRACTIVE_*)",
-            "fedqa train answer --queries FILE (questions with reference answers: qid, query, domains, answer)",
+            "fedqa refresh --queries FILE (questions with reference answers: qid, query, domains, answer)",
         ),
         _decision_part(
             "not-covered decision",

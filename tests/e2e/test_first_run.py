@@ -29,7 +29,7 @@ def test_status_of_an_empty_home_says_what_is_missing_and_the_command_that_adds_
     out = status_of(tmp_path / "home", monkeypatch, capsys)
     assert f"fedqa home {tmp_path / 'home'}" in out
     assert "missing  index: nothing to search" in out and "add it: fedqa ingest PATH" in out
-    assert "missing  router" in out and "fedqa train router --queries FILE" in out
+    assert "missing  router" in out and "fedqa refresh --queries FILE" in out
 
 
 def test_the_service_log_keeps_absl_chatter_out():
