@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import socketserver
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -11,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+import httpx
 import uvicorn
 
 from service.config import Settings
@@ -54,6 +56,26 @@ def wait_until(condition: Callable[[], T], timeout: float = 30.0, interval: floa
     while not (value := condition()) and time.monotonic() < deadline:
         time.sleep(interval)
     return value
+
+
+def wait_ready(url: str, proc: subprocess.Popen | None = None, timeout: float = 300.0, interval: float = 0.5) -> httpx.Response | None:
+    """Poll ``url``'s ``/readyz`` until it answers 200, ``proc`` (the process serving it, or running the command that
+    starts it) exits, or ``timeout`` seconds pass; the last response (None: it never answered). Assert on it, and on
+    ``proc.poll()``."""
+    last: httpx.Response | None = None
+
+    def settled() -> bool:
+        nonlocal last
+        if proc is not None and proc.poll() is not None:
+            return True
+        try:
+            last = httpx.get(f"{url}/readyz", timeout=2)
+        except httpx.HTTPError:
+            return False
+        return last.status_code == 200
+
+    wait_until(settled, timeout, interval)
+    return last
 
 
 def free_port() -> int:

@@ -6,13 +6,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import httpx
 
 from service.feedback.store import FeedbackStore
 from service.files import copytree_sparse
-from tests.utils import free_port
+from tests.utils import free_port, wait_ready
 
 
 def test_feedback_answered_202_survives_kill_9(demo_home, tmp_path):
@@ -24,15 +23,8 @@ def test_feedback_answered_202_survives_kill_9(demo_home, tmp_path):
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        t0 = time.monotonic()
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() - t0 < 180, "fedqa serve did not become ready"
-            time.sleep(0.2)
+        ready = wait_ready(url, proc, 180, 0.2)
+        assert proc.poll() is None and ready is not None and ready.status_code == 200, "fedqa serve did not become ready"
         source = httpx.post(f"{url}/ask", json={"query": "How do I import contacts?", "generate": False}, timeout=60).json()["sources"][0]
         r = httpx.post(f"{url}/feedback", json={"query": "How do I import contacts?", "rating": "up", "doc_id": source["doc_id"]}, timeout=30)
         assert r.status_code == 202, r.text

@@ -8,14 +8,12 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.e2e.test_readme import free_port, own_documentation_block
-from tests.utils import ROOT
+from tests.utils import ROOT, wait_ready
 
 DATA = ROOT / "tests" / "data" / "fewlabel"
 #: Questions the pages answer that are not among the labelled ones, and the README's off-topic one.
@@ -63,16 +61,7 @@ def test_few_labels_refuse_off_topic_and_answer_in_scope_and_say_the_defaults_se
         start_new_session=True,
     )
     try:
-        ready = None
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and serve.poll() is None:
-            try:
-                ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2)
-                if ready.status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(1)
+        ready = wait_ready(f"http://127.0.0.1:{port}", serve, 300, 1)
         assert ready is not None and ready.status_code == 200
         decisions = ready.json()["decisions"]
         assert decisions["not_covered"]["decision"] == "default: 4 labelled questions, too few to fit (need 30)"

@@ -8,14 +8,12 @@ import re
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from service.demo import DOCS, QUERIES
-from tests.utils import ROOT
+from tests.utils import ROOT, wait_ready
 
 PAGES = (
     "orbit/import-export",
@@ -83,16 +81,7 @@ def test_own_documentation_block_runs_as_written(tmp_path):
             ["bash", "-e", "-c", own_documentation_block()], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
         try:
-            deadline = time.monotonic() + 900
-            ready = None
-            while time.monotonic() < deadline and proc.poll() is None:
-                try:
-                    ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2)
-                    if ready.status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                time.sleep(2)
+            ready = wait_ready(f"http://127.0.0.1:{port}", proc, 900, 2)
             output = log.read_text()
             assert proc.poll() is None, f"the block stopped (rc {proc.returncode}) before serving:\n{output[-3000:]}"
             assert ready is not None and ready.status_code == 200, output[-3000:]

@@ -21,7 +21,7 @@ import pytest
 from service.artifacts import Registry
 from service.demo import OUT_OF_SCOPE, QUERIES
 from service.files import copytree_sparse
-from tests.utils import ROOT, free_port, wait_until
+from tests.utils import ROOT, free_port, wait_ready, wait_until
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 SOURDOUGH = "How do I bake sourdough bread?"
@@ -131,15 +131,8 @@ def _serving(home: Path) -> Iterator[str]:
     log = (home.parent / "serve.log").open("w")
     proc = subprocess.Popen(_fedqa("serve"), env=_env(home, FEDQA_PORT=str(port)), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     try:
-        t0 = time.monotonic()
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() - t0 < 300, "fedqa serve did not become ready"
-            time.sleep(0.5)
+        ready = wait_ready(url, proc, 300)
+        assert proc.poll() is None and ready is not None and ready.status_code == 200, "fedqa serve did not become ready"
         yield url
     finally:
         proc.terminate()
