@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from service.artifacts import MANIFEST, ArtifactError, Bundle, Kind, Registry, write_json_atomic
 from service.config import Settings
+from service.decisions import Verdict
 from service.queries import Catalogue, LabelledQuery, check_labels, load_files, unknown_labels
 from training.versions import METRICS_FILE, save_version
 
@@ -68,6 +69,7 @@ class Outcome(str, Enum):
     """What a stage did."""
 
     FITTED = "fitted"
+    DEFAULT = "default kept"  # a decision whose labelled questions were too few, or whose fit measured worse
     UNCHANGED = "skipped (unchanged)"
     SKIPPED = "skipped"
 
@@ -289,7 +291,8 @@ def not_covered_on(settings: Settings, val: Sequence[LabelledQuery], known: Sequ
     in_scope, own = [q for q in val if q.domains], [q for q in val if not q.domains]
     if len(in_scope) < 2:
         return None
-    return fit_not_covered(settings, in_scope, own, known=[q for q in known if q.domains], pipeline=pipeline).summary()
+    report = fit_not_covered(settings, in_scope, own, known=[q for q in known if q.domains], pipeline=pipeline)
+    return {**report.summary(), "serves_fitted": report.decision.serves_fitted}
 
 
 def fit_split_on(settings: Settings, val: Sequence[LabelledQuery], pipeline: Pipeline) -> dict[str, Any] | None:
@@ -301,7 +304,8 @@ def fit_split_on(settings: Settings, val: Sequence[LabelledQuery], pipeline: Pip
     if not labelled:
         return None
     report = fit_split(settings, labelled, pipeline=pipeline)
-    return {"path": report.path, **report.report}
+    decision = report.rule.fit["decision"]
+    return {"path": report.path, "decision": decision["says"], "serves_fitted": decision["verdict"] == Verdict.FITTED.value, **report.report}
 
 
 @contextmanager
@@ -555,7 +559,9 @@ class Refresh:
         if answered:
             with self.progress.stage(Stage.ANSWER) as done, bundle_pipeline(self.settings, self.bundle, store) as pipeline:
                 policy = fit_answer_policy(self.settings, answered, pipeline=pipeline)
-                done(figure=f"token F1 {policy.scores['answer_f1']:.3f} on {policy.scores['questions']} questions")
+                decision, scores = policy.policy.fit["decision"], policy.scores
+                figure = f"{decision['says']}: token F1 {scores['answer_f1']:.3f} on {scores['questions']} questions"
+                done(Outcome.FITTED if decision["verdict"] == Verdict.FITTED.value else Outcome.DEFAULT, figure)
         else:
             self.progress.skip(Stage.ANSWER, Outcome.SKIPPED, 'no question carries a reference "answer"')
         with bundle_pipeline(self.settings, self.bundle, store) as pipeline:  # after the policy: "not covered" reads its answer
@@ -565,7 +571,8 @@ class Refresh:
                     done(Outcome.SKIPPED, "no held-out question with gold passages")
                 else:
                     m = split["on_fit_questions"]["all"]
-                    done(figure=f"hit by product {m['hit_by_product']:.3f}, {m['mean_groups']:.2f} products a question")
+                    figure = f"{split['decision']}: hit by product {m['hit_by_product']:.3f}, {m['mean_groups']:.2f} products a question"
+                    done(Outcome.FITTED if split["serves_fitted"] else Outcome.DEFAULT, figure)
             with self.progress.stage(Stage.NOT_COVERED) as done:
                 fit = not_covered_on(self.settings, questions.val, questions.known, pipeline)
                 if fit is None:
@@ -577,7 +584,7 @@ class Refresh:
                         if "false_refusal_rate" in h
                         else ""
                     )
-                    done(figure=f"{fit['decision']}{figures}")
+                    done(Outcome.FITTED if fit["serves_fitted"] else Outcome.DEFAULT, f"{fit['decision']}{figures}")
         self.fresh[Stage.NOT_COVERED.value] = {"fingerprint": fp, "version": self.bundle.router}
 
     # flow ----------------------------------------------------------------------
