@@ -11,6 +11,7 @@ import copy
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -23,13 +24,14 @@ from service.generation.answer import Answer, Answerer
 from service.generation.answer_policy import AnswerPolicy
 from service.generation.extractive import shared_vectors
 from service.generation.llm import LLM
-from service.ranking.features import candidate_pool
+from service.ranking.features import Pool, candidate_pool
 from service.ranking.model import RankingModel
 from service.reranking.model import Reranker
 from service.retrieval.encoder import Encoder
-from service.retrieval.federated import merge, search_domains, search_threads, with_passages
+from service.retrieval.federated import Candidate, merge, search_domains, search_threads, with_passages
 from service.retrieval.lexical import LexicalIndex, fused_lexical, search_lexical
-from service.retrieval.passage import RankedHit
+from service.retrieval.page_prior import PriorBonus
+from service.retrieval.passage import Hit, RankedHit
 from service.retrieval.passage_cache import PassageCache
 from service.retrieval.questions import joint_retrieval, questions
 from service.retrieval.results import Prepared, ProductRetrieval, Retrieval
@@ -115,18 +117,23 @@ class Pipeline:
             policy=policy,
             vocabulary=vocabulary,
         )
+        self._router_index = [router.domains.index(d) for d in self.domains]
+        self._start(settings, store)
+        self._descriptions: dict[str, str] | None = None
+        self._descriptions_lock = threading.Lock()
+        self._owner = True  # False: a copy (with_llm), whose threads and store are this pipeline's
+
+    def _start(self, settings: Settings, store: Store) -> None:
+        """The background work of a new pipeline: the answerer's sentence vectors, the passage cache (warmed from a
+        local store), and the search threads."""
         self._closed = threading.Event()
         self._warm_thread = self.answerer.warm_up(store, self.domains, settings.sentence_vectors_precompute, self._closed)
         self.passage_cache = PassageCache(settings.passage_cache_size)
         if store.backend == "qdrant-edge":  # local reads, ~1 s for faq6; a server's collections fill the cache by reads
             self.passage_cache.warm(store, self.domains)
-        self._router_index = [router.domains.index(d) for d in self.domains]
         threads = search_threads(settings, store, len(self.domains))
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fedqa-search")
         self._search_pool = self._pool if threads > 1 else None  # None: one domain after another, in this thread
-        self._descriptions: dict[str, str] | None = None
-        self._descriptions_lock = threading.Lock()
-        self._owner = True  # False: a copy (with_llm), whose threads and store are this pipeline's
 
     @property
     def settings(self) -> Settings:
@@ -302,15 +309,9 @@ class Pipeline:
         probs = within(prepared.probs, allowed, domains)
         mode: GateMode = gate_mode or self.settings.gate_mode
 
-        def search(ds, limit):  # noqa: ANN001, ANN202
-            per, ms = search_domains(self.store, prepared.vector, list(ds), limit, self._search_pool)
-            timings.update({f"search.{d}": round(v, 3) for d, v in ms.items()})
-            return per
-
+        search = self._searcher(prepared.vector, timings)
         t0 = time.perf_counter()
-        fitted = self.router.fitted
-        if depth is not None and fitted.fusion is not None:  # a pool: every domain, the fused fit's gate, breadth and weights off
-            fitted = replace(fitted, fusion=fitted.fusion.every_domain())
+        fitted = self._fitted(pooled=depth is not None)
         selection = (
             self._given(domains, probs)
             if domains
@@ -322,18 +323,12 @@ class Pipeline:
         per_domain = {d: h for d, h in (selection.hits or {}).items() if d in selection.weights}
         if missing := [d for d in selection.active if d not in per_domain]:
             per_domain.update(search(missing, search_k))
-        pool = None
-        if depth is not None:
-            lexical = search_lexical(self.lexical, query, [d for d in per_domain if d in selection.weights], depth, timings)
-            pool = candidate_pool(
-                per_domain, selection.weights, probs, depth, lexical=lexical, prior=self.router.fitted.page_prior, vector=prepared.vector
-            )
+        pool = self._candidates(query, per_domain, selection.weights, probs, depth, prepared.vector, timings) if depth is not None else None
         if model is not None and pool is not None:
             ranked = model.rank(pool, probs, top_k)
         else:
-            lex = fused_lexical(self.lexical, self.settings.lexical, self.router.fitted.ranks, strategy is DEFAULT_STRATEGY or bool(domains))
-            lexical = search_lexical(lex, query, [d for d in per_domain if d in selection.weights], search_k, timings)
-            ranked = merge(per_domain, selection.weights, top_k, bonus, lexical, probs)
+            fuse = strategy is DEFAULT_STRATEGY or bool(domains)
+            ranked = self._merged(query, per_domain, selection.weights, probs, top_k, bonus, search_k, fuse=fuse, timings=timings)
         hits = with_passages(self.store, ranked, self.passage_cache)
         timings["search"] = _ms(t0)
         hits = self._rerank(reranker, query, hits, final_k, timings)
@@ -341,9 +336,60 @@ class Pipeline:
 
         routing = self._routing(selection, probs, mode, strategy, given=bool(domains))
         routing.scope = sorted(probs) if allowed is not None else None
-        return Retrieval(
-            query=query, routing=routing, hits=hits, parts=[], timings_ms=timings, vector=prepared.vector, pools=[pool] if pool is not None else []
-        )
+        pools = [pool] if pool is not None else []
+        return Retrieval(query=query, routing=routing, hits=hits, parts=[], timings_ms=timings, vector=prepared.vector, pools=pools)
+
+    def _searcher(self, vector: np.ndarray, timings: dict[str, float]) -> Search:
+        """A search of some domains for ``vector`` (each one's top ``limit``), its milliseconds per domain added to
+        ``timings``."""
+
+        def search(ds: Sequence[str], limit: int) -> dict[str, list[Hit]]:
+            per, ms = search_domains(self.store, vector, list(ds), limit, self._search_pool)
+            timings.update({f"search.{d}": round(v, 3) for d, v in ms.items()})
+            return per
+
+        return search
+
+    def _fitted(self, *, pooled: bool) -> RouterFitted:
+        """The router's fitted parameters for a selection; for a candidate pool every domain is searched (the fused fit's
+        gate, breadth and weights off: out of sample its breadth cut the pool, docs/ranking.md)."""
+        fitted = self.router.fitted
+        return replace(fitted, fusion=fitted.fusion.every_domain()) if pooled and fitted.fusion is not None else fitted
+
+    def _candidates(
+        self,
+        query: str,
+        per_domain: dict[str, list[Hit]],
+        weights: dict[str, float],
+        probs: dict[str, float],
+        depth: int,
+        vector: np.ndarray,
+        timings: dict[str, float],
+    ) -> Pool:
+        """The question's candidate pool (:func:`~service.ranking.features.candidate_pool`): what a ranking model orders
+        and its fit reads."""
+        lexical = search_lexical(self.lexical, query, [d for d in per_domain if d in weights], depth, timings)
+        return candidate_pool(per_domain, weights, probs, depth, lexical=lexical, prior=self.router.fitted.page_prior, vector=vector)
+
+    def _merged(
+        self,
+        query: str,
+        per_domain: dict[str, list[Hit]],
+        weights: dict[str, float],
+        probs: dict[str, float],
+        top_k: int,
+        bonus: PriorBonus | None,
+        search_k: int,
+        *,
+        fuse: bool,
+        timings: dict[str, float],
+    ) -> list[Candidate]:
+        """The strategy's merge of the domains' hits (:func:`~service.retrieval.federated.merge`), fused with the lexical
+        ranking when :func:`~service.retrieval.lexical.fused_lexical` says so (``fuse``: the default strategy or a product
+        filter)."""
+        lex = fused_lexical(self.lexical, self.settings.lexical, self.router.fitted.ranks, fuse)
+        lexical = search_lexical(lex, query, [d for d in per_domain if d in weights], search_k, timings)
+        return merge(per_domain, weights, top_k, bonus, lexical, probs)
 
     @staticmethod
     def _rerank(reranker: Reranker | None, query: str, hits: list[RankedHit], top_k: int, timings: dict[str, float]) -> list[RankedHit]:

@@ -359,13 +359,7 @@ def fit_not_covered(
     general = general_negatives()
     try:
         headings = heading_questions(pipeline, seed=seed)
-        evidence = NotCoveredEvidence(
-            labelled=collect_evidence(pipeline, [q.query for q in in_scope], gold=[q.gold_doc_ids for q in in_scope]),
-            out_of_scope=collect_evidence(pipeline, [q.query for q in out_of_scope]),
-            headings=collect_evidence(pipeline, [q.query for q in headings]),
-            general=collect_evidence(pipeline, [q.query for q in general]),
-            known=collect_evidence(pipeline, [q.query for q in known], gold=[q.gold_doc_ids for q in known]),
-        )
+        evidence = not_covered_evidence(pipeline, in_scope, out_of_scope, headings, general, known)
         versions = pipeline.versions
     finally:
         if own:
@@ -392,6 +386,25 @@ def fit_not_covered(
     }
     path = save_beside_router(settings.home_dir, versions, abstention_path, lambda t: save_abstention(model, t)) if save else None
     return NotCoveredReport(model, path, choice.heldout, choice.decision)
+
+
+def not_covered_evidence(
+    pipeline,  # noqa: ANN001 - a Pipeline
+    in_scope: Sequence[LabelledQuery],
+    out_of_scope: Sequence[LabelledQuery],
+    headings: Sequence[LabelledQuery],
+    general: Sequence[LabelledQuery],
+    known: Sequence[LabelledQuery],
+) -> NotCoveredEvidence:
+    """Every question's evidence through ``pipeline``'s serving path (:func:`collect_evidence`), each labelled one
+    ranked with its own gold passages left out of the page prior's counts."""
+    return NotCoveredEvidence(
+        labelled=collect_evidence(pipeline, [q.query for q in in_scope], gold=[q.gold_doc_ids for q in in_scope]),
+        out_of_scope=collect_evidence(pipeline, [q.query for q in out_of_scope]),
+        headings=collect_evidence(pipeline, [q.query for q in headings]),
+        general=collect_evidence(pipeline, [q.query for q in general]),
+        known=collect_evidence(pipeline, [q.query for q in known], gold=[q.gold_doc_ids for q in known]),
+    )
 
 
 @dataclass(frozen=True)

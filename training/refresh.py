@@ -21,372 +21,39 @@ the recorded ones.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
-from enum import Enum
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from service.artifacts import MANIFEST, ArtifactError, Bundle, Kind, Registry, write_json_atomic
+from service.artifacts import Registry
 from service.config import Settings
 from service.decisions import Verdict
 from service.queries import Catalogue, LabelledQuery, check_labels, load_files, unknown_labels
-from training.versions import METRICS_FILE, save_version
+from training.bundle_fit import Questions, bundle_pipeline, copy_router, fit_split_on, not_covered_on, router_sets_from_data
+from training.refresh_record import (
+    DATA_FOLDER,
+    VAL_FRACTION,
+    Flow,
+    Outcome,
+    Progress,
+    RefreshInputs,
+    RefreshOptions,
+    RefreshRecord,
+    RefreshReport,
+    Stage,
+    fingerprint,
+    is_complete,
+)
 
 if TYPE_CHECKING:
-    from service.pipeline import Pipeline
     from service.retrieval.store import Store
     from training.checkpoint import StopFlag
     from training.data.dataset import TrainingData
-    from training.router import RouterConfig
 
 log = logging.getLogger("fedqa.refresh")
-
-RECORD_FILE = "refresh.json"
-DATA_FOLDER = "refresh"  # $FEDQA_HOME/refresh/data-<fingerprint>: the training sets the refreshes built
-
-
-class Stage(str, Enum):
-    """A refresh's stages, in serving order."""
-
-    DATA = "data build"
-    RETRIEVER = "retriever"
-    INDEX = "index"
-    ROUTER = "router"
-    RERANKER = "reranker"
-    ANSWER = "answer policy"
-    SPLIT = "split"
-    NOT_COVERED = "not covered"
-
-
-class Outcome(str, Enum):
-    """What a stage did."""
-
-    FITTED = "fitted"
-    DEFAULT = "default kept"  # a decision whose labelled questions were too few, or whose fit measured worse
-    UNCHANGED = "skipped (unchanged)"
-    SKIPPED = "skipped"
-
-
-class Flow(str, Enum):
-    """Which stages a refresh's inputs call for (module doc)."""
-
-    CORPUS = "corpus"  # data build, retriever and index, then the rest
-    QUESTIONS = "questions"  # router and the decisions over the index as ingested
-
-
-#: Share of the labelled questions held out for the router's fits, by flow: ``fedqa data build``'s and
-#: ``fedqa train router --queries``' defaults, so that a refresh fits what those commands did.
-VAL_FRACTION = {Flow.CORPUS: 0.3, Flow.QUESTIONS: 0.2}
-
-
-@dataclass(frozen=True)
-class StageResult:
-    """One stage's line of the summary: what it did, how long it took, its key figure (or why it was skipped)."""
-
-    stage: Stage
-    outcome: Outcome
-    seconds: float
-    figure: str = ""
-    version: str | None = None
-
-
-@dataclass(frozen=True)
-class RefreshInputs:
-    """The files a refresh reads (``fedqa data build``'s inputs)."""
-
-    corpus: tuple[str, ...] = ()
-    queries: tuple[str, ...] = ()
-    out_of_scope: tuple[str, ...] = ()
-
-    @property
-    def flow(self) -> Flow:
-        """The corpus flow when a corpus is given, else the questions flow."""
-        return Flow.CORPUS if self.corpus else Flow.QUESTIONS
-
-    @property
-    def given(self) -> bool:
-        """Whether any input is named."""
-        return bool(self.corpus or self.queries or self.out_of_scope)
-
-    def absolute(self) -> RefreshInputs:
-        """The same inputs as absolute paths (what the record keeps)."""
-
-        def paths(names: tuple[str, ...]) -> tuple[str, ...]:
-            return tuple(str(Path(n).expanduser().resolve()) for n in names)
-
-        return RefreshInputs(paths(self.corpus), paths(self.queries), paths(self.out_of_scope))
-
-    def fingerprint(self) -> str:
-        """A hash of every input file's name and bytes (a folder: every file under it)."""
-        h = hashlib.sha256()
-        for group, names in (("corpus", self.corpus), ("queries", self.queries), ("out_of_scope", self.out_of_scope)):
-            for name in names:
-                root = Path(name)
-                files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
-                for f in files:
-                    h.update(f"{group}\0{f.relative_to(root) if root.is_dir() else f.name}\0".encode())
-                    h.update(f.read_bytes())
-        return h.hexdigest()
-
-
-@dataclass(frozen=True)
-class RefreshOptions:
-    """Choices of one refresh (not values fitted on data)."""
-
-    reranker: bool = False  # train the cross-encoder (off: the active reranker, if any, stays)
-    val_fraction: float | None = None  # share of the labelled questions held out (None: the flow's default, VAL_FRACTION)
-    seed: int = 0
-    router_epochs: int | None = None  # None: RouterConfig's
-    progress: bool = True
-    lenient: bool = False  # labels the corpus does not hold are warned about and dropped
-
-
-@dataclass
-class RefreshRecord:
-    """What the home's last refresh read and made: ``refresh.json``."""
-
-    inputs: RefreshInputs = field(default_factory=RefreshInputs)
-    stages: dict[str, dict[str, Any]] = field(default_factory=dict)  # stage value -> {"fingerprint", "version"}
-    bundle: dict[str, str | None] = field(default_factory=dict)
-
-    @classmethod
-    def load(cls, registry: Registry) -> RefreshRecord:
-        """The record of ``registry``'s home (empty when it has none)."""
-        path = registry.home / RECORD_FILE
-        if not path.is_file():
-            return cls()
-        data = json.loads(path.read_text(encoding="utf-8"))
-        inputs = data.get("inputs") or {}
-        return cls(
-            RefreshInputs(*(tuple(inputs.get(k) or ()) for k in ("corpus", "queries", "out_of_scope"))),
-            dict(data.get("stages") or {}),
-            dict(data.get("bundle") or {}),
-        )
-
-    def save(self, registry: Registry) -> None:
-        """Write ``refresh.json`` atomically."""
-        write_json_atomic(registry.home / RECORD_FILE, {"inputs": asdict(self.inputs), "stages": self.stages, "bundle": self.bundle})
-
-    def version(self, stage: Stage, fingerprint: str) -> str | None:
-        """The version ``stage`` made from inputs of ``fingerprint`` last time, or None."""
-        entry = self.stages.get(stage.value) or {}
-        return entry.get("version") if entry.get("fingerprint") == fingerprint else None
-
-
-@dataclass
-class RefreshReport:
-    """The stages' results, the bundle fitted and whether it was activated."""
-
-    stages: list[StageResult]
-    bundle: Bundle
-    activated: list[str]
-    inputs: RefreshInputs
-    seconds: float
-
-    def table(self) -> str:
-        """The summary table: stage, status, seconds, key figure."""
-        rows = [("stage", "status", "seconds", "figure")]
-        rows += [(r.stage.value, r.outcome.value, f"{r.seconds:.1f}", r.figure) for r in self.stages]
-        widths = [max(len(row[i]) for row in rows) for i in range(3)]
-        lines = ["  ".join([*(c.ljust(w) for c, w in zip(row[:3], widths, strict=True)), row[3]]).rstrip() for row in rows]
-        lines.insert(1, "  ".join("-" * w for w in widths) + "  " + "-" * 6)
-        return "\n".join(lines)
-
-
-def fingerprint(*parts: Any) -> str:
-    """A hash of JSON-serialisable parts (a stage's inputs)."""
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _complete(registry: Registry, kind: Kind, version: str | None) -> bool:
-    """Whether ``version`` is a complete version of ``kind``."""
-    if not version:
-        return False
-    try:
-        registry.manifest(kind, version)
-    except ArtifactError:
-        return False
-    return True
-
-
-class Progress:
-    """One line per stage on ``say``: stage i/n, its name, the refresh's elapsed time, then its result."""
-
-    def __init__(self, stages: Sequence[Stage], say: Callable[[str], None]) -> None:
-        self.stages, self.say, self.t0 = list(stages), say, time.perf_counter()
-        self.results: list[StageResult] = []
-
-    def _prefix(self, stage: Stage) -> str:
-        return f"refresh {self.stages.index(stage) + 1}/{len(self.stages)} {stage.value}"
-
-    @contextmanager
-    def stage(self, stage: Stage) -> Iterator[Callable[..., None]]:
-        """A stage's block; it calls the yielded ``done(outcome, figure, version)`` once (default: fitted)."""
-        self.say(f"{self._prefix(stage)}: started (elapsed {time.perf_counter() - self.t0:.0f} s)")
-        t0 = time.perf_counter()
-        result: list[StageResult] = []
-
-        def done(outcome: Outcome = Outcome.FITTED, figure: str = "", version: str | None = None) -> None:
-            result.append(StageResult(stage, outcome, round(time.perf_counter() - t0, 1), figure, version))
-
-        try:
-            yield done
-        except BaseException:
-            self.say(f"{self._prefix(stage)}: failed after {time.perf_counter() - t0:.1f} s; the active versions are unchanged")
-            raise
-        r = result[0] if result else StageResult(stage, Outcome.FITTED, round(time.perf_counter() - t0, 1))
-        self.results.append(r)
-        self.say(f"{self._prefix(stage)}: {r.outcome.value} in {r.seconds:.1f} s{': ' + r.figure if r.figure else ''}")
-
-    def skip(self, stage: Stage, outcome: Outcome, why: str, version: str | None = None) -> None:
-        """A stage that does not run."""
-        self.results.append(StageResult(stage, outcome, 0.0, why, version))
-        self.say(f"{self._prefix(stage)}: {outcome.value}: {why}")
-
-
-@dataclass
-class Questions:
-    """The labelled questions a refresh fits on: the router's training and held-out ones, the reference answers."""
-
-    train: list[LabelledQuery]
-    val: list[LabelledQuery]
-    answered: list[LabelledQuery]  # with reference answers (the answer policy's)
-    fingerprint: str
-    origins: list[str] | None = None
-    synthetic: list[LabelledQuery] | None = None
-    gold: list[LabelledQuery] | None = None  # training questions with gold passages (None: those of train)
-    data: TrainingData | None = None
-
-    @property
-    def known(self) -> list[LabelledQuery]:
-        """The labelled training questions (what the "not covered" default fits on beside the index's headings)."""
-        return self.gold if self.gold is not None else self.train
-
-
-def router_sets_from_data(data: TrainingData, *, synthetic_per_domain: int | None, seed: int) -> Questions:
-    """The router's questions of a built training set: its expert and synthetic training rows, its held-out ones
-    (out-of-scope ones included)."""
-    from training.router_data import router_queries_from_data
-
-    train, origins, synthetic = router_queries_from_data(data, synthetic_per_domain=synthetic_per_domain, seed=seed)
-    gold = [LabelledQuery(r.qid, r.query, r.domains, r.positives) for r in data.retriever_rows if r.origin != "synthetic"]
-    return Questions(train, data.val + data.val_oos, [], data.fingerprint, origins, synthetic, gold, data)
-
-
-def not_covered_on(settings: Settings, val: Sequence[LabelledQuery], known: Sequence[LabelledQuery], pipeline: Pipeline) -> dict[str, Any] | None:
-    """Choose the "not covered" decision for ``pipeline``'s versions (:func:`training.abstention.fit_not_covered`):
-    fitted on the router's held-out questions against their out-of-scope ones and the general ones shipped with the
-    package, or the default (the index's headings and the labelled training questions ``known`` against the general
-    ones) when they are too few or it measures worse out of sample. What was chosen, or None without two in-scope
-    held-out questions."""
-    from training.abstention import fit_not_covered
-
-    in_scope, own = [q for q in val if q.domains], [q for q in val if not q.domains]
-    if len(in_scope) < 2:
-        return None
-    report = fit_not_covered(settings, in_scope, own, known=[q for q in known if q.domains], pipeline=pipeline)
-    return {**report.summary(), "serves_fitted": report.decision.serves_fitted}
-
-
-def fit_split_on(settings: Settings, val: Sequence[LabelledQuery], pipeline: Pipeline) -> dict[str, Any] | None:
-    """Fit when to answer by product for ``pipeline``'s router on its held-out labelled questions; its figures (None
-    without any)."""
-    from training.split import fit_split
-
-    labelled = [q for q in val if q.domains and q.gold_doc_ids]
-    if not labelled:
-        return None
-    report = fit_split(settings, labelled, pipeline=pipeline)
-    decision = report.rule.fit["decision"]
-    return {"path": report.path, "decision": decision["says"], "serves_fitted": decision["verdict"] == Verdict.FITTED.value, **report.report}
-
-
-@contextmanager
-def bundle_pipeline(settings: Settings, bundle: Bundle, store: Store) -> Iterator[Pipeline]:
-    """The serving pipeline of ``bundle`` (no LLM) over its index's open ``store`` (left open)."""
-    from service.loading import load_pipeline
-
-    pipeline = load_pipeline(settings, with_llm=False, store=store, bundle=bundle)
-    try:
-        yield pipeline
-    finally:
-        pipeline.close(close_store=False)
-
-
-@dataclass
-class RouterFit:
-    """A router version fitted (not activated) with its decisions, and their figures."""
-
-    version: str
-    abstention: dict[str, Any] | None
-    split: dict[str, Any] | None
-
-
-def train_router_bundle(
-    settings: Settings,
-    questions: Questions,
-    *,
-    config: RouterConfig,
-    progress: bool,
-    activate: bool,
-    stop: StopFlag | None = None,
-    data_path: str | None = None,
-) -> RouterFit:
-    """``fedqa train router``: a router version for the active index, its split and "not covered" decisions fitted
-    against it before it is activated (``activate``), so that the service never serves it without them."""
-    from indexes.rebuild import index_store
-    from training.router import train_and_activate
-
-    registry = Registry(settings.home_dir)
-    active = registry.bundle()
-    if not active.index:
-        raise ValueError("no index yet: ingest documents first (fedqa ingest PATH)")
-    with index_store(settings, active.index) as store:
-        version = train_and_activate(
-            settings,
-            questions.train,
-            val=questions.val,
-            origins=questions.origins,
-            synthetic=questions.synthetic,
-            config=config,
-            progress=progress,
-            activate=False,
-            data_fingerprint=questions.fingerprint if questions.data is not None else None,
-            data_path=data_path,
-            stop=stop,
-            answered=questions.gold,
-            store=store,
-        )
-        bundle = active.with_version("router", version)
-        with bundle_pipeline(settings, bundle, store) as pipeline:
-            split = fit_split_on(settings, questions.val, pipeline)
-            abstention = not_covered_on(settings, questions.val, questions.known, pipeline)
-    if activate:
-        registry.activate_many(Bundle(router=version), expect=active)
-    return RouterFit(version, abstention, split)
-
-
-def copy_router(registry: Registry, version: str) -> str:
-    """A new router version with ``version``'s files (its head and fitted parts), for decisions refitted on a bundle
-    whose router did not change: the active version's files are never rewritten."""
-    source = registry.path("router", version)
-    manifest = {k: v for k, v in registry.manifest("router", version).items() if k not in ("kind", "version", "created", "metrics")}
-    metrics = json.loads((source / METRICS_FILE).read_text(encoding="utf-8")) if (source / METRICS_FILE).is_file() else {}
-
-    def write(path: Path) -> None:
-        for f in source.iterdir():
-            if f.name in (MANIFEST, METRICS_FILE):
-                continue
-            (shutil.copytree if f.is_dir() else shutil.copy2)(f, path / f.name)
-
-    return save_version(registry, "router", write, metrics, {**manifest, "copied_from": version}, activate=False)
 
 
 class Refresh:
@@ -452,7 +119,7 @@ class Refresh:
         fp = fingerprint(data.fingerprint, asdict(config))
         reused = self.record.version(Stage.RETRIEVER, fp)
         self.fresh[Stage.RETRIEVER.value] = {"fingerprint": fp, "version": reused}
-        if _complete(self.registry, "retriever", reused):
+        if is_complete(self.registry, "retriever", reused):
             assert reused is not None
             self.progress.skip(Stage.RETRIEVER, Outcome.UNCHANGED, f"retriever {reused}", reused)
             return reused
@@ -487,7 +154,7 @@ class Refresh:
         fp = fingerprint(self.bundle.index, questions.fingerprint, asdict(config), self.val_fraction)
         reused = self.record.version(Stage.ROUTER, fp)
         self.fresh[Stage.ROUTER.value] = {"fingerprint": fp, "version": reused}
-        if _complete(self.registry, "router", reused):
+        if is_complete(self.registry, "router", reused):
             assert reused is not None
             self.progress.skip(Stage.ROUTER, Outcome.UNCHANGED, f"router {reused}", reused)
             return reused, False
@@ -527,7 +194,7 @@ class Refresh:
         fp = fingerprint(self.bundle.index, self.bundle.router, data.fingerprint, asdict(config))
         reused = self.record.version(Stage.RERANKER, fp)
         self.fresh[Stage.RERANKER.value] = {"fingerprint": fp, "version": reused}
-        if _complete(self.registry, "reranker", reused):
+        if is_complete(self.registry, "reranker", reused):
             self.progress.skip(Stage.RERANKER, Outcome.UNCHANGED, f"reranker {reused}", reused)
             return reused
         with self.progress.stage(Stage.RERANKER) as done:

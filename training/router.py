@@ -21,6 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -345,8 +346,13 @@ def train_and_activate(
             metrics["held_out"] = "validation"
     metrics.update(train_seconds=round(time.perf_counter() - t0, 1), head_seconds=round(t_train, 1))
     manifest = _manifest(cfg, domains, encoder.version, index_version, train, val, metrics, data_fingerprint, data_path)
+    return _save(registry, router, metrics, manifest, activate=activate)
 
-    def write(path) -> None:  # noqa: ANN001
+
+def _save(registry: Registry, router: HeadRouter, metrics: dict[str, Any], manifest: dict[str, Any], *, activate: bool) -> str:
+    """Save ``router`` as a new version with its metrics and manifest (``activate``: and activate it); its name."""
+
+    def write(path: Path) -> None:
         router.save(path)
         router.version = path.name
 

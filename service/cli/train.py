@@ -15,7 +15,7 @@ from training.precision import TrainingPrecision
 
 if TYPE_CHECKING:
     from service.cli.common import Subparsers
-    from training.refresh import Questions
+    from training.bundle_fit import Questions
 
 
 def register(sub: Subparsers) -> None:
@@ -120,7 +120,7 @@ def _register_retriever(tsub: Subparsers) -> None:
 def _router_sets(args: argparse.Namespace, synthetic_cap: int | None) -> Questions:
     """Training and validation questions from ``--data`` (a built training set) or ``--queries`` (checked against the
     active index, before any model loads)."""
-    from training.refresh import Questions, router_sets_from_data
+    from training.bundle_fit import Questions, router_sets_from_data
     from training.router_data import queries_fingerprint, stratified_split
 
     if args.data:
@@ -137,8 +137,8 @@ def cmd_train_router(args: argparse.Namespace) -> int:
     """Train a router head on the active index's retriever, fit calibration, fusion, the split and "not covered"
     against it, then activate it (all of it, or nothing); print its metrics."""
     from service.artifacts import Registry
+    from training.bundle_fit import train_router_bundle
     from training.checkpoint import StopFlag
-    from training.refresh import train_router_bundle
     from training.router import RouterConfig
 
     synthetic_cap = args.synthetic_per_domain if args.synthetic_per_domain >= 0 else None
