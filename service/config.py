@@ -286,7 +286,7 @@ class Settings(BaseSettings):
         default=3,
         ge=1,
         description="Distinct keys that must agree before feedback from keys that are not trusted (neither curator nor "
-        "admin) becomes a label in 'fedqa feedback export' (a passage that answered, a question not covered); one "
+        "admin) becomes a label in 'fedqa refresh' and 'fedqa feedback export' (a passage that answered, a question not covered); one "
         "trusted key's word is enough.",
     )
 

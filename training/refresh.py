@@ -14,9 +14,13 @@ a stage that fails, or a refresh that is killed, leaves the previous bundle serv
 running ``fedqa serve`` holds it (:func:`indexes.rebuild.opened_index`), so every fit completes beside a service, which
 picks the bundle up on ``POST /admin/reload``.
 
-A stage whose inputs are unchanged since the home's last refresh (their fingerprints, recorded in
-``$FEDQA_HOME/refresh.json`` with the inputs) is skipped and its version reused; a refresh with no inputs reuses
-the recorded ones.
+What the home's feedback establishes (:mod:`training.refresh_feedback`: passages curators, or enough keys,
+confirmed; questions marked not covered) is added to the labelled and the out-of-scope questions of every fit unless
+``--no-feedback``; the router version records how many (``feedback`` in its manifest), as ``refresh.json`` does.
+
+A stage whose inputs are unchanged since the home's last refresh (their fingerprints, the feedback's included,
+recorded in ``$FEDQA_HOME/refresh.json`` with the inputs) is skipped and its version reused; a refresh with no
+inputs reuses the recorded ones (and reads the feedback again).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +38,7 @@ from service.config import Settings
 from service.decisions import Verdict
 from service.queries import Catalogue, LabelledQuery, check_labels, load_files, unknown_labels
 from training.bundle_fit import Questions, bundle_pipeline, copy_router, fit_split_on, not_covered_on, router_sets_from_data
+from training.refresh_feedback import RefreshFeedback, read_feedback
 from training.refresh_record import (
     DATA_FOLDER,
     VAL_FRACTION,
@@ -63,16 +69,22 @@ class Refresh:
         self.settings, self.options, self.stop = settings, options, stop
         self.registry = Registry(settings.home_dir)
         self.record = RefreshRecord.load(self.registry)
-        if not inputs.given:
-            if not self.record.inputs.given:
-                raise ValueError("no inputs given and this home has no earlier refresh to reuse: pass --queries (and --corpus, --out-of-scope)")
-            inputs = self.record.inputs
-        self.inputs = inputs.absolute()
-        self.inputs_fingerprint = self.inputs.fingerprint()
-        self.val_fraction = VAL_FRACTION[self.inputs.flow] if options.val_fraction is None else options.val_fraction
         self.bundle = self.start = self.registry.bundle()
         if not self.bundle.index:
             raise ValueError("no index yet: ingest documents first (fedqa ingest PATH)")
+        if not inputs.given and self.record.inputs.given:
+            inputs = self.record.inputs
+        self.inputs = inputs.absolute()
+        self.feedback = self._feedback()
+        if not self.inputs.given and not self.feedback.queries:
+            raise ValueError(
+                "no inputs given, no labelled question in the feedback and this home has no earlier refresh to reuse: "
+                "pass --queries (and --corpus, --out-of-scope)"
+            )
+        self.inputs_fingerprint = self.inputs.fingerprint()
+        if not self.feedback.empty:  # unchanged without feedback: a home's earlier refreshes stay reusable
+            self.inputs_fingerprint = fingerprint(self.inputs_fingerprint, self.feedback.fingerprint())
+        self.val_fraction = VAL_FRACTION[self.inputs.flow] if options.val_fraction is None else options.val_fraction
         self.fresh: dict[str, dict[str, Any]] = {}  # stage -> {"fingerprint", "version"}: the record's next entries
         stages = [Stage.DATA, Stage.RETRIEVER, Stage.INDEX] if self.inputs.flow is Flow.CORPUS else []
         self.progress = Progress([*stages, Stage.ROUTER, Stage.RERANKER, Stage.ANSWER, Stage.SPLIT, Stage.NOT_COVERED], say)
@@ -97,6 +109,7 @@ class Refresh:
             corpus = load_corpus([Path(p) for p in self.inputs.corpus], self.settings)
             catalogue = Catalogue.of("the corpus", (p.domain for p in corpus), (p.doc_id for p in corpus))
             queries, oos = self._checked(catalogue)
+            queries, oos = [*queries, *self.feedback.queries], [*oos, *self.feedback.out_of_scope]
             report = build_training_data(
                 corpus,
                 queries,
@@ -174,6 +187,7 @@ class Refresh:
                 answered=questions.gold,
                 index=self.bundle.index,
                 store=store,
+                feedback=self.feedback,
             )
             self.fresh[Stage.ROUTER.value]["version"] = version
             done(figure=_router_figure(self.registry.manifest("router", version)), version=version)
@@ -266,18 +280,35 @@ class Refresh:
             self.progress.say(f"warning: {problem} (left out)")
         return groups[0].queries, groups[1].queries
 
-    def questions(self) -> Questions:
-        """The questions flow's labelled questions, checked against the index, split for the router."""
+    @cached_property
+    def index_products(self) -> dict[str, str]:
+        """The product of every passage of the index the refresh starts from (doc_id -> product)."""
         from indexes.rebuild import index_store
+
+        assert self.start.index is not None
+        with index_store(self.settings, self.start.index) as store:
+            return {p.doc_id: d for d in store.domains() for p in store.iter_passages(d)}
+
+    def _feedback(self) -> RefreshFeedback:
+        """What the home's feedback adds to the input files' questions (none with ``--no-feedback``)."""
+        from service.feedback.store import normalise
+
+        if not self.options.feedback:
+            return RefreshFeedback()
+        in_files = {normalise(q.query) for q in load_files([*self.inputs.queries, *self.inputs.out_of_scope])}
+        return read_feedback(self.settings, lambda: self.index_products, in_files)
+
+    def questions(self) -> Questions:
+        """The questions flow's labelled questions (the files' and the feedback's), checked against the index,
+        split for the router."""
         from training.router_data import stratified_split
 
         assert self.bundle.index is not None
-        with index_store(self.settings, self.bundle.index) as store:
-            doc_ids = [p.doc_id for d in store.domains() for p in store.iter_passages(d)]
         domains = self.registry.manifest("index", self.bundle.index).get("domains") or {}
-        labelled, oos = self._checked(Catalogue.of("the index", domains, doc_ids))
+        labelled, oos = self._checked(Catalogue.of("the index", domains, self.index_products))
+        labelled, oos = [*labelled, *self.feedback.queries], [*oos, *self.feedback.out_of_scope]
         if not labelled:
-            raise ValueError("the questions flow needs labelled questions (--queries)")
+            raise ValueError("the questions flow needs labelled questions (--queries, or passages confirmed by feedback)")
         train, val = stratified_split(labelled, self.val_fraction, seed=self.options.seed)
         return Questions(train, val + oos, labelled, self.inputs_fingerprint)
 
@@ -306,8 +337,9 @@ class Refresh:
         for stage, entry in self.fresh.items():
             self.record.stages[stage] = entry
         self.record.inputs, self.record.bundle = self.inputs, self.bundle.as_dict()
+        self.record.feedback = {**self.feedback.counts(), "fingerprint": None if self.feedback.empty else self.feedback.fingerprint()}
         self.record.save(self.registry)
-        return RefreshReport(self.progress.results, self.bundle, list(changed), self.inputs, round(time.perf_counter() - t0, 1))
+        return RefreshReport(self.progress.results, self.bundle, list(changed), self.inputs, round(time.perf_counter() - t0, 1), self.feedback)
 
 
 def _retriever_figure(metrics: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from service.artifacts import ArtifactError, Bundle, Kind, Registry, write_json_atomic
+from training.refresh_feedback import RefreshFeedback
 
 RECORD_FILE = "refresh.json"
 DATA_FOLDER = "refresh"  # $FEDQA_HOME/refresh/data-<fingerprint>: the training sets the refreshes built
@@ -113,6 +114,7 @@ class RefreshOptions:
     router_epochs: int | None = None  # None: RouterConfig's
     progress: bool = True
     lenient: bool = False  # labels the corpus does not hold are warned about and dropped
+    feedback: bool = True  # add what the home's feedback establishes to the questions (off: --no-feedback)
 
 
 @dataclass
@@ -122,6 +124,7 @@ class RefreshRecord:
     inputs: RefreshInputs = field(default_factory=RefreshInputs)
     stages: dict[str, dict[str, Any]] = field(default_factory=dict)  # stage value -> {"fingerprint", "version"}
     bundle: dict[str, str | None] = field(default_factory=dict)
+    feedback: dict[str, Any] = field(default_factory=dict)  # RefreshFeedback.counts() and its fingerprint
 
     @classmethod
     def load(cls, registry: Registry) -> RefreshRecord:
@@ -135,11 +138,14 @@ class RefreshRecord:
             RefreshInputs(*(tuple(inputs.get(k) or ()) for k in ("corpus", "queries", "out_of_scope"))),
             dict(data.get("stages") or {}),
             dict(data.get("bundle") or {}),
+            dict(data.get("feedback") or {}),
         )
 
     def save(self, registry: Registry) -> None:
         """Write ``refresh.json`` atomically."""
-        write_json_atomic(registry.home / RECORD_FILE, {"inputs": asdict(self.inputs), "stages": self.stages, "bundle": self.bundle})
+        write_json_atomic(
+            registry.home / RECORD_FILE, {"inputs": asdict(self.inputs), "stages": self.stages, "bundle": self.bundle, "feedback": self.feedback}
+        )
 
     def version(self, stage: Stage, fingerprint: str) -> str | None:
         """The version ``stage`` made from inputs of ``fingerprint`` last time, or None."""
@@ -156,6 +162,7 @@ class RefreshReport:
     activated: list[str]
     inputs: RefreshInputs
     seconds: float
+    feedback: RefreshFeedback
 
     def table(self) -> str:
         """The summary table: stage, status, seconds, key figure."""

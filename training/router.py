@@ -47,6 +47,7 @@ from training.versions import save_version
 
 if TYPE_CHECKING:
     from service.retrieval.store import Store
+    from training.refresh_feedback import RefreshFeedback
 
 log = logging.getLogger("fedqa.training.router")
 
@@ -255,8 +256,9 @@ def _manifest(
     metrics: Mapping[str, Any],
     data_fingerprint: str | None,
     data_path: str | None,
+    feedback: RefreshFeedback | None = None,
 ) -> dict[str, Any]:
-    """What a router version records beside its metrics."""
+    """What a router version records beside its metrics (``feedback``: its counts, None when it was not read)."""
     return {
         "domains": list(domains),
         "retriever": retriever,
@@ -272,6 +274,7 @@ def _manifest(
         "val_top1_accuracy": (metrics.get("validation") or {}).get("top1_accuracy"),
         "data_fingerprint": data_fingerprint or queries_fingerprint(train),
         "data": data_path,
+        "feedback": feedback.counts() if feedback is not None else None,
     }
 
 
@@ -306,13 +309,14 @@ def train_and_activate(
     answered: Sequence[LabelledQuery] | None = None,
     index: str | None = None,
     store: Store | None = None,
+    feedback: RefreshFeedback | None = None,
 ) -> str:
     """Train a router for the index version ``index`` (default: the active one; its domains, its retriever's
     vectors), fit calibration and fusion on ``val`` (out of fold when it is too small), save it as a new version and
     (``activate``) activate it. ``queries``: expert, cross and out-of-scope questions (``origins`` says which are
     ``synthetic``); ``synthetic``: more (None: heuristic ones). The page prior counts ``answered`` (None:
     ``queries``) and ``val``: the questions with gold passages. ``store``: the index version, already open (else it
-    is opened, from a copy while a running service holds it)."""
+    is opened, from a copy while a running service holds it). ``feedback``: what the home's feedback added (recorded)."""
     t0 = time.perf_counter()
     cfg = config or RouterConfig()
     if epochs is not None:
@@ -345,7 +349,7 @@ def train_and_activate(
             _fit_held_out(settings, index_version, router, val_vectors, val, cfg, metrics, answered=counted, store=st)
             metrics["held_out"] = "validation"
     metrics.update(train_seconds=round(time.perf_counter() - t0, 1), head_seconds=round(t_train, 1))
-    manifest = _manifest(cfg, domains, encoder.version, index_version, train, val, metrics, data_fingerprint, data_path)
+    manifest = _manifest(cfg, domains, encoder.version, index_version, train, val, metrics, data_fingerprint, data_path, feedback)
     return _save(registry, router, metrics, manifest, activate=activate)
 
 

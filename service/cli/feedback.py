@@ -1,6 +1,6 @@
 """``fedqa feedback list|export|confirm``: the curators' review queue of the feedback callers sent (``POST /feedback``),
-the labelled questions it establishes, for a refit (feedback does not change answers until then), and a curator's
-verdict on a question (the passages that answer it, or "not covered"), stored as trusted feedback."""
+the labelled questions it establishes (which ``fedqa refresh`` fits on; feedback does not change answers until then),
+and a curator's verdict on a question (the passages that answer it, or "not covered"), stored as trusted feedback."""
 
 from __future__ import annotations
 

@@ -36,6 +36,12 @@ def register(sub: Subparsers) -> None:
     )
     s.add_argument("--epochs", type=int, default=None, help="the router's passes over its training questions (default: train router's)")
     s.add_argument("--seed", type=int, default=0, help="seed of the split, the sampling and the training")
+    s.add_argument(
+        "--no-feedback",
+        dest="feedback",
+        action="store_false",
+        help="leave out the home's feedback (default: passages it confirms and questions it marks not covered join --queries, --out-of-scope)",
+    )
     s.add_argument("--quiet", action="store_true", help="no progress bars (each stage still says a line)")
     add_lenient(s)
     s.set_defaults(func=cmd_refresh)
@@ -54,10 +60,12 @@ def cmd_refresh(args: argparse.Namespace) -> int:
         router_epochs=args.epochs,
         progress=not args.quiet,
         lenient=args.lenient,
+        feedback=args.feedback,
     )
     with StopFlag().catch_sigint() as stop:
         report = refresh(settings(), inputs, options, say=lambda line: print(line, file=sys.stderr, flush=True), stop=stop)
     print(report.table())
+    print(report.feedback.says())
     bundle = ", ".join(f"{k} {v}" for k, v in report.bundle.as_dict().items() if v)
     changed = ", ".join(report.activated) or "nothing (every stage unchanged)"
     print(f"activated together: {changed}; serving: {bundle} ({report.seconds:.0f} s)")

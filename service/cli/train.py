@@ -35,7 +35,10 @@ def _register_router(tsub: Subparsers) -> None:
     t = tsub.add_parser("router", help="train the router (multi-label, BCE over domains), fit its split and 'not covered', then activate it")
     src = t.add_mutually_exclusive_group()
     src.add_argument("--data", help="training set from 'fedqa data build' (labelled + synthetic + cross-domain)")
-    src.add_argument("--queries", help="labelled queries (queries.jsonl) only")
+    src.add_argument(
+        "--queries",
+        help="labelled queries (queries.jsonl) only; the home's feedback is not read (fedqa feedback export writes it as one; fedqa refresh adds it)",
+    )
     t.add_argument("--val-fraction", type=float, default=0.2, help="with --queries: share held out for validation")
     t.add_argument("--epochs", type=int, default=30, help="passes over the training questions")
     t.add_argument("--batch-size", type=int, default=256, help="questions per step (smaller sets use smaller batches)")

@@ -11,7 +11,8 @@ The same file keeps the chat completions (:class:`Completion`: the question a co
 sources it showed), so that ``POST /feedback`` can take a completion id instead of the question; they are bounded as
 the votes are (by age, and per key).
 
-Stored feedback does not change answers: :mod:`service.feedback.review` turns it into labelled questions for a refit.
+Stored feedback does not change answers by itself: :mod:`service.feedback.review` turns it into labelled questions,
+which ``fedqa refresh`` fits on (:mod:`training.refresh_feedback`).
 """
 
 from __future__ import annotations
