@@ -1,4 +1,5 @@
-"""Shared fixtures: one real encoder, one demo home (index + trained router) per test session; the tiers' markers.
+"""Shared fixtures: one real encoder, one demo home (index + trained router) per test session; the tiers' markers;
+no evaluation job worker outlives its test module.
 
 Each test is marked by the folder it lies in: ``unit`` (tests/unit/, mirroring the packages: no real MiniLM, no demo
 home, no training, no server process), ``integration`` (tests/integration/: real MiniLM, real stores, training,
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -50,6 +53,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             misplaced.append(item.nodeid)
     if misplaced:  # the fast tier stays fast: a test on the real encoder or the demo home belongs to tests/integration/
         raise pytest.UsageError("unit tests that load the real encoder or the demo home, or are marked slow:\n" + "\n".join(misplaced))
+
+
+def _job_workers() -> set[threading.Thread]:
+    """The evaluation job workers' threads alive in this process (:class:`service.evaluation.worker.EvalWorker`)."""
+    return {t for t in threading.enumerate() if t.name == "fedqa-eval" and t.is_alive()}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_job_worker_outlives_its_module() -> Iterator[None]:
+    """A test module stops every job worker it started (``POST /evaluate`` starts one; lifespan or ``worker.stop()``
+    stops it): one left running polls its home's jobs database for the rest of the session, and after the home is
+    removed logs a traceback a second."""
+    from tests.utils import wait_until
+
+    before = _job_workers()
+    yield
+    if not wait_until(lambda: not (_job_workers() - before), timeout=10):
+        left = len(_job_workers() - before)
+        pytest.fail(f"{left} evaluation job worker(s) started by this module still run (stop: the app's lifespan, worker.stop())", pytrace=False)
 
 
 @pytest.fixture(scope="session")
