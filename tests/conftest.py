@@ -1,11 +1,11 @@
-"""Shared fixtures: one real encoder, one demo home (index + trained router) per test session; the tiers' markers;
-no evaluation job worker outlives its test module.
+"""Shared fixtures: one real encoder, one demo home (index + trained router), one ONNX export of the encoder per test
+session; the tiers' markers; no evaluation job worker outlives its test module.
 
 Each test is marked by the folder it lies in: ``unit`` (tests/unit/, mirroring the packages: no real MiniLM, no demo
 home, no training, no server process), ``integration`` (tests/integration/: real MiniLM, real stores, training,
 servers) or ``e2e`` (tests/e2e/: the README's commands, the browser, Locust, real service processes);
 ``pytest -m unit`` runs the fast tier. Tests that need the demo home (an ingest and a router training), the pipeline
-on it or the embedded LLM are also marked ``slow`` here (``pytest -m "not slow"``).
+on it, the embedded LLM or the session's ONNX export are also marked ``slow`` here (``pytest -m "not slow"``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from tests.utils import make_settings  # noqa: E402  (also imported from here by
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "faq6"
 
 # Session fixtures that cost tens of seconds: a test using one is slow.
-SLOW_FIXTURES = frozenset({"demo_home", "demo_pipeline", "embedded_llm"})
+SLOW_FIXTURES = frozenset({"demo_home", "demo_pipeline", "embedded_llm", "demo_onnx_dir"})
 TIERS = ("unit", "integration", "e2e")  # the folders under tests/, each the name of its marker
 TESTS = Path(__file__).resolve().parent
 
@@ -77,6 +77,20 @@ def no_job_worker_outlives_its_module() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def encoder() -> Encoder:
     return Encoder()
+
+
+@pytest.fixture(scope="session")
+def demo_onnx_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The base encoder's ONNX export a first ingest of the shipped demo makes (calibrated on a sample of its passages),
+    made once per session (30-70 s on 2 cores) for every test that loads it: read it; copy it to change it."""
+    from service.demo import DOCS
+    from service.retrieval.encoder import EncoderBackend
+    from tests.utils import ingest_calibration
+
+    path = tmp_path_factory.mktemp("demo-onnx") / "onnx"
+    made = Encoder(backend="onnx", onnx_dir=path, calibration=ingest_calibration(DOCS))
+    assert made.backend is EncoderBackend.ONNX, made.backend_error
+    return path
 
 
 @pytest.fixture(scope="session")
