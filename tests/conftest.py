@@ -1,16 +1,19 @@
-"""Shared fixtures: one real encoder, one demo home (index + trained router) per test session; the tiers' markers.
+"""Shared fixtures: one real encoder, one demo home (index + trained router), one ONNX export of the encoder per test
+session; the tiers' markers; no evaluation job worker outlives its test module.
 
 Each test is marked by the folder it lies in: ``unit`` (tests/unit/, mirroring the packages: no real MiniLM, no demo
 home, no training, no server process), ``integration`` (tests/integration/: real MiniLM, real stores, training,
 servers) or ``e2e`` (tests/e2e/: the README's commands, the browser, Locust, real service processes);
 ``pytest -m unit`` runs the fast tier. Tests that need the demo home (an ingest and a router training), the pipeline
-on it or the embedded LLM are also marked ``slow`` here (``pytest -m "not slow"``).
+on it, the embedded LLM or the session's ONNX export are also marked ``slow`` here (``pytest -m "not slow"``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +26,7 @@ from tests.utils import make_settings  # noqa: E402  (also imported from here by
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "faq6"
 
 # Session fixtures that cost tens of seconds: a test using one is slow.
-SLOW_FIXTURES = frozenset({"demo_home", "demo_pipeline", "embedded_llm"})
+SLOW_FIXTURES = frozenset({"demo_home", "demo_pipeline", "embedded_llm", "demo_onnx_dir"})
 TIERS = ("unit", "integration", "e2e")  # the folders under tests/, each the name of its marker
 TESTS = Path(__file__).resolve().parent
 
@@ -52,9 +55,42 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         raise pytest.UsageError("unit tests that load the real encoder or the demo home, or are marked slow:\n" + "\n".join(misplaced))
 
 
+def _job_workers() -> set[threading.Thread]:
+    """The evaluation job workers' threads alive in this process (:class:`service.evaluation.worker.EvalWorker`)."""
+    return {t for t in threading.enumerate() if t.name == "fedqa-eval" and t.is_alive()}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_job_worker_outlives_its_module() -> Iterator[None]:
+    """A test module stops every job worker it started (``POST /evaluate`` starts one; lifespan or ``worker.stop()``
+    stops it): one left running polls its home's jobs database for the rest of the session, and after the home is
+    removed logs a traceback a second."""
+    from tests.utils import wait_until
+
+    before = _job_workers()
+    yield
+    if not wait_until(lambda: not (_job_workers() - before), timeout=10):
+        left = len(_job_workers() - before)
+        pytest.fail(f"{left} evaluation job worker(s) started by this module still run (stop: the app's lifespan, worker.stop())", pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def encoder() -> Encoder:
     return Encoder()
+
+
+@pytest.fixture(scope="session")
+def demo_onnx_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The base encoder's ONNX export a first ingest of the shipped demo makes (calibrated on a sample of its passages),
+    made once per session (30-70 s on 2 cores) for every test that loads it: read it; copy it to change it."""
+    from service.demo import DOCS
+    from service.retrieval.encoder import EncoderBackend
+    from tests.utils import ingest_calibration
+
+    path = tmp_path_factory.mktemp("demo-onnx") / "onnx"
+    made = Encoder(backend="onnx", onnx_dir=path, calibration=ingest_calibration(DOCS))
+    assert made.backend is EncoderBackend.ONNX, made.backend_error
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -20,14 +20,21 @@ from tests.utils import ROOT, free_port, make_settings, served_app, serving_in_t
 
 
 @pytest.fixture(scope="module")
-def live_url(demo_pipeline):
-    """The app on the shared demo pipeline, served by uvicorn on 127.0.0.1 in a thread."""
+def live_url(demo_pipeline, tmp_path_factory):
+    """The app on the shared demo pipeline, served by uvicorn on 127.0.0.1 in a thread; the EvaluateUser's jobs go to
+    a home of its own, and the job worker they start stops with the module (it outlived the session, polling the
+    demo home's jobs database after it was removed)."""
     # no rate limit, and room for every job the EvaluateUser submits (the per-client quota: tests/integration/api/test_evaluate_api.py)
-    settings = make_settings(demo_pipeline.settings.home_dir, rate_limit_per_minute=0, jobs_max_unfinished_per_key=10_000)
+    home = tmp_path_factory.mktemp("loadtests-home")
+    settings = make_settings(home, rate_limit_per_minute=0, jobs_max_unfinished_per_key=10_000)
     state = ServiceState(settings)
     state.pipeline = demo_pipeline
-    with served_app(create_app(settings, state)) as url:
+    app = create_app(settings, state)
+    with served_app(app) as url:
         yield url
+        worker = getattr(app.state, "eval_worker", None)
+        if worker is not None:
+            worker.stop()
 
 
 def _run_locust(host: str, csv_dir: Path, name: str, *, users: int, duration: int, wait: str, user_classes: list[str]) -> subprocess.CompletedProcess:

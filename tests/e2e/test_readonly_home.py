@@ -94,7 +94,9 @@ def test_service_starts_on_a_read_only_home_without_the_job_worker():
         docs = work / "docs.jsonl"
         lines = DOCS.read_text(encoding="utf-8").splitlines()
         docs.write_text("\n".join(lines[::9]) + "\n", encoding="utf-8")  # ~40 passages of every product
-        env = {**os.environ, "HOME": str(cache), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+        # PyTorch: no ONNX export of the base encoder in this test (30-40 s on 2 cores; the export's own tests are
+        # tests/integration/retrieval/test_encoder_onnx.py, and it lies in the user's cache, not the read-only home)
+        env = {**os.environ, "HOME": str(cache), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "FEDQA_ENCODER_BACKEND": "torch"}
         env.pop("FEDQA_JOBS_DB", None)
         out = subprocess.run(
             _command(str(home), str(docs), str(jobs)), env=env, cwd=str(work), capture_output=True, text=True, timeout=600, check=False

@@ -105,12 +105,13 @@ def _timed_get(client: httpx.Client, path: str) -> tuple[int, float]:
     return r.status_code, time.perf_counter() - t0
 
 
-def test_a_retrieval_only_question_waiting_on_the_llm_does_not_hold_up_the_event_loop(demo_pipeline, tmp_path, slow_llm):
+def test_a_retrieval_only_question_waiting_on_the_llm_does_not_hold_up_the_event_loop(demo_pipeline, demo_onnx_dir, slow_llm):
     """The page's Compare button sends ``generate: false``; with lfs it waits on one LLM call per domain. The old code
     ran it in the event loop's thread whenever nothing else was in flight and the query encoder was ONNX Runtime."""
-    from service.retrieval.encoder import Encoder
+    from service.retrieval.encoder import Encoder, EncoderBackend
 
-    onnx = Encoder(backend="onnx", onnx_dir=tmp_path / "onnx")  # the encoder with which the old code answered inline
+    onnx = Encoder(backend="onnx", onnx_dir=demo_onnx_dir)  # the encoder with which the old code answered inline
+    assert onnx.backend is EncoderBackend.ONNX, onnx.backend_error
     pipeline = pipeline_with(demo_pipeline, encoder=onnx, llm=OpenAILLM(slow_llm.url, "slow"))
     with _serve(pipeline) as url, httpx.Client(base_url=url, timeout=60) as client:
         result: dict[str, httpx.Response] = {}

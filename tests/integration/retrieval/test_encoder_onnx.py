@@ -29,14 +29,15 @@ def _demo() -> tuple[list[dict], list[dict]]:
 
 
 @pytest.fixture(scope="module")
-def onnx_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("onnx-export") / "onnx"
-
-
-@pytest.fixture(scope="module")
 def demo_corpus() -> Calibration:
     """The sample of the demo's passages a first ingest of the demo calibrates the base model's export on."""
     return ingest_calibration(DOCS)
+
+
+@pytest.fixture(scope="module")
+def onnx_dir(demo_onnx_dir: Path) -> Path:
+    """The session's export calibrated on ``demo_corpus`` (tests read it; those that change an export copy it first)."""
+    return demo_onnx_dir
 
 
 @pytest.fixture(scope="module")

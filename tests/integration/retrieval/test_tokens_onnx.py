@@ -6,14 +6,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from service.retrieval.encoder import Encoder
 from tests.utils import ROOT
 
 
-def test_onnx_encoder_with_a_stored_export_loads_neither_pytorch_nor_transformers(tmp_path: Path):
-    """Start-up of `fedqa ingest` and `serve` on ONNX: importing PyTorch and transformers cost ~3 s (docs/speed.md)."""
-    onnx_dir = tmp_path / "onnx"
-    Encoder(backend="onnx", onnx_dir=onnx_dir)  # exports (this process has PyTorch loaded)
+def test_onnx_encoder_with_a_stored_export_loads_neither_pytorch_nor_transformers(demo_onnx_dir: Path):
+    """Start-up of `fedqa ingest` and `serve` on ONNX: importing PyTorch and transformers cost ~3 s (docs/speed.md).
+    ``demo_onnx_dir``: the session's stored export (made in this process, which has PyTorch loaded)."""
+    onnx_dir = demo_onnx_dir
     code = (
         "import sys\n"
         "from pathlib import Path\n"
