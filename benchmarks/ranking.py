@@ -59,6 +59,8 @@ ABLATIONS: dict[str, tuple[tuple[Feature, ...], Objective]] = {
     "no-router": (tuple(f for f in FEATURES if f is not Feature.LOG_PRODUCT_PROBABILITY), OBJECTIVE),
     "no-product-evidence": (tuple(f for f in FEATURES if f is not Feature.DOMAIN_BEST_GAP), OBJECTIVE),
     "s-and-p": ((Feature.SIMILARITY, Feature.LOG_PRODUCT_PROBABILITY), OBJECTIVE),
+    "no-reranker-pairwise": (STORED_FITS[NO_RERANKER], Objective.PAIRWISE),
+    "no-reranker-softmax": (STORED_FITS[NO_RERANKER], Objective.SOFTMAX),
 }
 DEFAULT = "default"
 
