@@ -12,7 +12,9 @@ the questions sharing its gold left out of the page prior), the ranking model is
 (``training/ranking.py`` ``fit_weights``, the fit ``fedqa train ranking`` stores) and the fold's questions are ranked
 by it (``top_is_gold``: the function serving uses). ``default`` is the served default ranking of the fold's
 questions under the same refit (quality.py's ``fused`` row, the same numbers). Beside the model on every feature, the
-same fit on subsets of them (``--ablations``) says which parts pay. ``--combine`` pools the per-question records of
+same fit on subsets of them (``--ablations``) says which parts pay. With a reranker on the home (and FEDQA_RERANK on)
+the pools' top ``--rerank-depth`` by the default ranking carry its logit, and ``model-no-reranker`` (the stored fit
+without the reranker's two features) says what it adds. ``--combine`` pools the per-question records of
 the two faq6 folds' homes (a question held out in both counts once, its figures averaged), as quality.py does.
 """
 
@@ -24,7 +26,9 @@ import pickle
 import random
 import sys
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,11 +37,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # quality.py, a siblin
 
 from service.config import get_settings  # noqa: E402
 from service.queries import load_queries  # noqa: E402
-from service.ranking.features import DEPTH, FEATURES, Feature  # noqa: E402
+from service.ranking.features import DEPTH, FEATURES, RERANK_FEATURES, Feature  # noqa: E402
 from service.ranking.model import OBJECTIVE, FittedOn, Objective, RankingMetrics, RankingModel  # noqa: E402
 
 #: the fit ``fedqa train ranking`` stores: every feature, its objective, on the questions as new ones and asked again
 MODEL = "model"
+#: the same fit without the reranker's features (with a reranker: what its logit adds to the model)
+NO_RERANKER = "model-no-reranker"
+#: the fits on the questions as new ones and asked again, as ``fedqa train ranking``'s: their feature sets
+STORED_FITS: dict[str, tuple[Feature, ...]] = {MODEL: FEATURES, NO_RERANKER: tuple(f for f in FEATURES if f not in RERANK_FEATURES)}
 #: the fits compared beside it, on the questions as new ones only: every feature by each objective, and every feature but
 #: one group (what that group adds)
 ABLATIONS: dict[str, tuple[tuple[Feature, ...], Objective]] = {
@@ -51,6 +59,8 @@ ABLATIONS: dict[str, tuple[tuple[Feature, ...], Objective]] = {
     "no-router": (tuple(f for f in FEATURES if f is not Feature.LOG_PRODUCT_PROBABILITY), OBJECTIVE),
     "no-product-evidence": (tuple(f for f in FEATURES if f is not Feature.DOMAIN_BEST_GAP), OBJECTIVE),
     "s-and-p": ((Feature.SIMILARITY, Feature.LOG_PRODUCT_PROBABILITY), OBJECTIVE),
+    "no-reranker-pairwise": (STORED_FITS[NO_RERANKER], Objective.PAIRWISE),
+    "no-reranker-softmax": (STORED_FITS[NO_RERANKER], Objective.SOFTMAX),
 }
 DEFAULT = "default"
 
@@ -59,6 +69,20 @@ def _model(names: tuple[Feature, ...], weights: tuple[float, ...], depth: int) -
     on = FittedOn(index=None, retriever=None, router=None, data="benchmark", questions=0)
     blank = RankingMetrics(questions=0, folds=0, acc_at_top1=0.0, default_acc_at_top1=0.0, wins=0, losses=0, in_sample_acc_at_top1=0.0)
     return RankingModel(features=names, weights=weights, depth=depth, active=True, fitted_on=on, metrics=blank)
+
+
+class MemoLogits:
+    """A reranker's ``logits`` computing each (question, passage) pair's logit once (the folds' pools share most)."""
+
+    def __init__(self, logits: Callable[[str, Sequence[str]], np.ndarray]) -> None:
+        self._logits = logits
+        self._seen: dict[tuple[str, str], float] = {}
+
+    def __call__(self, query: str, texts: Sequence[str], **kw: Any) -> np.ndarray:
+        new = [t for t in dict.fromkeys(texts) if (query, t) not in self._seen]
+        if new:
+            self._seen.update(zip(((query, t) for t in new), self._logits(query, new, **kw).tolist(), strict=True))
+        return np.array([self._seen[(query, t)] for t in texts], dtype=np.float32)
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -72,6 +96,9 @@ def run(args: argparse.Namespace) -> dict:
     qs = [q for f in args.queries for q in load_queries(f) if q.gold_doc_ids and q.domains]
     names = {n: ABLATIONS[n] for n in args.ablations}
     pipeline = load_pipeline(get_settings(), with_llm=False)
+    rerank = args.rerank_depth if pipeline.pool_reranker is not None and args.rerank_depth > 0 else None
+    if pipeline.reranker is not None:  # each fold's refit ranks the same pairs again: their logits computed once
+        pipeline.reranker.logits = MemoLogits(pipeline.reranker.logits)  # type: ignore[method-assign]
     try:
         head = pipeline.router
         if not isinstance(head, HeadRouter):
@@ -95,12 +122,13 @@ def run(args: argparse.Namespace) -> dict:
                 items, again = cached[k]
             else:
                 refit(pipeline, [qs[i] for i in rest], [preps[i] for i in rest], oos_vecs, args.top_k, saved[2].page_prior, scored)
-                items = collect(pipeline, qs, args.depth)  # with this fold's refit: the others to fit on, the fold to score
-                again = collect(pipeline, [qs[i] for i in rest], args.depth, asked_again=True)  # the others asked again
+                items = collect(pipeline, qs, args.depth, rerank_depth=rerank)  # with this fold's refit: the others to fit on, the fold to score
+                again = collect(pipeline, [qs[i] for i in rest], args.depth, asked_again=True, rerank_depth=rerank)  # the others asked again
                 collected.append((items, again))
             train = [items[i] for i in rest]
             fold_weights = {}
-            for n, (feats, objective, fit_on) in [(MODEL, (FEATURES, OBJECTIVE, train + again))] + [(n, (*a, train)) for n, a in names.items()]:
+            stored = [(n, (feats, OBJECTIVE, train + again)) for n, feats in STORED_FITS.items()]
+            for n, (feats, objective, fit_on) in stored + [(n, (*a, train)) for n, a in names.items()]:
                 w = fit_weights(fit_on, feats, objective)
                 fold_weights[n] = dict(zip(map(str, feats), w, strict=True))
                 m = _model(feats, w, args.depth)
@@ -122,6 +150,7 @@ def run(args: argparse.Namespace) -> dict:
         "n": len(qs),
         "crossfit": args.crossfit,
         "depth": args.depth,
+        "rerank_depth": rerank,
         "versions": versions,
         "fold_weights": weights,
         "records": list(records.values()),
@@ -137,16 +166,18 @@ def heldout(args: argparse.Namespace) -> dict:
     fit_qs = [q for f in args.queries for q in load_queries(f) if q.gold_doc_ids and q.domains]
     apart = [q for f in args.heldout for q in load_queries(f) if q.gold_doc_ids and q.domains]
     pipeline = load_pipeline(get_settings(), with_llm=False)
+    rerank = args.rerank_depth if pipeline.pool_reranker is not None and args.rerank_depth > 0 else None
     try:
-        fit_items = collect(pipeline, fit_qs, args.depth)
-        repeated = collect(pipeline, fit_qs, args.depth, asked_again=True)  # as fedqa train ranking fits
-        items = collect(pipeline, apart, args.depth)
+        fit_items = collect(pipeline, fit_qs, args.depth, rerank_depth=rerank)
+        repeated = collect(pipeline, fit_qs, args.depth, asked_again=True, rerank_depth=rerank)  # as fedqa train ranking fits
+        items = collect(pipeline, apart, args.depth, rerank_depth=rerank)
         versions = pipeline.versions
     finally:
         pipeline.close()
     records = [{"qid": q.qid, "domains": list(q.domains), "cross": q.is_cross} for q in apart]
     weights = {}
-    arms = [(MODEL, (FEATURES, OBJECTIVE, fit_items + repeated))] + [(n, (*ABLATIONS[n], fit_items)) for n in args.ablations]
+    arms = [(n, (feats, OBJECTIVE, fit_items + repeated)) for n, feats in STORED_FITS.items()]
+    arms += [(n, (*ABLATIONS[n], fit_items)) for n in args.ablations]
     for n, (feats, objective, fit_on) in arms:
         w = fit_weights(fit_on, feats, objective)
         weights[n] = dict(zip(map(str, feats), w, strict=True))
@@ -160,6 +191,7 @@ def heldout(args: argparse.Namespace) -> dict:
         "heldout": list(args.heldout),
         "n": len(apart),
         "depth": args.depth,
+        "rerank_depth": rerank,
         "versions": versions,
         "weights": weights,
         "records": records,
@@ -202,6 +234,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--combine", nargs="+", metavar="FILE", help="pool the per-question records of these --out files instead")
     ap.add_argument("--crossfit", type=int, default=5, help="K folds (quality.py's)")
     ap.add_argument("--depth", type=int, default=DEPTH, help="the pool's depth per searched product")
+    ap.add_argument(
+        "--rerank-depth",
+        type=int,
+        default=get_settings().rank_rerank_depth,
+        help="with a reranker on the home, its logit as a feature of each pool's top N by the default ranking (0: not read)",
+    )
     ap.add_argument("--top-k", type=int, default=5, help="as quality.py (the refit's ranking depth)")
     ap.add_argument("--ablations", nargs="+", default=list(ABLATIONS), choices=list(ABLATIONS), help="the feature sets fitted")
     ap.add_argument("--seed", type=int, default=0)

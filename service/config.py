@@ -156,6 +156,13 @@ class Settings(BaseSettings):
         description="Rerank the merged top-N with the trained reranker (fedqa train reranker) when one fits the active index; "
         "off: rank as the strategy does ('rerank': false on a request does the same for it).",
     )
+    rank_rerank_depth: int = Field(
+        default=20,
+        ge=1,
+        description="Candidates whose reranker logit a ranking model's pool reads (fedqa train ranking --rerank-depth; a "
+        "served model keeps the N it was fitted with): the top N of the pool by the default ranking, as the reranker is "
+        "trained on the served top 20 (fedqa train reranker --depth); the others get 0 and the indicator 'reranked' 0.",
+    )
     rerank_threads: int | None = Field(
         default=None,
         ge=1,

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,7 @@ from service.generation.answer import Answer, Answerer
 from service.generation.answer_policy import AnswerPolicy
 from service.generation.extractive import shared_vectors
 from service.generation.llm import LLM
-from service.ranking.features import Pool, candidate_pool
+from service.ranking.features import Pool, candidate_pool, reranked
 from service.ranking.model import RankingModel
 from service.reranking.model import Reranker
 from service.retrieval.encoder import Encoder
@@ -61,6 +61,18 @@ class RequestError(ValueError):
 
 def _ms(t0: float) -> float:
     return round((time.perf_counter() - t0) * 1000.0, 3)
+
+
+@dataclass(frozen=True)
+class Merge:
+    """The served merge's inputs for one question: each domain's hits, the strategy's weights, the router's p_j, the
+    page prior's bonus and the search depth (what orders the default ranking)."""
+
+    per_domain: dict[str, list[Hit]]
+    weights: dict[str, float]
+    probs: dict[str, float]
+    bonus: PriorBonus | None
+    search_k: int
 
 
 class Pipeline:
@@ -103,7 +115,8 @@ class Pipeline:
             abstention = split = None  # fitted for the router that is not used
         self.router = router
         # the fitted ranking model ordering the default strategy's passages (None: the strategy's merge orders them)
-        serving = {"index": store.version, "retriever": encoder.version, "router": router.version or "uniform"}
+        serving: dict[str, str | None] = {"index": store.version, "retriever": encoder.version, "router": router.version or "uniform"}
+        serving["reranker"] = reranker.version if reranker is not None and settings.rerank == "on" else None
         self.ranking = ranking if ranking is not None and ranking.serves(serving) else None
         self.split = split  # when an answer covers several products (None: always one)
         self.abstention = abstention
@@ -248,6 +261,7 @@ class Pipeline:
         rerank: bool = True,
         allowed: frozenset[str] | None = None,
         pool_depth: int | None = None,
+        rerank_depth: int | None = None,
     ) -> Retrieval:
         """Route, choose the domains by ``strategy``, search them (top-k each) and merge; within ``allowed`` (:mod:`service.scope`).
 
@@ -260,7 +274,9 @@ class Pipeline:
         ``rerank``: with a reranker (and FEDQA_RERANK on) the merged top-N (its fitted depth) is reranked, then cut.
         With a ranking model (:attr:`ranking`) the default strategy's passages are ordered by its score over each
         question's candidate pool (:mod:`service.ranking`); ``pool_depth``: build the pools at that depth (a fit's
-        candidates) whether or not a model serves. The pools built are in ``Retrieval.pools``.
+        candidates) whether or not a model serves; ``rerank_depth``: with a reranker (:attr:`pool_reranker`), its logit
+        as a feature of the pools' top N by the default ranking (a fit's; a serving model reads its own N when its score
+        reads the reranker, and then no reranking follows it). The pools built are in ``Retrieval.pools``.
         """
         strategy = StrategyName(strategy)
         kw: dict[str, Any] = {
@@ -271,6 +287,7 @@ class Pipeline:
             "rerank": rerank,
             "allowed": allowed,
             "pool_depth": pool_depth,
+            "rerank_depth": rerank_depth,
         }
         message = query if question is None else question
         texts = split_questions(message)
@@ -293,6 +310,7 @@ class Pipeline:
         rerank: bool,
         allowed: frozenset[str] | None,
         pool_depth: int | None = None,
+        rerank_depth: int | None = None,
     ) -> Retrieval:
         """:meth:`retrieve` of ``query`` searched as one text (its ``parts`` left to the caller)."""
         t_all = time.perf_counter()
@@ -323,13 +341,14 @@ class Pipeline:
         per_domain = {d: h for d, h in (selection.hits or {}).items() if d in selection.weights}
         if missing := [d for d in selection.active if d not in per_domain]:
             per_domain.update(search(missing, search_k))
-        pool = self._candidates(query, per_domain, selection.weights, probs, depth, prepared.vector, timings) if depth is not None else None
+        default = Merge(per_domain, selection.weights, probs, bonus, search_k)
+        pool = self._candidate_pool(query, default, depth, prepared.vector, rerank_depth or (model.reranked_depth if model else None), timings)
         if model is not None and pool is not None:
             ranked = model.rank(pool, probs, top_k)
+            reranker = None if model.uses_reranker else reranker  # its logit is in the model's score: not reranked again
         else:
-            fuse = strategy is DEFAULT_STRATEGY or bool(domains)
-            ranked = self._merged(query, per_domain, selection.weights, probs, top_k, bonus, search_k, fuse=fuse, timings=timings)
-        hits = with_passages(self.store, ranked, self.passage_cache)
+            ranked = self._merged(query, default, top_k, fuse=strategy is DEFAULT_STRATEGY or bool(domains), timings=timings)
+        hits = self._calibrated(with_passages(self.store, ranked, self.passage_cache))
         timings["search"] = _ms(t0)
         hits = self._rerank(reranker, query, hits, final_k, timings)
         timings["retrieval"] = _ms(t_all)
@@ -371,25 +390,50 @@ class Pipeline:
         lexical = search_lexical(self.lexical, query, [d for d in per_domain if d in weights], depth, timings)
         return candidate_pool(per_domain, weights, probs, depth, lexical=lexical, prior=self.router.fitted.page_prior, vector=vector)
 
-    def _merged(
-        self,
-        query: str,
-        per_domain: dict[str, list[Hit]],
-        weights: dict[str, float],
-        probs: dict[str, float],
-        top_k: int,
-        bonus: PriorBonus | None,
-        search_k: int,
-        *,
-        fuse: bool,
-        timings: dict[str, float],
-    ) -> list[Candidate]:
+    @property
+    def pool_reranker(self) -> Reranker | None:
+        """The reranker whose logit a candidate pool reads (None: no reranker, or FEDQA_RERANK off)."""
+        return self.reranker if self.settings.rerank == "on" else None
+
+    def _candidate_pool(
+        self, query: str, default: Merge, depth: int | None, vector: np.ndarray, n: int | None, timings: dict[str, float]
+    ) -> Pool | None:
+        """The question's candidate pool at ``depth`` (None: none built) with, given a reranker and ``n``, the reranker's
+        logit of its top ``n`` by the default ranking (``default``: the merge's inputs)."""
+        if depth is None:
+            return None
+        pool = self._candidates(query, default.per_domain, default.weights, default.probs, depth, vector, timings)
+        reranker = self.pool_reranker
+        return self._reranked(reranker, query, pool, default, n, timings) if reranker is not None and n is not None else pool
+
+    def _reranked(self, reranker: Reranker, query: str, pool: Pool, default: Merge, n: int, timings: dict[str, float]) -> Pool:
+        """``pool`` with the reranker's logit of its top ``n`` by the default ranking (``default``: the merge's inputs,
+        the served merge of the same hits) as features (:func:`~service.ranking.features.reranked`)."""
+        head = self._merged(query, default, n, fuse=True, timings=timings)
+        in_pool = set(pool.keys())
+        head = [c for c in head if (c.domain, c.point_id) in in_pool]
+        hits = with_passages(self.store, head, self.passage_cache)
+        t0 = time.perf_counter()
+        ce = reranker.logits(query, [reranker.params.passage_text(h.passage.title, h.passage.text) for h in hits]).tolist()
+        timings["rerank"] = _ms(t0)
+        return reranked(pool, {(c.domain, c.point_id): v for c, v in zip(head, ce, strict=True)})
+
+    def _calibrated(self, hits: list[RankedHit]) -> list[RankedHit]:
+        """Hits whose features hold the reranker's logit (a ranking model's pool) with its calibrated score, which
+        "not covered" reads, as a reranked hit has it."""
+        reranker = self.pool_reranker
+        if reranker is None:
+            return hits
+        calibrated = reranker.params.calibrated
+        return [h if (ce := h.features.rerank) is None else replace(h, rerank_score=round(calibrated(ce), 6)) for h in hits]
+
+    def _merged(self, query: str, m: Merge, top_k: int, *, fuse: bool, timings: dict[str, float]) -> list[Candidate]:
         """The strategy's merge of the domains' hits (:func:`~service.retrieval.federated.merge`), fused with the lexical
         ranking when :func:`~service.retrieval.lexical.fused_lexical` says so (``fuse``: the default strategy or a product
         filter)."""
         lex = fused_lexical(self.lexical, self.settings.lexical, self.router.fitted.ranks, fuse)
-        lexical = search_lexical(lex, query, [d for d in per_domain if d in weights], search_k, timings)
-        return merge(per_domain, weights, top_k, bonus, lexical, probs)
+        lexical = search_lexical(lex, query, [d for d in m.per_domain if d in m.weights], m.search_k, timings)
+        return merge(m.per_domain, m.weights, top_k, m.bonus, lexical, m.probs)
 
     @staticmethod
     def _rerank(reranker: Reranker | None, query: str, hits: list[RankedHit], top_k: int, timings: dict[str, float]) -> list[RankedHit]:

@@ -81,7 +81,8 @@ class Source(BaseModel):
         "domain_best_gap (its product's best s less the best s of all), page_answers (log(1 + n), n the labelled questions "
         "answered on its page), is_known_answer, known_answer and its square, bm25_share (its BM25 over its product's best), "
         "lexical_only (found by the lexical search alone), dense_reciprocal_rank and lexical_reciprocal_rank (1 / (60 + "
-        "its rank by s, by BM25, across the products searched)).",
+        "its rank by s, by BM25, across the products searched)), and where it reads the reranker, rerank for the default "
+        "ranking's top N and reranked (1: scored by the reranker, else 0).",
     )
     rerank_score: float | None = Field(
         default=None,

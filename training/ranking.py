@@ -5,7 +5,10 @@ default strategy with the router's calibrated p over every domain and the page p
 with the counted questions sharing its gold passages left out of the page prior (:func:`training.page_prior.unseen`),
 so that its page count and known answers are those of a new question. From it come the question's candidate pools
 (:func:`service.ranking.features.candidate_pool`, one per question of a message) and, beside them, the top passage of
-today's default ranking (the served merge, with no ranking model).
+today's default ranking (the served merge, with no ranking model). With a reranker the pools' top N by the default
+ranking carry its logit (:func:`service.ranking.features.reranked`, computed by the pipeline as when it serves), so
+the reranker's weight is fitted jointly with the other features and guarded with them; without one (or with
+FEDQA_RERANK off) those columns are 0 and their weights 0.
 
 The model is a logistic regression on pairwise differences (RankNet's linear case): for each pool with a gold passage,
 every (gold, other) pair gives x_gold - x_other labelled 1 and its negation labelled 0, no intercept, each question's
@@ -79,10 +82,18 @@ def default_ranking(pipeline) -> Iterator[None]:  # noqa: ANN001 - a Pipeline
         pipeline.ranking = model
 
 
-def collect(pipeline, questions: Sequence[LabelledQuery], depth: int = DEPTH, *, asked_again: bool = False) -> list[LabelledPools]:  # noqa: ANN001
+def collect(
+    pipeline,  # noqa: ANN001 - a Pipeline
+    questions: Sequence[LabelledQuery],
+    depth: int = DEPTH,
+    *,
+    asked_again: bool = False,
+    rerank_depth: int | None = None,
+) -> list[LabelledPools]:
     """The candidate pools of ``questions`` (those with gold passages and domains) through ``pipeline``'s serving path,
     each with the counted questions sharing its gold left out of the page prior; and today's default top passage.
-    ``asked_again``: with the question counted, as when a labelled question is asked again (its answer a known one)."""
+    ``asked_again``: with the question counted, as when a labelled question is asked again (its answer a known one);
+    ``rerank_depth``: the pools' top N by the default ranking carry the pipeline's reranker's logit (none: 0)."""
     out = []
     with default_ranking(pipeline):
         for q in questions:
@@ -91,7 +102,7 @@ def collect(pipeline, questions: Sequence[LabelledQuery], depth: int = DEPTH, *,
             gold = frozenset(point_id(d) for d in q.gold_doc_ids)
             with unseen(pipeline, () if asked_again else q.gold_doc_ids):
                 served = pipeline.retrieve(q.query, top_k=1, gate_mode="deterministic", rerank=False)
-                pooled = pipeline.retrieve(q.query, top_k=1, gate_mode="deterministic", rerank=False, pool_depth=depth)
+                pooled = pipeline.retrieve(q.query, top_k=1, gate_mode="deterministic", rerank=False, pool_depth=depth, rerank_depth=rerank_depth)
             top = served.hits[0].passage.point_id if served.hits else None
             out.append(LabelledPools(q.qid, q.is_cross, tuple(pooled.pools), gold, top in gold))
     return out
@@ -190,8 +201,12 @@ def fingerprint(questions: Sequence[LabelledQuery]) -> str:
 _UNMEASURED = RankingMetrics(questions=0, folds=0, acc_at_top1=0.0, default_acc_at_top1=0.0, wins=0, losses=0, in_sample_acc_at_top1=0.0)
 
 
-def _model(weights: Sequence[float], depth: int, fitted_on: FittedOn, metrics: RankingMetrics, active: bool) -> RankingModel:
-    return RankingModel(features=FEATURES, weights=tuple(weights), depth=depth, active=active, fitted_on=fitted_on, metrics=metrics)
+def _model(
+    weights: Sequence[float], depth: int, fitted_on: FittedOn, metrics: RankingMetrics, active: bool, rerank_depth: int | None = None
+) -> RankingModel:
+    return RankingModel(
+        features=FEATURES, weights=tuple(weights), depth=depth, active=active, fitted_on=fitted_on, metrics=metrics, rerank_depth=rerank_depth
+    )
 
 
 @dataclass(frozen=True)
@@ -226,6 +241,28 @@ def crossfit(
     return HeldOut(new, again)
 
 
+def _collected(
+    settings: Settings,
+    pipeline,  # noqa: ANN001 - a Pipeline, or None: loaded for the call
+    questions: Sequence[LabelledQuery],
+    depth: int,
+    rerank_depth: int | None,
+) -> tuple[list[LabelledPools], list[LabelledPools], dict[str, str | None], int | None]:
+    """The questions' pools as new ones and asked again, the versions read, and the reranked depth (None: no reranker)."""
+    from service.loading import load_pipeline
+
+    own = pipeline is None
+    pipeline = pipeline or load_pipeline(settings, with_llm=False)
+    try:
+        n = (rerank_depth or settings.rank_rerank_depth) if pipeline.pool_reranker is not None else None
+        items = collect(pipeline, questions, depth, rerank_depth=n)
+        repeated = collect(pipeline, questions, depth, asked_again=True, rerank_depth=n)
+        return items, repeated, pipeline.versions, n
+    finally:
+        if own:
+            pipeline.close()
+
+
 def fit_ranking(
     settings: Settings,
     questions: Sequence[LabelledQuery],
@@ -236,20 +273,13 @@ def fit_ranking(
     folds: int = FOLDS,
     seed: int = 0,
     objective: Objective = OBJECTIVE,
+    rerank_depth: int | None = None,
 ) -> RankingFit:
     """Fit the ranking model for the active versions of ``settings``' home on ``questions`` (the router's validation
-    questions), with the guard, and (``save``) store it beside the router version. ``pipeline``: an open one."""
-    from service.loading import load_pipeline
-
-    own = pipeline is None
-    pipeline = pipeline or load_pipeline(settings, with_llm=False)
-    try:
-        items = collect(pipeline, questions, depth)
-        repeated = collect(pipeline, questions, depth, asked_again=True)
-        versions = pipeline.versions
-    finally:
-        if own:
-            pipeline.close()
+    questions), with the guard, and (``save``) store it beside the router version. ``pipeline``: an open one;
+    ``rerank_depth``: the reranker's logit read for the pools' top N (default ``settings.rank_rerank_depth``; none read
+    without a reranker)."""
+    items, repeated, versions, n = _collected(settings, pipeline, questions, depth, rerank_depth)
     if not items:
         raise ValueError("fitting the ranking model needs labelled questions with gold passages and domains")
     held = crossfit(items, depth, folds, seed, objective, repeated)
@@ -267,6 +297,7 @@ def fit_ranking(
         data=fingerprint(questions),
         questions=len(items),
         objective=objective,
+        reranker=versions.get("reranker") if n is not None else None,
     )
     draft = _model(weights, depth, on, _UNMEASURED, True)
     in_sample = float(np.mean([top_is_gold(draft, it) for it in items]))
@@ -281,7 +312,7 @@ def fit_ranking(
         asked_again_acc_at_top1=round(float(held.again.mean()), 4),
         default_asked_again_acc_at_top1=round(float(default_again.mean()), 4),
     )
-    model = _model(weights, depth, on, metrics, active)
+    model = _model(weights, depth, on, metrics, active, n)
     path = save_beside_router(settings.home_dir, versions, ranking_path, lambda t: save_ranking(model, t)) if save else None
     return RankingFit(model, path, oof, default)
 
@@ -298,6 +329,7 @@ def report(fit: RankingFit) -> dict[str, object]:
         "the default keeps serving",
         "weights": weights_by_name(m),
         "depth": m.depth,
+        "rerank_depth": m.rerank_depth,
         "metrics": m.metrics.model_dump(),
         "fitted_on": m.fitted_on.model_dump(),
     }

@@ -23,6 +23,12 @@ def register(tsub: Subparsers) -> None:
     )
     t.add_argument("--queries", nargs="+", required=True, help="labelled questions with gold passages (the router's validation questions)")
     t.add_argument("--depth", type=int, default=DEPTH, help="candidates per searched product from the dense and from the lexical search")
+    t.add_argument(
+        "--rerank-depth",
+        type=int,
+        default=None,
+        help="with a reranker, its logit is a feature of each pool's top N by the default ranking (default: FEDQA_RANK_RERANK_DEPTH)",
+    )
     t.add_argument("--folds", type=int, default=FOLDS, help="folds of the guard's cross-fit")
     t.add_argument("--seed", type=int, default=0, help="seed of the guard's folds")
     t.add_argument(
@@ -44,6 +50,15 @@ def cmd_train_ranking(args: argparse.Namespace) -> int:
     queries = labelled(args.queries, s, lenient=args.lenient)
     if not any(q.domains and q.gold_doc_ids for q in queries):
         raise ValueError(f'fitting the ranking model needs questions with "domains" and "gold_doc_ids"; {", ".join(args.queries)} give none')
-    fit = fit_ranking(s, queries, save=not args.dry_run, depth=args.depth, folds=args.folds, seed=args.seed, objective=Objective(args.objective))
+    fit = fit_ranking(
+        s,
+        queries,
+        save=not args.dry_run,
+        depth=args.depth,
+        folds=args.folds,
+        seed=args.seed,
+        objective=Objective(args.objective),
+        rerank_depth=args.rerank_depth,
+    )
     print_json(report(fit))
     return 0

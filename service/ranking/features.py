@@ -9,6 +9,10 @@ domains searched in two of its five refits) cost the model 0.740 -> 0.701 Acc@1.
 :class:`Feature`, computed from the question alone (its vector, the router's p, the page prior's counts as they stand
 while it is ranked: a labelled question is ranked with the questions sharing its gold passages left out,
 ``training/page_prior.py`` ``unseen``). A ranking model (:mod:`service.ranking.model`) is a function of these columns.
+
+With a reranker the pool's top N by the default ranking (the served merge's score of the same candidates; N a setting,
+``FEDQA_RANK_RERANK_DEPTH``, stored with the model) also get the cross-encoder's logit (:func:`reranked`); the others keep
+the neutral 0 and an indicator 0, so that a linear score gives the scored ones their own offset.
 """
 
 from __future__ import annotations
@@ -42,9 +46,13 @@ class Feature(Choice):
     LEXICAL_ONLY = "lexical_only"  # 1 when only the lexical search found it, else 0
     DENSE_RECIPROCAL_RANK = "dense_reciprocal_rank"  # 1 / (k + its rank by s among the pool's dense hits), 0: none
     LEXICAL_RECIPROCAL_RANK = "lexical_reciprocal_rank"  # 1 / (k + its rank by BM25 among the pool's lexical hits), 0: none
+    RERANK = "rerank"  # the reranker's logit, for the default ranking's top N of the pool (0: not scored)
+    RERANKED = "reranked"  # 1 when the reranker scored it (one of the default ranking's top N), else 0
 
 
 FEATURES: tuple[Feature, ...] = tuple(Feature)
+#: the features only a reranker gives (0 in a pool built without one)
+RERANK_FEATURES: tuple[Feature, ...] = (Feature.RERANK, Feature.RERANKED)
 
 
 @dataclass(frozen=True)
@@ -81,6 +89,7 @@ class Pool:
         """Row ``row``'s features as a source shows them (``probability``: the router's p_j of its product)."""
         x = dict(zip(FEATURES, self.matrix[row].tolist(), strict=True))
         known = x[Feature.IS_KNOWN_ANSWER] > 0
+        scored = x[Feature.RERANKED] > 0
         return RankFeatures(
             similarity=x[Feature.SIMILARITY],
             product_probability=probability,
@@ -94,7 +103,13 @@ class Pool:
             lexical_only=x[Feature.LEXICAL_ONLY],
             dense_reciprocal_rank=x[Feature.DENSE_RECIPROCAL_RANK],
             lexical_reciprocal_rank=x[Feature.LEXICAL_RECIPROCAL_RANK],
+            rerank=x[Feature.RERANK] if scored else None,
+            reranked=x[Feature.RERANKED],
         )
+
+    def keys(self) -> list[tuple[str, str]]:
+        """Each candidate's (domain, point id), in row order."""
+        return [(e.domain, e.point_id) for e in self.entries]
 
 
 def candidate_pool(
@@ -151,10 +166,23 @@ def candidate_pool(
                 Feature.LEXICAL_ONLY: 1.0 if only_lexical else 0.0,
                 Feature.DENSE_RECIPROCAL_RANK: 1.0 / (k + dense_rank[(d, pid)]) if (d, pid) in dense_rank else 0.0,
                 Feature.LEXICAL_RECIPROCAL_RANK: 1.0 / (k + lexical_rank[(d, pid)]) if (d, pid) in lexical_rank else 0.0,
+                Feature.RERANK: 0.0,  # neutral until a reranker scores it (reranked)
+                Feature.RERANKED: 0.0,
             }
             rows.append([x[f] for f in FEATURES])
     matrix = np.array(rows, dtype=np.float64).reshape(len(rows), len(FEATURES))
     return Pool(tuple(entries), matrix)
+
+
+def reranked(pool: Pool, logits: Mapping[tuple[str, str], float]) -> Pool:
+    """``pool`` with the reranker's logit of each candidate in ``logits`` (by (domain, point id): the default ranking's
+    top N, read by the pipeline) and its indicator 1; the other candidates keep the neutral 0 and the indicator 0."""
+    matrix = pool.matrix.copy()
+    col, flag = FEATURES.index(Feature.RERANK), FEATURES.index(Feature.RERANKED)
+    for i, key in enumerate(pool.keys()):
+        if key in logits:
+            matrix[i, col], matrix[i, flag] = float(logits[key]), 1.0
+    return Pool(pool.entries, matrix)
 
 
 def _ranks(hits: Iterable[tuple[str, Hit]]) -> dict[tuple[str, str], int]:

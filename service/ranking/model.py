@@ -1,7 +1,8 @@
 """The fitted ranking model: score = w . x over a candidate's named features (:mod:`service.ranking.features`).
 
-One artifact holds every number of the ranking (the weights, by feature name, and the pool depth), what it was fitted
-on (index, retriever, router versions and a fingerprint of the labelled questions) and its out-of-sample figures. It
+One artifact holds every number of the ranking (the weights, by feature name, the pool depth and the reranked depth N),
+what it was fitted on (index, retriever, router and reranker versions and a fingerprint of the labelled questions) and
+its out-of-sample figures. It
 is fitted by ``fedqa train ranking`` (training/ranking.py) and stored as ``ranking.json`` beside the router version; it
 serves (the default strategy's final order is by its score) only when its guard passed (``active``) and it was fitted
 on the versions that serve.
@@ -19,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from service.artifacts import Registry, load_fitted, write_json_atomic
 from service.choices import Choice
-from service.ranking.features import Feature, Pool
+from service.ranking.features import RERANK_FEATURES, Feature, Pool
 from service.retrieval.federated import Candidate, positive_similarity
 
 RANKING_FILE = "ranking.json"
@@ -47,6 +48,7 @@ class FittedOn(BaseModel):
     retriever: str | None
     router: str | None
     data: str
+    reranker: str | None = None  # the reranker whose logit the pools read (None: fitted without one)
     questions: int = Field(ge=0)
     objective: Objective = OBJECTIVE
 
@@ -70,7 +72,8 @@ class RankingMetrics(BaseModel):
 
 
 class RankingModel(BaseModel):
-    """Weights by feature name (score = w . x), the pool depth it ranks, whether it serves, its provenance and figures."""
+    """Weights by feature name (score = w . x), the pool depth it ranks, the top N of it the reranker scores (None:
+    fitted without a reranker), whether it serves, its provenance and figures."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -78,6 +81,7 @@ class RankingModel(BaseModel):
     weights: tuple[float, ...]
     depth: int = Field(ge=1)
     active: bool
+    rerank_depth: int | None = Field(default=None, ge=1)
     fitted_on: FittedOn
     metrics: RankingMetrics
 
@@ -91,11 +95,22 @@ class RankingModel(BaseModel):
             raise ValueError("a weight is not finite")
         return self
 
+    @property
+    def uses_reranker(self) -> bool:
+        """Whether its score reads the reranker's logit (a reranked depth and a weight on a reranker feature)."""
+        return self.rerank_depth is not None and any(w != 0.0 for f, w in zip(self.features, self.weights, strict=True) if f in RERANK_FEATURES)
+
+    @property
+    def reranked_depth(self) -> int | None:
+        """The top N of a pool whose reranker logit its score reads (None: it reads none)."""
+        return self.rerank_depth if self.uses_reranker else None
+
     def serves(self, versions: Mapping[str, str | None]) -> bool:
         """Whether it orders the default strategy's passages for these serving versions (its guard passed, and it was
-        fitted on this index, retriever and router)."""
+        fitted on this index, retriever and router, and on the reranker that serves when its score reads one)."""
         on = self.fitted_on
-        return self.active and (on.index, on.retriever, on.router) == (versions.get("index"), versions.get("retriever"), versions.get("router"))
+        same = (on.index, on.retriever, on.router) == (versions.get("index"), versions.get("retriever"), versions.get("router"))
+        return self.active and same and (not self.uses_reranker or on.reranker == versions.get("reranker"))
 
     def scores(self, pool: Pool) -> np.ndarray:
         """w . x of every candidate of ``pool``."""

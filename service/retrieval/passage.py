@@ -64,7 +64,7 @@ class RankFeatures:
     asking several questions, interleaved by rank). Where a fitted ranking model orders the passages
     (:mod:`service.ranking`) every feature it reads is shown too: ``log_product_probability``, ``domain_best_gap``,
     ``page_answers``, ``is_known_answer``, ``known_answer_squared``, ``bm25_share``, ``lexical_only``, ``dense_reciprocal_rank``,
-    ``lexical_reciprocal_rank`` (:class:`service.ranking.features.Feature`)."""
+    ``lexical_reciprocal_rank``, ``reranked`` (1: the reranker scored it; :class:`service.ranking.features.Feature`)."""
 
     similarity: float | None = None
     product_probability: float | None = None
@@ -86,6 +86,7 @@ class RankFeatures:
     lexical_only: float | None = None
     dense_reciprocal_rank: float | None = None
     lexical_reciprocal_rank: float | None = None
+    reranked: float | None = None
 
     def values(self) -> dict[str, float]:
         """The features computed, by name (what a source shows as ``features``)."""

@@ -89,38 +89,6 @@ def test_shipped_general_negatives_are_out_of_scope_and_avoid_the_measured_famil
 
 
 # ------------------------------------------------------------------ a reranker trained on the demo home
-@pytest.fixture(scope="module")
-def reranker_home(demo_home, tmp_path_factory):
-    """A copy of the demo home with a small reranker trained on its rankings (a few steps: the mechanics, not the quality)."""
-    from service.demo import DOCS, OUT_OF_SCOPE, QUERIES
-    from service.jsonl import read_objects
-    from service.queries import load_queries
-    from service.retrieval.passage import Passage
-    from training.data.build import DataConfig, build_training_data
-    from training.data.dataset import TrainingData
-    from training.data.synthetic import HeuristicQueryGenerator
-    from training.reranker import RerankerConfig
-    from training.reranker_version import train_and_save
-
-    home = tmp_path_factory.mktemp("rerank-home")
-    copytree_sparse(demo_home, home, dirs_exist_ok=True)
-    settings = make_settings(home)
-    corpus = [Passage.from_payload(rec) for _, rec in read_objects(DOCS)]
-    out = home / "data"
-    build_training_data(
-        corpus,
-        load_queries(QUERIES),
-        out,
-        generators=[HeuristicQueryGenerator()],
-        config=DataConfig(val_fraction=0.3),
-        progress=False,
-        out_of_scope=load_queries(OUT_OF_SCOPE),
-    )
-    cfg = RerankerConfig(steps=6, batch_size=4, max_questions=40, depth=10, checkpoint_every=0)
-    version, metrics = train_and_save(settings, TrainingData.load(out), config=cfg, progress=False)
-    return settings, version, metrics
-
-
 def test_a_reranker_cut_to_fewer_layers_is_saved_and_loaded_cut(tmp_path):
     """``layers``: the cross-encoder keeps the MiniLM's first N transformer layers, and its saved config says so,
     so the version (and its export) loads as cut and scores as trained."""

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from service.ranking.features import FEATURES, Feature, Pool, candidate_pool
+from service.ranking.features import FEATURES, RERANK_FEATURES, Feature, Pool, candidate_pool, reranked
 from service.ranking.model import FittedOn, RankingMetrics, RankingModel, load_ranking, save_ranking
 from service.retrieval.lexical import LexicalHits
 from service.retrieval.page_prior import PagePrior
@@ -20,8 +20,10 @@ ON = FittedOn(index="index-1", retriever="retriever-1", router="router-1", data=
 FIGURES = RankingMetrics(questions=3, folds=0, acc_at_top1=0.5, default_acc_at_top1=0.4, wins=1, losses=0, in_sample_acc_at_top1=0.6)
 
 
-def _model(weights: dict[Feature, float], *, active: bool = True) -> RankingModel:
-    return RankingModel(features=tuple(weights), weights=tuple(weights.values()), depth=3, active=active, fitted_on=ON, metrics=FIGURES)
+def _model(weights: dict[Feature, float], *, active: bool = True, rerank_depth: int | None = None, on: FittedOn = ON) -> RankingModel:
+    return RankingModel(
+        features=tuple(weights), weights=tuple(weights.values()), depth=3, active=active, fitted_on=on, metrics=FIGURES, rerank_depth=rerank_depth
+    )
 
 
 def _unit(*xs: float) -> np.ndarray:
@@ -115,7 +117,9 @@ def test_the_served_candidates_carry_the_score_as_rank_score_and_every_feature_r
     keys = [c.rank_score for c in ranked if c.rank_score is not None]
     assert len(keys) == len(ranked) and keys == sorted(keys, reverse=True)
     shown = ranked[0].features.values()
-    assert {str(f) for f in FEATURES if f is not Feature.KNOWN_ANSWER} <= set(shown) and shown["product_probability"] == 0.8
+    unscored = (Feature.KNOWN_ANSWER, Feature.RERANK)  # shown where it applies: a known answer, a logit read
+    assert {str(f) for f in FEATURES if f not in unscored} <= set(shown) and shown["product_probability"] == 0.8
+    assert shown["reranked"] == 0.0 and "rerank" not in shown
     assert ranked[0].unified_score == pytest.approx(ranked[0].domain_prob * ranked[0].score)
 
 
@@ -128,6 +132,38 @@ def test_a_model_serves_only_the_versions_it_was_fitted_on_and_only_when_its_gua
     save_ranking(model, tmp_path / "ranking.json")
     assert load_ranking(tmp_path / "ranking.json") == model
     assert load_ranking(tmp_path / "none.json") is None and load_ranking(None) is None
+
+
+def test_the_rerankers_logit_is_a_feature_of_the_candidates_it_scored_and_neutral_for_the_rest():
+    pool = _pool()
+    assert not pool.columns(RERANK_FEATURES).any()  # built without a reranker: 0 and not scored
+    scored = reranked(pool, {("a", point_id("a#2")): -2.5, ("b", point_id("b#0")): 4.0, ("b", point_id("a#2")): 9.0})
+    assert not pool.columns(RERANK_FEATURES).any()  # the pool given is left as it was
+    assert _row(scored, "a#2")[Feature.RERANK] == -2.5 and _row(scored, "a#2")[Feature.RERANKED] == 1.0
+    assert _row(scored, "b#0")[Feature.RERANK] == 4.0  # by (domain, point id): a#2 is no passage of b
+    assert _row(scored, "a#0")[Feature.RERANK] == 0.0 and _row(scored, "a#0")[Feature.RERANKED] == 0.0
+    others = [f for f in FEATURES if f not in RERANK_FEATURES]
+    assert np.array_equal(scored.columns(others), pool.columns(others))
+    model = _model({Feature.SIMILARITY: 1.0, Feature.RERANK: 0.5, Feature.RERANKED: 1.0}, rerank_depth=2)
+    assert pool.entries[model.order(scored)[0]].point_id == point_id("b#0")  # 0.7 + 2 + 1 beats a#0's 0.8
+    shown = model.rank(scored, {"a": 0.8, "b": 0.2}, 5)
+    assert {c.point_id: c.features.rerank for c in shown} == {
+        point_id("b#0"): 4.0,
+        point_id("a#0"): None,
+        point_id("a#1"): None,
+        point_id("a#2"): -2.5,
+        point_id("a#3"): None,
+    }
+
+
+def test_a_model_reading_the_reranker_serves_only_beside_the_reranker_it_was_fitted_with():
+    versions = {"index": "index-1", "retriever": "retriever-1", "router": "router-1", "reranker": "reranker-1"}
+    with_ce = _model({Feature.SIMILARITY: 1.0, Feature.RERANK: 0.5}, rerank_depth=20, on=ON.model_copy(update={"reranker": "reranker-1"}))
+    assert with_ce.uses_reranker and with_ce.serves(versions)
+    assert not with_ce.serves({**versions, "reranker": "reranker-2"}) and not with_ce.serves({**versions, "reranker": None})
+    unused = _model({Feature.SIMILARITY: 1.0, Feature.RERANK: 0.0, Feature.RERANKED: 0.0}, rerank_depth=20)  # its weights 0
+    assert not unused.uses_reranker and unused.serves({**versions, "reranker": None})
+    assert not _model({Feature.SIMILARITY: 1.0, Feature.RERANK: 0.5}).uses_reranker  # no reranked depth: none read
 
 
 @pytest.mark.parametrize(
