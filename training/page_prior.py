@@ -17,8 +17,6 @@ ranges searched, not fitted values.
 
 from __future__ import annotations
 
-import math
-import random
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -28,15 +26,15 @@ import numpy as np
 
 from service.config import Settings
 from service.queries import LabelledQuery
-from service.retrieval.federated import merge
-from service.retrieval.page_prior import PagePrior, demotion
+from service.retrieval.federated import Candidate, merge
+from service.retrieval.page_prior import PagePrior, prior_bonus
 from service.retrieval.passage import Hit, Passage, point_id
 from service.retrieval.store import Store
 from service.retrieval.strategies import DEFAULT_STRATEGY, select
 from service.routing.fitted import RouterFitted
 from service.routing.fusion import FusionParams
 from training.fusion import FitQuestion
-from training.guard import SIGN_TEST_Z, pays
+from training.guard import SIGN_TEST_Z, crossfit_folds, pays
 
 WEIGHT_GRID = (0.0, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5)
 DEPTH_GRID = (10, 20, 30)
@@ -89,13 +87,9 @@ class Evidence:
     nearest: Mapping[str, float]  # point id of a known answer -> cosine to the nearest counted question it answers
 
     def bonus(self, s: Setting) -> dict[str, float]:
-        """What U gains (or loses) per point id at setting ``s``."""
-        out = {pid: s.weight * u for pid, u in self.counts.items()} if s.weight > 0 else {}
-        if s.penalty > 0:
-            for pid, c in self.nearest.items():
-                if c < s.match:
-                    out[pid] = out.get(pid, 0.0) - demotion(s.penalty, s.match, c)
-        return out
+        """What U gains (or loses) per point id at setting ``s`` (:func:`~service.retrieval.page_prior.prior_bonus`, as
+        served)."""
+        return dict(prior_bonus(self.counts, self.nearest, s.weight, s.penalty, s.match).total)
 
 
 @dataclass(frozen=True)
@@ -103,13 +97,12 @@ class Pages:
     """A prior's counts arranged for scoring many settings, each question scored as if not counted."""
 
     prior: PagePrior
-    page_of: Mapping[str, str]  # point id -> page
     answered: frozenset[str]  # doc_ids that are a counted question's gold passage
 
     @classmethod
     def of(cls, prior: PagePrior) -> Pages:
         answered = frozenset(d for ids in prior.answers.values() for d in ids)
-        return cls(prior, {point_id(d): p for d, p in prior.page_of.items()}, answered)
+        return cls(prior, answered)
 
     def evidence(self, point_ids: Iterable[str], gold: Iterable[str] = (), vector: np.ndarray | None = None) -> Evidence:
         """The counts (and, with the question's ``vector``, the known answers' nearest cosines) of ``point_ids``, every
@@ -117,11 +110,7 @@ class Pages:
         gold = list(gold)
         prior = self.prior.without(gold) if self.answered.intersection(gold) else self.prior
         wanted = list(point_ids)
-        out = {}
-        for pid in wanted:
-            n = prior.pages.get(self.page_of.get(pid, ""), 0)
-            if n > 0:
-                out[pid] = math.log1p(n)
+        out = {pid: prior.counts[pid] for pid in wanted if pid in prior.counts}
         near = dict(zip(prior.known, prior.nearest(vector).tolist(), strict=True)) if vector is not None and prior.known else {}
         return Evidence(out, {pid: near[pid] for pid in wanted if pid in near})
 
@@ -195,16 +184,22 @@ def _evidence(questions: Sequence[PriorQuestion], pages: Pages) -> list[Evidence
     return [pages.evidence((h.point_id for hs in q.per_domain.values() for h in hs), q.gold_docs, q.vector) for q in questions]
 
 
+def ranked(q: PriorQuestion, evidence: Evidence, s: Setting, top_k: int = 1) -> list[Candidate]:
+    """The top ``top_k`` of ``q``'s ranking at setting ``s``, as served: each domain's top ``depth`` hits merged
+    (:func:`~service.retrieval.federated.merge`) with the prior's change to U (``evidence``: ``q``'s, from :meth:`Pages.evidence`)."""
+    per = {d: h[: s.depth] for d, h in q.per_domain.items()}
+    return merge(per, q.weights, top_k, evidence.bonus(s) if s.weight > 0 or s.penalty > 0 else None)
+
+
 def _top1(questions: Sequence[PriorQuestion], evidence: Sequence[Evidence], s: Setting) -> np.ndarray:
     out = np.zeros(len(questions))
     for i, (q, ev) in enumerate(zip(questions, evidence, strict=True)):
-        per = {d: h[: s.depth] for d, h in q.per_domain.items()}
-        first = merge(per, q.weights, 1, ev.bonus(s) if s.weight > 0 or s.penalty > 0 else None)
+        first = ranked(q, ev, s)
         out[i] = float(bool(first) and first[0].point_id in q.gold)
     return out
 
 
-def _best(scores: Mapping[Setting, np.ndarray], rows: Sequence[int]) -> Setting:
+def _best(scores: Mapping[Setting, np.ndarray], rows: Sequence[int] | np.ndarray) -> Setting:
     """The setting with the best mean over ``rows`` (ties: the smaller weight, depth, penalty, match)."""
     return min(scores, key=lambda s: (-float(scores[s][list(rows)].mean()), s.weight, s.depth, s.penalty, s.match))
 
@@ -224,16 +219,10 @@ def fit_page_prior(questions: Sequence[PriorQuestion], pages: Pages, *, seed: in
     evidence = _evidence(questions, pages)
     scores = {s: _top1(questions, evidence, s) for s in _grid(demotes)}
     base = scores[NONE]
-    everyone = list(range(len(questions)))
-    best = _best(scores, everyone)
-    order = everyone.copy()
-    random.Random(seed).shuffle(order)
+    best = _best(scores, range(len(questions)))
     held = np.zeros(len(questions))
-    for k in range(FOLDS):
-        fold = sorted(order[k::FOLDS])
-        rest = sorted(set(everyone) - set(fold))
-        if fold and rest:
-            held[fold] = scores[_best(scores, rest)][fold]
+    for rest, fold in crossfit_folds(len(questions), FOLDS, seed):
+        held[fold] = scores[_best(scores, rest)][fold]
     wins, losses = int(((held > 0) & (base == 0)).sum()), int(((held == 0) & (base > 0)).sum())
     paid = pays(wins, losses)
     chosen = best if paid else Setting(0.0, best.depth)
