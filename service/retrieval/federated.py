@@ -61,9 +61,9 @@ def merge(
     rows = [
         (domain, h)
         for domain, hits in per_domain.items()
-        # U grows with s within a domain, so only a domain's top_k by s can be in the merged top_k (not so with a bonus
-        # or a fusion).
-        for h in (hits if add or lexical else heapq.nlargest(top_k, hits, key=lambda h: h.score))
+        # U grows with s within a domain, so only a domain's top_k in the tie order can be in the merged top_k (not so
+        # with a bonus or a fusion).
+        for h in (hits if add or lexical else heapq.nsmallest(top_k, hits, key=lambda h: (-h.score, h.point_id)))
     ]
     w = [float(probs[d]) for d, _ in rows]
     u = unified_scores(w, [h.score for _, h in rows], [add.get(h.point_id, 0.0) for _, h in rows] if add else None).tolist()

@@ -66,3 +66,12 @@ def test_the_merge_ranks_by_the_unified_score_with_the_bonus():
     tie = tie_ranks([h.score for _, h in rows], [h.point_id for _, h in rows], [d for d, _ in rows])
     expected = [(rows[i][0], rows[i][1].point_id, float(u[i])) for i in ranking(u, tie)[:10]]
     assert [(c.domain, c.point_id, c.unified_score) for c in merge(per, probs, 10, bonus)] == expected
+
+
+def test_the_merge_cuts_each_domain_at_top_k_in_the_tie_order():
+    """Equal s within a domain: the point id decides which reaches the top k, as in the full ranking (and the fit's
+    candidates), whatever order the search returned them in."""
+    late, early = sorted([point_id("dup-1"), point_id("dup-2")], reverse=True)
+    per = {"a": [Hit(late, 0.7), Hit(early, 0.7), Hit(point_id("low"), 0.2)], "b": [Hit(point_id("b0"), 0.5)]}
+    full = merge(per, {"a": 1.0, "b": 1.0}, 10)
+    assert [c.point_id for c in merge(per, {"a": 1.0, "b": 1.0}, 1)] == [c.point_id for c in full[:1]] == [early]
