@@ -87,13 +87,13 @@ def first(u: np.ndarray, tie: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray,
     return np.where(keep & (u == u.max(axis=1, keepdims=True)), tie, _LAST).argmin(axis=1), found
 
 
-def page_bonus(weight: float, counts: ArrayLike) -> np.ndarray:
+def page_bonus(weight: ArrayLike, counts: ArrayLike) -> np.ndarray:
     """The page prior's lift: weight * log(1 + n) per candidate, ``counts`` its log(1 + n) (n the labelled questions
     answered on its page)."""
-    return weight * np.asarray(counts, dtype=np.float64)
+    return np.asarray(weight, dtype=np.float64) * np.asarray(counts, dtype=np.float64)
 
 
-def demotion(penalty: float, match: float, cosine: ArrayLike) -> np.ndarray:
+def demotion(penalty: ArrayLike, match: ArrayLike, cosine: ArrayLike) -> np.ndarray:
     """What a known answer loses when the nearest counted question it answers is at ``cosine`` from the question:
     penalty * max(0, match - cosine)."""
-    return penalty * np.maximum(0.0, match - np.asarray(cosine, dtype=np.float64))
+    return np.asarray(penalty, dtype=np.float64) * np.maximum(0.0, np.asarray(match, dtype=np.float64) - np.asarray(cosine, dtype=np.float64))

@@ -14,7 +14,7 @@ from service.retrieval.results import Prepared
 from service.retrieval.unified import ranking, tie_ranks
 from service.routing.fusion import FusionParams
 from training.fusion import FitQuestion, FitSet, fit_unified, prior_params
-from training.page_prior import Pages, Setting, prior_questions, ranked, unseen
+from training.page_prior import Pages, Ranked, Setting, prior_questions, unseen
 
 TOP_K = 5
 EVIDENCE_K = 20
@@ -121,7 +121,7 @@ def test_the_page_prior_fit_scores_each_candidate_as_the_served_merge(demo_pipel
         try:
             for prep, q, pq in zip(preps, qs, held, strict=True):
                 ev = pages.evidence((h.point_id for hs in pq.per_domain.values() for h in hs), pq.gold_docs, pq.vector)
-                fit = [(c.domain, c.point_id, c.unified_score) for c in ranked(pq, ev, setting, TOP_K)]
+                fit = Ranked.of(pq, ev, DEPTH).ranking(setting, TOP_K)
                 with unseen(demo_pipeline, q.gold):
                     assert _served(demo_pipeline, prep) == fit, (setting, prep[0])
                 demoted += sum(1 for pid, c in ev.nearest.items() if c < setting.match and setting.penalty > 0 and pid in {f[1] for f in fit})
