@@ -18,7 +18,7 @@ from service.retrieval.page_prior import PriorBonus
 from service.retrieval.passage import Hit, RankedHit, RankFeatures
 from service.retrieval.passage_cache import PassageCache
 from service.retrieval.store import Store
-from service.retrieval.unified import positive_similarity, ranking, tie_ranks, unified_scores
+from service.retrieval.unified import positive_similarity, rank_order, unified_scores
 
 __all__ = ["Candidate", "merge", "positive_similarity", "search_domains", "search_threads", "value_of", "with_passages"]
 
@@ -72,8 +72,13 @@ def merge(
         old = kept.get((domain, h.point_id))
         if old is None or u[i] > u[old]:
             kept[(domain, h.point_id)] = i
-    ranked = [Candidate(rows[i][0], rows[i][1].point_id, rows[i][1].score, w[i], u[i]) for i in kept.values()]
-    order = _ranked(ranked, [c.unified_score for c in ranked])
+    idx = list(kept.values())
+    by_u = [
+        idx[j]
+        for j in rank_order([u[i] for i in idx], [rows[i][1].score for i in idx], [rows[i][1].point_id for i in idx], [rows[i][0] for i in idx])
+    ]
+    # the lexical fusion reorders the whole dense ranking; without it only its top_k is kept
+    order = [Candidate(rows[i][0], rows[i][1].point_id, rows[i][1].score, w[i], u[i]) for i in (by_u if lexical is not None else by_u[:top_k])]
     if lexical is not None:
         order = _fused(order, per_domain, probs, add, lexical, top_k)
     return [
@@ -83,11 +88,9 @@ def merge(
 
 def _ranked(candidates: Sequence[Candidate], values: Sequence[float]) -> list[Candidate]:
     """``candidates`` in rank order by ``values`` (U, or their fused rank score), ties as U's
-    (:func:`~service.retrieval.unified.ranking`)."""
-    if not candidates:
-        return []
-    tie = tie_ranks([c.score for c in candidates], [c.point_id for c in candidates], [c.domain for c in candidates])
-    return [candidates[i] for i in ranking(np.asarray(values, dtype=np.float64), tie)]
+    (:func:`~service.retrieval.unified.rank_order`)."""
+    order = rank_order(values, [c.score for c in candidates], [c.point_id for c in candidates], [c.domain for c in candidates])
+    return [candidates[i] for i in order]
 
 
 def _features(c: Candidate, router: Mapping[str, float] | None, bonus: Mapping[str, float] | None) -> RankFeatures:

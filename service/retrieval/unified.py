@@ -16,6 +16,7 @@ candidates: the merge passes one question's, the fits a whole grid's at once.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -72,6 +73,13 @@ def ranking(u: np.ndarray, tie: np.ndarray) -> np.ndarray:
     """Indices of the candidates whose U is finite, in rank order: by U, highest first, then by ``tie``."""
     keep = np.flatnonzero(np.isfinite(u))
     return keep[np.lexsort((tie[keep], -u[keep]))]
+
+
+def rank_order(values: Sequence[float], s: Sequence[float], point_ids: Sequence[str], domains: Sequence[str]) -> list[int]:
+    """:func:`ranking` by ``values`` with :func:`tie_ranks`' ties, in one sort: for one question's few candidates, as
+    Python floats (the merge's form; equal to ``ranking(values, tie_ranks(s, point_ids, domains))``)."""
+    keep = [i for i, v in enumerate(values) if math.isfinite(v)]
+    return sorted(keep, key=lambda i: (-values[i], -s[i], point_ids[i], domains[i]))
 
 
 def ahead(u: np.ndarray, tie: np.ndarray, u_other: ArrayLike, tie_other: ArrayLike) -> np.ndarray:

@@ -17,6 +17,7 @@ from service.retrieval.unified import (
     merge_weights,
     positive,
     positive_similarity,
+    rank_order,
     ranking,
     tie_ranks,
     unified_scores,
@@ -40,6 +41,7 @@ def test_the_order_is_by_u_then_s_then_point_id_then_domain():
     ranked = [i for i in range(n) if math.isfinite(u[i])]  # a dropped domain's candidates (w -inf) do not rank
     assert len(ranked) < n
     assert order == sorted(ranked, key=lambda i: (-u[i], -s[i], ids[i], doms[i], i))
+    assert rank_order(u.tolist(), s.tolist(), ids, doms) == order  # the merge's one-sort form
     tie = tie_ranks(s, ids, doms)
     for a, b in zip(order, order[1:], strict=False):  # ahead says what ranking does, pair by pair
         assert ahead(u[a], tie[a], u[b], tie[b]) and not ahead(u[b], tie[b], u[a], tie[a])
