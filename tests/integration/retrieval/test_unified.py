@@ -23,7 +23,7 @@ DEPTH = 20  # the page prior's depth in these checks: the served search then rea
 
 def _fit_questions(pipeline, n: int = 24) -> tuple[list[tuple[str, Prepared]], list[FitQuestion]]:  # noqa: ANN001
     """The demo's first ``n`` labelled questions as the router's fits see them (calibrated p, every domain's hits), and
-    as the pipeline prepared them (their vectors and p: the same question embedded alone differs in the 7th digit)."""
+    as the pipeline prepared them (their vectors and p: the same question embedded alone differs in the last digits, and so its U)."""
     from service.demo import QUERIES
     from service.queries import load_queries
 
@@ -48,7 +48,7 @@ def _fit_ranking(fs: FitSet, i: int, u: np.ndarray) -> list[tuple[str, str, floa
     q = fs.questions[i]
     rows = [(d, h.point_id, h.score) for d in fs.domains for h in q.hits.get(d, [])]
     by_tie = dict(zip(tie_ranks([r[2] for r in rows], [r[1] for r in rows], [r[0] for r in rows]).tolist(), rows, strict=True))
-    slots = [k for k in ranking(np.where(fs.cand.valid[i], u, np.nan), fs.cand.tie[i]).tolist()][:TOP_K]
+    slots = ranking(np.where(fs.cand.valid[i], u, np.nan), fs.cand.tie[i]).tolist()[:TOP_K]
     return [(by_tie[int(fs.cand.tie[i, k])][0], by_tie[int(fs.cand.tie[i, k])][1], float(u[k])) for k in slots]
 
 
