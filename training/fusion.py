@@ -7,7 +7,8 @@ All on questions the router was not trained on:
    (question, domain): gives w_prior, w_best, w_share and bias;
 2. a grid search of the sharpness lambda, the gate's tau0 and the "unsure" fallback level that
    maximises mean Acc@Top1 (then MRR) of the final ranking, computed exactly as the service ranks
-   (the same fuse, gate and merge functions). Ties go to the most conservative setting (lowest
+   (the same fuse and merge weights, service/routing/fusion.py, and the merge's score and order,
+   service/retrieval/unified.py). Ties go to the most conservative setting (lowest
    sharpness, most domains searched);
 3. the "prior" family beside it: q = p (the calibrated router alone), no gate, every domain searched,
    U = c_j * p_j^lambda * s+ with a small lambda (:data:`PRIOR_GRID`) and a per-domain weight c_j
@@ -30,7 +31,6 @@ searches score every question at once (training/fusion_scoring.py), with what do
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -38,11 +38,12 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 
 from service.retrieval.passage import Hit, point_id
-from service.routing.fusion import Evidence, FusionParams, domain_evidence, domain_weights, features, fuse, per_domain
+from service.retrieval.unified import merge_weights, tie_ranks
+from service.routing.fusion import Evidence, FusionParams, domain_evidence, domain_weights, features, fuse, fused_weights, per_domain
 from service.routing.gate import gate
 from training.fusion_breadth import fit_breadth
-from training.fusion_scoring import Candidates, ColumnSearch, Prepared, candidates, mean_scores, rank_scores, top1_accuracy
-from training.guard import SIGN_TEST_Z, pays
+from training.fusion_scoring import Candidates, ColumnSearch, Prepared, candidates, mean_scores, rank_scores, top1_accuracy, unified
+from training.guard import SIGN_TEST_Z, crossfit_folds, pays
 
 SHARPNESS_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 TAU0_GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
@@ -67,16 +68,13 @@ class FitQuestion:
 
 
 def _prepare(q: FitQuestion, domains: Sequence[str]) -> Prepared:
-    rows = [(i, h.score, h.point_id) for i, d in enumerate(domains) for h in q.hits.get(d, [])]
-    order = sorted(range(len(rows)), key=lambda k: (-rows[k][1], rows[k][2]))
+    rows = [(i, d, h.score, h.point_id) for i, d in enumerate(domains) for h in q.hits.get(d, [])]
     gold = {point_id(d) for d in q.gold}
-    tie = np.empty(len(rows), dtype=np.int64)
-    tie[order] = np.arange(len(rows))
     return Prepared(
         np.array([r[0] for r in rows], dtype=np.int64),
-        np.array([r[1] for r in rows], dtype=np.float64),
-        tie,
-        np.array([r[2] in gold for r in rows], dtype=bool),
+        np.array([r[2] for r in rows], dtype=np.float64),
+        tie_ranks([r[2] for r in rows], [r[3] for r in rows], [r[1] for r in rows]),
+        np.array([r[3] in gold for r in rows], dtype=bool),
     )
 
 
@@ -92,55 +90,44 @@ class FitSet:
     cand: Candidates
 
     @classmethod
-    def of(cls, questions: Sequence[FitQuestion], domains: Sequence[str], top_k: int, evidence_k: int) -> FitSet:
+    def of(cls, questions: Sequence[FitQuestion], domains: Sequence[str], top_k: int, evidence_k: int, *, every_hit: bool = False) -> FitSet:
+        """``every_hit``: every hit a candidate (weights below 0 rank a domain's hits in reverse), not each domain's top_k."""
         prepared = [_prepare(q, domains) for q in questions]
         evidence = [domain_evidence(q.hits, domains, evidence_k) for q in questions]
-        return cls(list(questions), list(domains), top_k, evidence_k, evidence, candidates(prepared, len(domains), top_k))
+        depth = max([top_k, *(len(c.s) for c in prepared)]) if every_hit else None
+        return cls(list(questions), list(domains), top_k, evidence_k, evidence, candidates(prepared, len(domains), top_k, depth))
 
-    def rows(self, idx: Sequence[int]) -> FitSet:
+    def rows(self, idx: Sequence[int] | np.ndarray) -> FitSet:
         """The questions ``idx``, in that order."""
         questions, evidence = [self.questions[i] for i in idx], [self.evidence[i] for i in idx]
         return FitSet(questions, self.domains, self.top_k, self.evidence_k, evidence, self.cand.rows(np.asarray(idx, dtype=np.int64)))
 
 
-def _weights(prob: np.ndarray, params: FusionParams, weight: np.ndarray | None = None) -> np.ndarray:
-    """Each domain's merge weight (-inf: dropped by the gate; every weight 1 when the router is unsure)."""
-    if prob.max() < params.unsure:
-        return np.ones_like(prob)
-    w = domain_weights(prob, params.sharpness, weight)
-    if params.tau0 > 0:  # tau0 = 0 keeps every domain
-        w = np.where(gate(prob, params.tau0, mode="deterministic").active, w, -np.inf)
-    return w
-
-
-def _scores(prob: np.ndarray, c: Prepared, params: FusionParams, top_k: int, weight: np.ndarray | None = None) -> tuple[float, float]:
-    """(Acc@Top1, MRR within top_k) of the ranking :func:`service.retrieval.federated.merge` makes (``weight``: c_j);
-    one question at a time, the reference of :func:`training.fusion_scoring.rank_scores`."""
-    w = _weights(prob, params, weight)
-    on = np.isfinite(w)
-    u = np.where(on[c.dom], np.where(on, w, 0.0)[c.dom] * np.maximum(c.s, 0.0), -np.inf)
-    keep = np.isfinite(u)
-    order = np.lexsort((c.tie[keep], -u[keep]))[:top_k]
-    gold = c.gold[keep][order]
-    acc = 1.0 if gold.size and gold[0] else 0.0
-    hit = np.flatnonzero(gold)
-    return acc, (1.0 / (hit[0] + 1) if hit.size else 0.0)
-
-
 def ranking_scores(q: FitQuestion, domains: Sequence[str], params: FusionParams, top_k: int) -> tuple[float, float]:
     """(Acc@Top1, MRR within top_k) of the fused ranking of one question under ``params``."""
-    prob = fuse(q.p, domain_evidence(q.hits, domains, params.evidence_k), params)
-    return _scores(prob, _prepare(q, domains), params, top_k, per_domain(params, domains))
+    acc, mrr = _ranking_arrays(FitSet.of([q], domains, top_k, params.evidence_k), params)
+    return float(acc[0]), float(mrr[0])
+
+
+def fit_unified(fs: FitSet, params: FusionParams) -> np.ndarray:
+    """(questions, k): U of each question's candidates (``fs.cand``) under ``params``, as the strategy serves them: the
+    fused q (:func:`~service.routing.fusion.fuse`), its merge weights (:func:`~service.routing.fusion.fused_weights`),
+    U (:func:`~service.retrieval.unified.unified_scores`); not finite: a domain the gate drops."""
+    return unified(_merge_weights(fs, params), fs.cand)
+
+
+def _merge_weights(fs: FitSet, params: FusionParams) -> np.ndarray:
+    """(questions, domains): each question's merge weights under ``params``."""
+    c = per_domain(params, fs.domains)
+    return np.stack([fused_weights(fuse(q.p, ev, params), params, c) for q, ev in zip(fs.questions, fs.evidence, strict=True)])
 
 
 def _ranking_arrays(fs: FitSet, params: FusionParams) -> tuple[np.ndarray, np.ndarray]:
-    """Per question of ``fs``: :func:`ranking_scores` (Acc@Top1, MRR within top_k), vectorised."""
-    c = per_domain(params, fs.domains)
-    if (c < 0).any() or params.evidence_k != fs.evidence_k:  # outside what the vectorised ranking assumes
-        sc = np.array([ranking_scores(q, fs.domains, params, fs.top_k) for q in fs.questions]).reshape(-1, 2)
-        return sc[:, 0], sc[:, 1]
-    w = [_weights(fuse(q.p, ev, params), params, c) for q, ev in zip(fs.questions, fs.evidence, strict=True)]
-    return rank_scores(np.stack(w), fs.cand)
+    """Per question of ``fs``: (Acc@Top1, MRR within top_k) of the fused ranking under ``params``."""
+    negative = bool((per_domain(params, fs.domains) < 0).any())
+    if negative or params.evidence_k != fs.evidence_k:  # outside what ``fs`` holds: its candidates or evidence
+        fs = FitSet.of(fs.questions, fs.domains, fs.top_k, params.evidence_k, every_hit=negative)
+    return rank_scores(_merge_weights(fs, params), fs.cand)
 
 
 def fit_evidence_weights(
@@ -176,7 +163,7 @@ def _grid_search(
         for unsure in UNSURE_GRID:
             unsure_rows = (top < unsure)[:, None]  # every weight 1
             for tau0 in TAU0_GRID:
-                w = np.where(unsure_rows, 1.0, np.where(active[tau0], power, -np.inf) if tau0 > 0 else power)
+                w = merge_weights(power, unsure_rows, active[tau0] if tau0 > 0 else None)
                 if top1_accuracy(w, fs.cand.lead) < best_score[0]:  # loses on Acc@Top1 whatever its MRR
                     continue
                 sc = mean_scores(*rank_scores(w, fs.cand))
@@ -202,20 +189,20 @@ def _prior_search(
     for lam in PRIOR_GRID:
         power = np.stack([domain_weights(p, lam) for p in probs])
         c = np.ones(len(domains))
-        w = np.where(unsure[:, None], 1.0, power * c)
+        w = merge_weights(power * c, unsure[:, None])
         search, acc = ColumnSearch(w, fs.cand.lead), top1_accuracy(w, fs.cand.lead)
         for _ in range(WEIGHT_SWEEPS):
             for j in range(len(domains)):
                 was = c[j]
-                trials = search.accuracies(j, np.where(unsure[:, None], 1.0, power[:, j, None] * grid))
+                trials = search.accuracies(j, merge_weights(power[:, j, None] * grid, unsure[:, None]))
                 for v, trial in zip(WEIGHT_GRID, trials, strict=True):
                     if v != c[j] and (trial > acc or (trial == acc and abs(v - 1.0) < abs(c[j] - 1.0))):
                         c[j], acc = v, trial
                 if c[j] != was:
-                    search.set(j, np.where(unsure, 1.0, power[:, j] * c[j]))
+                    search.set(j, merge_weights(power[:, j] * c[j], unsure))
         if acc > best_score[0]:
             best = prior_params(lam, evidence_k, dict(zip(domains, c.tolist(), strict=True)))
-            best_score = mean_scores(*rank_scores(np.where(unsure[:, None], 1.0, power * c), fs.cand))
+            best_score = mean_scores(*rank_scores(merge_weights(power * c, unsure[:, None]), fs.cand))
     return best, best_score
 
 
@@ -274,16 +261,9 @@ def cross_validated_gain(
     noise gives a search over hundreds of settings as often as routing does, does not count. ``fit_set``: the
     questions' :class:`FitSet`, if made already."""
     fs = fit_set or FitSet.of(questions, domains, top_k, evidence_k)
-    order = list(range(len(questions)))
-    random.Random(seed).shuffle(order)
     fitted, uis = np.zeros(len(questions)), np.zeros(len(questions))
-    for k in range(folds):
-        held = set(order[k::folds])
-        train = [i for i in range(len(questions)) if i not in held]
-        if not train or not held:
-            continue
+    for train, rows in crossfit_folds(len(questions), folds, seed):
         params, _ = FAMILIES[family].search([questions[i] for i in train], domains, top_k, evidence_k, fs.rows(train))
-        rows = sorted(held)
         fitted[rows] = _ranking_arrays(fs.rows(rows), params)[0]
         uis[rows] = _ranking_arrays(fs.rows(rows), as_uis(params))[0]
     wins, losses = int(((fitted > 0) & (uis == 0)).sum()), int(((fitted == 0) & (uis > 0)).sum())

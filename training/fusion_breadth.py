@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from service.routing.fusion import FusionParams, domain_weights, per_domain, search_order
+from service.retrieval.unified import ranking, unified_scores
+from service.routing.fusion import FusionParams, fused_weights, per_domain, search_order
 from training.guard import SIGN_TEST_Z
 
 if TYPE_CHECKING:
@@ -26,17 +27,17 @@ BREADTH_Z = SIGN_TEST_Z
 def breadth_top1(fs: FitSet, params: FusionParams) -> np.ndarray:
     """(questions, m) 0/1: Acc@Top1 of ``params``' ranking when only the k heaviest domains (:func:`search_order`)
     are searched, for k = 1..m (column k - 1). Only each domain's first hit can be first (fusion_scoring's
-    :class:`~training.fusion_scoring.Leaders`); ties as merge breaks them (tie rank)."""
+    :class:`~training.fusion_scoring.Leaders`), scored and ordered as the merge does (:mod:`service.retrieval.unified`)."""
     domains, lead = fs.domains, fs.cand.lead
     m = len(domains)
     out = np.zeros((len(fs.questions), m))
+    c = per_domain(params, domains)
     for i, q in enumerate(fs.questions):
-        w = domain_weights(q.p, params.sharpness, per_domain(params, domains))
+        w = fused_weights(q.p, params, c)
         rank = {d: r for r, d in enumerate(search_order(w, q.p, domains))}
-        u = w * lead.s[i]
-        by_u = sorted((j for j in range(m) if lead.valid[i, j]), key=lambda j: (-u[j], lead.tie[i, j]))
+        u = np.where(lead.valid[i], unified_scores(w, lead.s[i]), np.nan)  # a domain without a hit: not ranked
         upto = m  # breadths <= upto are still without a winner
-        for j in by_u:  # in ranking order: j is first for every breadth that searches it and none above it
+        for j in ranking(u, lead.tie[i]).tolist():  # in ranking order: j is first for every breadth that searches it and none above it
             r = rank[domains[j]]
             if r < upto:
                 out[i, r:upto] = float(lead.gold[i, j])

@@ -1,13 +1,13 @@
 """Acc@Top1 and MRR of the fused strategy's ranking, for many questions at once (the fit of training/fusion.py).
 
-A question's candidates are its domains' hits, U = w_j * s+ (s+ = max(s, 0)), ranked by (-U, tie) with ``tie`` the
-rank by (-s, point id) (merge's tie-break); a domain with a non-finite weight (the gate's -inf) is dropped. The
-weights w_j >= 0 are one row per question of a (questions, domains) matrix. Within one domain a higher s never gets
-a lower U, and its tie rank is lower, so the domain's hits keep their tie order in the ranking: only each domain's
-first ``top_k`` hits can reach the top ``top_k`` (:class:`Candidates`, padded arrays), and only its first hit the
-top 1 (:class:`Leaders`, one per question and domain). This holds for weights >= 0 (or not finite: dropped) and
-similarities that are not NaN (:func:`candidates` refuses those); U is the same product as there, so the scores are
-exactly those of training.fusion's per-question ``_scores``, ties included.
+A question's candidates are its domains' hits, scored and ordered by :mod:`service.retrieval.unified` as the merge
+serves them: U = w_j * s+, ranked by (-U, tie) with ``tie`` the rank by (-s, point id, domain); a domain with a
+non-finite weight (the gate's -inf) is dropped. The weights w_j >= 0 are one row per question of a (questions,
+domains) matrix. Within one domain a higher s never gets a lower U, and its tie rank is lower, so the domain's hits keep
+their tie order in the ranking: only each domain's first ``top_k`` hits can reach the top ``top_k`` (:class:`Candidates`,
+padded arrays), and only its first hit the top 1 (:class:`Leaders`, one per question and domain). This holds for
+weights >= 0 (or not finite: dropped) and similarities that are not NaN (:func:`candidates` refuses those); with
+negative weights every hit is a candidate (``depth``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from service.retrieval.unified import ahead, first, positive, unified_scores
 
 _LAST = np.iinfo(np.int64).max  # the tie rank of a padding slot: after every hit
 
@@ -26,13 +28,13 @@ class Prepared:
 
     dom: np.ndarray  # domain index of each candidate hit
     s: np.ndarray  # its similarity
-    tie: np.ndarray  # its rank by (-s, point id): merge's tie-break
+    tie: np.ndarray  # its rank by (-s, point id, domain): merge's tie-break (:func:`service.retrieval.unified.tie_ranks`)
     gold: np.ndarray  # whether it is a gold passage
 
 
 @dataclass(frozen=True)
 class Leaders:
-    """Each (question, domain)'s first hit by tie rank: its s+, tie rank, gold flag; ``valid``: the domain has one."""
+    """Each (question, domain)'s first hit by tie rank: its s, tie rank, gold flag; ``valid``: the domain has one."""
 
     s: np.ndarray  # (n, m) float, 0 where none
     tie: np.ndarray  # (n, m) int
@@ -48,7 +50,7 @@ class Candidates:
     """Every question's first ``top_k`` hits of each domain (in tie order), padded to one width (``valid`` False)."""
 
     dom: np.ndarray  # (n, k) int
-    s: np.ndarray  # (n, k) float: s+
+    s: np.ndarray  # (n, k) float: s
     tie: np.ndarray  # (n, k) int
     gold: np.ndarray  # (n, k) bool
     valid: np.ndarray  # (n, k) bool
@@ -68,7 +70,7 @@ def _head(c: Prepared, top_k: int) -> np.ndarray:
     if np.isnan(c.s).any():
         raise ValueError("a hit's similarity is NaN")
     order = np.argsort(c.tie, kind="stable")
-    order = order[np.isfinite(np.maximum(c.s[order], 0.0))]
+    order = order[np.isfinite(positive(c.s[order]))]
     dom = c.dom[order]
     by_dom = np.argsort(dom, kind="stable")
     nth = np.empty(len(order), dtype=np.int64)  # place of each hit within its domain
@@ -76,38 +78,36 @@ def _head(c: Prepared, top_k: int) -> np.ndarray:
     return order[nth < top_k]
 
 
-def candidates(prepared: Sequence[Prepared], m: int, top_k: int) -> Candidates:
-    """The padded arrays of ``prepared`` (questions over ``m`` domains) for rankings cut at ``top_k`` (>= 1)."""
-    heads = [_head(c, top_k) for c in prepared]
+def candidates(prepared: Sequence[Prepared], m: int, top_k: int, depth: int | None = None) -> Candidates:
+    """The padded arrays of ``prepared`` (questions over ``m`` domains) for rankings cut at ``top_k`` (>= 1), each
+    domain's first ``depth`` hits (default ``top_k``; the rankings under weights >= 0 need no more)."""
+    heads = [_head(c, depth or top_k) for c in prepared]
     n, k = len(prepared), max([1, *(len(h) for h in heads)])
     dom, tie = np.zeros((n, k), dtype=np.int64), np.full((n, k), _LAST, dtype=np.int64)
     s, gold, valid = np.zeros((n, k)), np.zeros((n, k), dtype=bool), np.zeros((n, k), dtype=bool)
     lead = Leaders(np.zeros((n, m)), np.full((n, m), _LAST, dtype=np.int64), np.zeros((n, m), dtype=bool), np.zeros((n, m), dtype=bool))
     for i, (c, h) in enumerate(zip(prepared, heads, strict=True)):
-        dom[i, : len(h)], s[i, : len(h)], tie[i, : len(h)] = c.dom[h], np.maximum(c.s[h], 0.0), c.tie[h]
+        dom[i, : len(h)], s[i, : len(h)], tie[i, : len(h)] = c.dom[h], c.s[h], c.tie[h]
         gold[i, : len(h)], valid[i, : len(h)] = c.gold[h], True
         doms, at = np.unique(c.dom[h], return_index=True)  # each domain's first hit (h is in tie order)
-        lead.s[i, doms], lead.tie[i, doms], lead.gold[i, doms], lead.valid[i, doms] = np.maximum(c.s[h[at]], 0.0), c.tie[h[at]], c.gold[h[at]], True
+        lead.s[i, doms], lead.tie[i, doms], lead.gold[i, doms], lead.valid[i, doms] = c.s[h[at]], c.tie[h[at]], c.gold[h[at]], True
     return Candidates(dom, s, tie, gold, valid, lead, top_k)
 
 
-def _u(w: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """U = w * s+ (NaN for a dropped domain's hit of s+ 0, dropped as every non-finite U is)."""
-    with np.errstate(invalid="ignore"):
-        return w * s
+def unified(w: np.ndarray, cand: Candidates) -> np.ndarray:
+    """(questions, k): each candidate's U under weights ``w`` (questions, domains), as the merge scores it."""
+    return unified_scores(np.take(w, cand.at), cand.s)
 
 
 def rank_scores(w: np.ndarray, cand: Candidates) -> tuple[np.ndarray, np.ndarray]:
     """Per question: Acc@Top1 and MRR within top_k of the ranking under weights ``w`` (questions, domains)."""
-    u = _u(np.take(w, cand.at), cand.s)
+    u = unified(w, cand)
     keep = cand.valid & np.isfinite(u)
     gold = keep & cand.gold
-    ug = np.where(gold, u, -np.inf)
-    best = ug.max(axis=1, keepdims=True)  # the first gold passage: the highest U, then the lowest tie rank
-    tie = np.where(gold & (ug == best), cand.tie, _LAST).min(axis=1, keepdims=True)
-    ahead = (keep & ((u > best) | ((u == best) & (cand.tie < tie)))).sum(axis=1)
-    found = gold.any(axis=1)
-    return np.where(found & (ahead == 0), 1.0, 0.0), np.where(found & (ahead < cand.top_k), 1.0 / (ahead + 1), 0.0)
+    g, found = first(u, cand.tie, gold)  # the first gold passage
+    rows = np.arange(len(u))
+    before = (keep & ahead(u, cand.tie, u[rows, g][:, None], cand.tie[rows, g][:, None])).sum(axis=1)
+    return np.where(found & (before == 0), 1.0, 0.0), np.where(found & (before < cand.top_k), 1.0 / (before + 1), 0.0)
 
 
 def mean_scores(acc: np.ndarray, mrr: np.ndarray) -> tuple[float, float]:
@@ -116,18 +116,11 @@ def mean_scores(acc: np.ndarray, mrr: np.ndarray) -> tuple[float, float]:
     return float(sc[0]), float(sc[1])
 
 
-def _first(u: np.ndarray, keep: np.ndarray, tie: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per question, the column of the best kept (U, -tie), and whether any is kept (else the column is 0)."""
-    u = np.where(keep, u, -np.inf)
-    found = np.asarray(keep.any(axis=1))
-    return np.where(keep & (u == u.max(axis=1, keepdims=True)), tie, _LAST).argmin(axis=1), found
-
-
 def top1_accuracy(w: np.ndarray, lead: Leaders) -> float:
     """Mean Acc@Top1 under weights ``w``: the top passage is the best (U, -tie) of the domains' first hits."""
-    u = _u(w, lead.s)
-    first, found = _first(u, lead.valid & np.isfinite(u), lead.tie)
-    return int((found & lead.gold[np.arange(len(u)), first]).sum()) / len(u)
+    u = unified_scores(w, lead.s)
+    top, found = first(u, lead.tie, lead.valid & np.isfinite(u))
+    return int((found & lead.gold[np.arange(len(u)), top]).sum()) / len(u)
 
 
 class ColumnSearch:
@@ -136,20 +129,20 @@ class ColumnSearch:
 
     def __init__(self, w: np.ndarray, lead: Leaders) -> None:
         self.lead = lead
-        self.u = _u(w, lead.s)
+        self.u = unified_scores(w, lead.s)
         self.keep = lead.valid & np.isfinite(self.u)
         self._rank()
 
     def _rank(self) -> None:
         rows = np.arange(len(self.u))
-        self.first, self.has_first = _first(self.u, self.keep, self.lead.tie)
+        self.first, self.has_first = first(self.u, self.lead.tie, self.keep)
         keep = self.keep.copy()
         keep[rows, self.first] = False
-        self.second, self.has_second = _first(self.u, keep, self.lead.tie)
+        self.second, self.has_second = first(self.u, self.lead.tie, keep)
 
     def set(self, j: int, w_j: np.ndarray) -> None:
         """Domain j's weight column is now ``w_j``."""
-        self.u[:, j] = _u(w_j, self.lead.s[:, j])
+        self.u[:, j] = unified_scores(w_j, self.lead.s[:, j])
         self.keep[:, j] = self.lead.valid[:, j] & np.isfinite(self.u[:, j])
         self._rank()
 
@@ -159,8 +152,8 @@ class ColumnSearch:
         other = np.where(moved, self.second, self.first)  # the best first hit of the other domains
         found = np.where(moved, self.has_second, self.has_first)[:, None]
         best, tie = self.u[rows, other][:, None], self.lead.tie[rows, other][:, None]
-        u = _u(w_j, self.lead.s[:, j, None])
+        u = unified_scores(w_j, self.lead.s[:, j, None])
         keep = self.lead.valid[:, j, None] & np.isfinite(u)
-        wins = keep & (~found | (u > best) | ((u == best) & (self.lead.tie[:, j, None] < tie)))
+        wins = keep & (~found | ahead(u, self.lead.tie[:, j, None], best, tie))
         right = np.where(wins, self.lead.gold[:, j, None], found & self.lead.gold[rows, other][:, None]).sum(axis=0)
         return [int(k) / len(u) for k in right]

@@ -10,6 +10,10 @@ needs only more wins than losses: z 0).
 from __future__ import annotations
 
 import math
+import random
+
+import numpy as np
+from sklearn.model_selection import PredefinedSplit
 
 #: z of the one-sided sign test at 95%.
 SIGN_TEST_Z = 1.645
@@ -18,3 +22,13 @@ SIGN_TEST_Z = 1.645
 def pays(wins: int, losses: int, z: float = SIGN_TEST_Z) -> bool:
     """Whether ``wins`` questions won against ``losses`` lost pass the one-sided sign test."""
     return wins - losses > z * math.sqrt(wins + losses)
+
+
+def crossfit_folds(n: int, folds: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(train, test) indices of each fold of a cross-fit of ``n`` items: a seeded shuffle dealt round-robin into
+    ``folds`` folds (scikit-learn's PredefinedSplit of that assignment); a fold with nothing to train on is left out."""
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    test_fold = np.empty(n, dtype=np.int64)
+    test_fold[order] = np.arange(n) % folds
+    return [(train, test) for train, test in PredefinedSplit(test_fold).split() if len(train)]

@@ -17,8 +17,6 @@ ranges searched, not fitted values.
 
 from __future__ import annotations
 
-import math
-import random
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -28,15 +26,15 @@ import numpy as np
 
 from service.config import Settings
 from service.queries import LabelledQuery
-from service.retrieval.federated import merge
-from service.retrieval.page_prior import PagePrior, demotion
+from service.retrieval.page_prior import PagePrior, prior_bonus
 from service.retrieval.passage import Hit, Passage, point_id
 from service.retrieval.store import Store
 from service.retrieval.strategies import DEFAULT_STRATEGY, select
+from service.retrieval.unified import demotion, first, page_bonus, positive_similarity, ranking, tie_ranks, unified_scores
 from service.routing.fitted import RouterFitted
 from service.routing.fusion import FusionParams
 from training.fusion import FitQuestion
-from training.guard import SIGN_TEST_Z, pays
+from training.guard import SIGN_TEST_Z, crossfit_folds, pays
 
 WEIGHT_GRID = (0.0, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5)
 DEPTH_GRID = (10, 20, 30)
@@ -89,13 +87,9 @@ class Evidence:
     nearest: Mapping[str, float]  # point id of a known answer -> cosine to the nearest counted question it answers
 
     def bonus(self, s: Setting) -> dict[str, float]:
-        """What U gains (or loses) per point id at setting ``s``."""
-        out = {pid: s.weight * u for pid, u in self.counts.items()} if s.weight > 0 else {}
-        if s.penalty > 0:
-            for pid, c in self.nearest.items():
-                if c < s.match:
-                    out[pid] = out.get(pid, 0.0) - demotion(s.penalty, s.match, c)
-        return out
+        """What U gains (or loses) per point id at setting ``s`` (:func:`~service.retrieval.page_prior.prior_bonus`, as
+        served)."""
+        return dict(prior_bonus(self.counts, self.nearest, s.weight, s.penalty, s.match).total)
 
 
 @dataclass(frozen=True)
@@ -103,13 +97,12 @@ class Pages:
     """A prior's counts arranged for scoring many settings, each question scored as if not counted."""
 
     prior: PagePrior
-    page_of: Mapping[str, str]  # point id -> page
     answered: frozenset[str]  # doc_ids that are a counted question's gold passage
 
     @classmethod
     def of(cls, prior: PagePrior) -> Pages:
         answered = frozenset(d for ids in prior.answers.values() for d in ids)
-        return cls(prior, {point_id(d): p for d, p in prior.page_of.items()}, answered)
+        return cls(prior, answered)
 
     def evidence(self, point_ids: Iterable[str], gold: Iterable[str] = (), vector: np.ndarray | None = None) -> Evidence:
         """The counts (and, with the question's ``vector``, the known answers' nearest cosines) of ``point_ids``, every
@@ -117,11 +110,7 @@ class Pages:
         gold = list(gold)
         prior = self.prior.without(gold) if self.answered.intersection(gold) else self.prior
         wanted = list(point_ids)
-        out = {}
-        for pid in wanted:
-            n = prior.pages.get(self.page_of.get(pid, ""), 0)
-            if n > 0:
-                out[pid] = math.log1p(n)
+        out = {pid: prior.counts[pid] for pid in wanted if pid in prior.counts}
         near = dict(zip(prior.known, prior.nearest(vector).tolist(), strict=True)) if vector is not None and prior.known else {}
         return Evidence(out, {pid: near[pid] for pid in wanted if pid in near})
 
@@ -186,25 +175,86 @@ def prior_questions(questions: Sequence[FitQuestion], domains: Sequence[str], fu
     return out
 
 
+@dataclass(frozen=True)
+class Ranked:
+    """A held-out question's candidates at one depth (each domain's top ``depth`` hits) as the merge scores them."""
+
+    keys: list[tuple[str, str]]  # (domain, point id)
+    w: np.ndarray  # its domain's merge weight
+    s: np.ndarray
+    counts: np.ndarray  # log(1 + n) of its page (0: not on a counted page)
+    nearest: np.ndarray  # a known answer's cosine to the nearest counted question it answers (NaN: not a known answer)
+    tie: np.ndarray  # the merge's tie order (:func:`~service.retrieval.unified.tie_ranks`)
+    gold: np.ndarray
+
+    @classmethod
+    def of(cls, q: PriorQuestion, evidence: Evidence, depth: int) -> Ranked:
+        """``q``'s candidates at ``depth`` (a point a domain returned twice counts once, at its higher s+, as in the merge)."""
+        rows: dict[tuple[str, str], Hit] = {}
+        for d, hits in q.per_domain.items():
+            for h in hits[:depth]:
+                had = rows.get((d, h.point_id))
+                if had is None or positive_similarity(h.score) > positive_similarity(had.score):
+                    rows[(d, h.point_id)] = h
+        keys = list(rows)
+        s = np.array([rows[k].score for k in keys], dtype=np.float64)
+        return cls(
+            keys,
+            np.array([q.weights[d] for d, _ in keys], dtype=np.float64),
+            s,
+            np.array([evidence.counts.get(pid, 0.0) for _, pid in keys], dtype=np.float64),
+            np.array([evidence.nearest.get(pid, np.nan) for _, pid in keys], dtype=np.float64),
+            tie_ranks(s, [pid for _, pid in keys], [d for d, _ in keys]),
+            np.array([pid in q.gold for _, pid in keys], dtype=bool),
+        )
+
+    def unified(self, settings: Sequence[Setting]) -> np.ndarray:
+        """(settings, candidates): U under each setting (of this depth), the bonus of
+        :func:`~service.retrieval.page_prior.prior_bonus` (weight * log(1 + n), less the demotion of a known answer
+        whose nearest counted question is at cosine < match), in array form."""
+        weight, penalty, match = (np.array([getattr(s, f) for s in settings], dtype=np.float64)[:, None] for f in ("weight", "penalty", "match"))
+        page = np.where(weight > 0, page_bonus(weight, self.counts), 0.0)
+        with np.errstate(invalid="ignore"):  # NaN: not a known answer, never demoted
+            far = (penalty > 0) & (self.nearest < match)
+            bonus = np.where(far, page - demotion(penalty, match, self.nearest), page)
+        return unified_scores(self.w, self.s, bonus)
+
+    def top1(self, settings: Sequence[Setting]) -> np.ndarray:
+        """0/1 per setting: the first candidate of the ranking is gold."""
+        if not self.keys:
+            return np.zeros(len(settings))
+        u = self.unified(settings)
+        col, found = first(u, np.broadcast_to(self.tie, u.shape), np.isfinite(u))
+        return (found & self.gold[col]).astype(np.float64)
+
+    def ranking(self, s: Setting, top_k: int) -> list[tuple[str, str, float]]:
+        """The top ``top_k`` (domain, point id, U) at setting ``s``."""
+        u = self.unified([s])[0]
+        return [(*self.keys[i], float(u[i])) for i in ranking(u, self.tie)[:top_k].tolist()]
+
+
 def top1(questions: Sequence[PriorQuestion], pages: Pages, weight: float, depth: int, penalty: float = 0.0, match: float = 1.0) -> np.ndarray:
     """0/1 per question: the top passage of its ranking with the bonus (each domain's top ``depth``) is gold."""
-    return _top1(questions, _evidence(questions, pages), Setting(weight, depth, penalty, match))
+    s = Setting(weight, depth, penalty, match)
+    return _top1(questions, _evidence(questions, pages), [s])[s]
 
 
 def _evidence(questions: Sequence[PriorQuestion], pages: Pages) -> list[Evidence]:
     return [pages.evidence((h.point_id for hs in q.per_domain.values() for h in hs), q.gold_docs, q.vector) for q in questions]
 
 
-def _top1(questions: Sequence[PriorQuestion], evidence: Sequence[Evidence], s: Setting) -> np.ndarray:
-    out = np.zeros(len(questions))
-    for i, (q, ev) in enumerate(zip(questions, evidence, strict=True)):
-        per = {d: h[: s.depth] for d, h in q.per_domain.items()}
-        first = merge(per, q.weights, 1, ev.bonus(s) if s.weight > 0 or s.penalty > 0 else None)
-        out[i] = float(bool(first) and first[0].point_id in q.gold)
+def _top1(questions: Sequence[PriorQuestion], evidence: Sequence[Evidence], settings: Sequence[Setting]) -> dict[Setting, np.ndarray]:
+    """0/1 per question under each setting: the top passage of its ranking is gold (every setting of a depth at once)."""
+    out = {s: np.zeros(len(questions)) for s in settings}
+    for depth in sorted({s.depth for s in settings}):
+        group = [s for s in settings if s.depth == depth]
+        for i, (q, ev) in enumerate(zip(questions, evidence, strict=True)):
+            for s, v in zip(group, Ranked.of(q, ev, depth).top1(group).tolist(), strict=True):
+                out[s][i] = v
     return out
 
 
-def _best(scores: Mapping[Setting, np.ndarray], rows: Sequence[int]) -> Setting:
+def _best(scores: Mapping[Setting, np.ndarray], rows: Sequence[int] | np.ndarray) -> Setting:
     """The setting with the best mean over ``rows`` (ties: the smaller weight, depth, penalty, match)."""
     return min(scores, key=lambda s: (-float(scores[s][list(rows)].mean()), s.weight, s.depth, s.penalty, s.match))
 
@@ -222,18 +272,12 @@ def fit_page_prior(questions: Sequence[PriorQuestion], pages: Pages, *, seed: in
         return replace(pages.prior, weight=0.0, penalty=0.0), {"chosen": "none", "reason": "no held-out question or no counted page", **base_report}
     demotes = bool(pages.prior.known) and all(q.vector is not None for q in questions)
     evidence = _evidence(questions, pages)
-    scores = {s: _top1(questions, evidence, s) for s in _grid(demotes)}
+    scores = _top1(questions, evidence, _grid(demotes))
     base = scores[NONE]
-    everyone = list(range(len(questions)))
-    best = _best(scores, everyone)
-    order = everyone.copy()
-    random.Random(seed).shuffle(order)
+    best = _best(scores, range(len(questions)))
     held = np.zeros(len(questions))
-    for k in range(FOLDS):
-        fold = sorted(order[k::FOLDS])
-        rest = sorted(set(everyone) - set(fold))
-        if fold and rest:
-            held[fold] = scores[_best(scores, rest)][fold]
+    for rest, fold in crossfit_folds(len(questions), FOLDS, seed):
+        held[fold] = scores[_best(scores, rest)][fold]
     wins, losses = int(((held > 0) & (base == 0)).sum()), int(((held == 0) & (base > 0)).sum())
     paid = pays(wins, losses)
     chosen = best if paid else Setting(0.0, best.depth)

@@ -1,5 +1,6 @@
-"""Federated search: each active domain returns its top-k, U = w_j * s+, top-k by U across domains,
-then the passages of those top-k only."""
+"""Federated search: each active domain returns its top-k, U = w_j * s+ (+ the page prior's bonus;
+:mod:`service.retrieval.unified`, the score the fits search with too), top-k by U across domains, then the passages of
+those top-k only."""
 
 from __future__ import annotations
 
@@ -17,17 +18,9 @@ from service.retrieval.page_prior import PriorBonus
 from service.retrieval.passage import Hit, RankedHit, RankFeatures
 from service.retrieval.passage_cache import PassageCache
 from service.retrieval.store import Store
+from service.retrieval.unified import positive_similarity, rank_order, unified_scores
 
-
-def positive_similarity(s: float) -> float:
-    """s+ = max(s, 0): the similarity on a non-negative scale before it is weighted.
-
-    Vectors are unit length and compared by dot product, so s is a cosine in [-1, 1]. A weight on a
-    negative s would reverse the router's preference (a higher p giving a lower U), so s is clipped
-    at 0: a passage at or below orthogonal to the query is unrelated to it whatever its domain. The
-    paper's U = p * s is unchanged wherever s >= 0, and U never decreases when p grows.
-    """
-    return s if s > 0.0 else 0.0
+__all__ = ["Candidate", "merge", "positive_similarity", "search_domains", "search_threads", "value_of", "with_passages"]
 
 
 @dataclass(frozen=True)
@@ -53,10 +46,11 @@ def merge(
 ) -> list[Candidate]:
     """Rank the union of the domains' hits by unified score U = w_j * s+ and keep the top ``top_k``.
 
-    ``probs`` holds each domain's weight w_j (p_j for mkpqa, q_j^lambda for fused, 1 for uis);
-    s+ = max(s, 0) (:func:`positive_similarity`). ``bonus``: added to U by point id (the page prior,
-    :mod:`service.retrieval.page_prior`), every hit given then being a candidate. Ties are broken by the raw score,
-    then by point id, so the order is deterministic. :func:`with_passages` reads the kept candidates' passages.
+    ``probs`` holds each domain's weight w_j (p_j for mkpqa, c_j q_j^lambda for fused, 1 for uis);
+    s+ = max(s, 0). ``bonus``: added to U by point id (the page prior, :mod:`service.retrieval.page_prior`), every hit
+    given then being a candidate. U and the order are :mod:`service.retrieval.unified`'s: ties are broken by the raw
+    score, then by point id, then domain, so the order is deterministic; a candidate whose U is not finite is not
+    ranked. :func:`with_passages` reads the kept candidates' passages.
 
     ``lexical``: each domain's BM25 hits (:mod:`service.retrieval.lexical`). The candidates are then ordered by
     its :class:`~service.retrieval.lexical.RankFusion` of two rankings across the domains: by U, and by w_j * BM25; a
@@ -64,22 +58,39 @@ def merge(
     returned (its s is at most that). ``router``: the router's p_j per domain, for the candidates' features.
     """
     add = bonus.total if isinstance(bonus, PriorBonus) else bonus
-    ranked: dict[tuple[str, str], Candidate] = {}  # by (domain, point id): the same doc_id in two domains is two passages
-    for domain, hits in per_domain.items():
-        p = float(probs[domain])
-        # U grows with s within a domain, so only a domain's top_k by s can be in the merged top_k (not so with a bonus
-        # or a fusion).
-        for h in hits if add or lexical else heapq.nlargest(top_k, hits, key=lambda h: h.score):
-            u = p * positive_similarity(h.score) + (add.get(h.point_id, 0.0) if add else 0.0)
-            old = ranked.get((domain, h.point_id))
-            if old is None or u > old.unified_score:
-                ranked[(domain, h.point_id)] = Candidate(domain, h.point_id, h.score, p, u)
-    order = sorted(ranked.values(), key=lambda r: (-r.unified_score, -r.score, r.point_id, r.domain))
+    rows = [
+        (domain, h)
+        for domain, hits in per_domain.items()
+        # U grows with s within a domain, so only a domain's top_k in the tie order can be in the merged top_k (not so
+        # with a bonus or a fusion).
+        for h in (hits if add or lexical else heapq.nsmallest(top_k, hits, key=lambda h: (-h.score, h.point_id)))
+    ]
+    w = [float(probs[d]) for d, _ in rows]
+    u = unified_scores(w, [h.score for _, h in rows], [add.get(h.point_id, 0.0) for _, h in rows] if add else None).tolist()
+    kept: dict[tuple[str, str], int] = {}  # by (domain, point id): the same doc_id in two domains is two passages
+    for i, (domain, h) in enumerate(rows):
+        old = kept.get((domain, h.point_id))
+        if old is None or u[i] > u[old]:
+            kept[(domain, h.point_id)] = i
+    idx = list(kept.values())
+    by_u = [
+        idx[j]
+        for j in rank_order([u[i] for i in idx], [rows[i][1].score for i in idx], [rows[i][1].point_id for i in idx], [rows[i][0] for i in idx])
+    ]
+    # the lexical fusion reorders the whole dense ranking; without it only its top_k is kept
+    order = [Candidate(rows[i][0], rows[i][1].point_id, rows[i][1].score, w[i], u[i]) for i in (by_u if lexical is not None else by_u[:top_k])]
     if lexical is not None:
         order = _fused(order, per_domain, probs, add, lexical, top_k)
     return [
         Candidate(c.domain, c.point_id, c.score, c.domain_prob, c.unified_score, c.rank_score, _features(c, router, bonus)) for c in order[:top_k]
     ]
+
+
+def _ranked(candidates: Sequence[Candidate], values: Sequence[float]) -> list[Candidate]:
+    """``candidates`` in rank order by ``values`` (U, or their fused rank score), ties as U's
+    (:func:`~service.retrieval.unified.rank_order`)."""
+    order = rank_order(values, [c.score for c in candidates], [c.point_id for c in candidates], [c.domain for c in candidates])
+    return [candidates[i] for i in order]
 
 
 def _features(c: Candidate, router: Mapping[str, float] | None, bonus: Mapping[str, float] | None) -> RankFeatures:
@@ -117,11 +128,14 @@ def _fused(
         fused[key] = fused.get(key, 0.0) + fusion.lexical_weight / (fusion.k + rank)
         lexical_rank[key] = (rank, hit.score)
         if key not in by_key:
-            p, s = float(probs[domain]), floor.get(domain, 0.0)
-            by_key[key] = Candidate(domain, hit.point_id, s, p, p * positive_similarity(s) + (bonus.get(hit.point_id, 0.0) if bonus else 0.0))
-    out = sorted(
-        (replace(by_key[key], rank_score=value) for key, value in fused.items()), key=lambda r: (-value_of(r), -r.score, r.point_id, r.domain)
-    )
+            by_key[key] = Candidate(domain, hit.point_id, floor.get(domain, 0.0), float(probs[domain]), 0.0)
+    only = [key for key in fused if key not in dense_rank]  # found by the lexical search alone: U of s = its domain's floor
+    add = [bonus.get(k[1], 0.0) for k in only] if bonus else None
+    u = unified_scores([by_key[k].domain_prob for k in only], [by_key[k].score for k in only], add)
+    for key, value in zip(only, u.tolist(), strict=True):
+        by_key[key] = replace(by_key[key], unified_score=value)
+    with_fused = [replace(by_key[key], rank_score=value) for key, value in fused.items()]
+    out = _ranked(with_fused, [value_of(c) for c in with_fused])
     kept = []
     for c in out[:top_k]:
         key = (c.domain, c.point_id)

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from service.retrieval.passage import point_id
+from service.retrieval.unified import demotion, page_bonus
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ class PagePrior:
             for page in {page_of[d] for d in gold if d in page_of}:
                 pages[page] = pages.get(page, 0) + 1
         counts = {point_id(d): math.log1p(n) for page, n in pages.items() for d in self.members[page]}
-        bonus = {pid: self.weight * c for pid, c in counts.items()} if self.weight > 0 else {}
+        bonus = prior_bonus(counts, {}, self.weight).total
         object.__setattr__(self, "page_of", page_of)
         object.__setattr__(self, "pages", pages)
         object.__setattr__(self, "counts", counts)
@@ -103,14 +104,8 @@ class PagePrior:
         """What U gains (or loses) per point id for the question with query vector ``vector``, with its terms."""
         if not self.demotes:
             return PriorBonus(self.bonus, self.bonus)
-        out = dict(self.bonus)
         nearest = dict(zip(self.known, self.nearest(vector).tolist(), strict=True))
-        demoted = {}
-        for pid, c in nearest.items():
-            if c < self.match:
-                demoted[pid] = demotion(self.penalty, self.match, c)
-                out[pid] = out.get(pid, 0.0) - demoted[pid]
-        return PriorBonus(out, self.bonus, nearest, demoted)
+        return prior_bonus(self.counts, nearest, self.weight, self.penalty, self.match, self.bonus)
 
     def without(self, gold_doc_ids: Iterable[str]) -> PagePrior:
         """The same prior without every counted question that shares a gold passage with ``gold_doc_ids`` (to score
@@ -174,9 +169,31 @@ class PriorBonus(Mapping[str, float]):
         return len(self.total)
 
 
-def demotion(penalty: float, match: float, cosine: float) -> float:
-    """What a known answer loses when the nearest counted question it answers is at ``cosine`` from the question."""
-    return penalty * max(0.0, match - cosine)
+def prior_bonus(
+    counts: Mapping[str, float],
+    nearest: Mapping[str, float],
+    weight: float,
+    penalty: float = 0.0,
+    match: float = 1.0,
+    page: Mapping[str, float] | None = None,
+) -> PriorBonus:
+    """The prior's change to U by point id at one setting: ``weight`` times each passage's ``counts`` (log(1 + n),
+    :func:`~service.retrieval.unified.page_bonus`; none at weight 0), less each known answer's
+    :func:`~service.retrieval.unified.demotion` whose ``nearest`` counted question is at cosine c < ``match`` (none at
+    penalty 0). Served (:meth:`PagePrior.bonus_for`) and fitted (training/page_prior.py) alike. ``page``: the page
+    bonus at ``weight``, when already made."""
+    if page is None:
+        pids = list(counts)
+        page = dict(zip(pids, page_bonus(weight, [counts[p] for p in pids]).tolist(), strict=True)) if weight > 0 else {}
+    far = [(pid, c) for pid, c in nearest.items() if c < match] if penalty > 0 else []
+    if not far:
+        return PriorBonus(page, page, nearest)
+    lost = demotion(penalty, match, [c for _, c in far]).tolist()
+    out, demoted = dict(page), {}
+    for (pid, _), d in zip(far, lost, strict=True):
+        demoted[pid] = d
+        out[pid] = out.get(pid, 0.0) - d
+    return PriorBonus(out, page, nearest, demoted)
 
 
 def _unit(v: np.ndarray) -> np.ndarray:

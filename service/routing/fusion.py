@@ -31,6 +31,8 @@ import numpy as np
 from scipy.special import expit
 
 from service.retrieval.passage import Hit
+from service.retrieval.unified import merge_weights
+from service.routing.gate import GateDecision, gate
 
 _EPS = 1e-9
 
@@ -131,6 +133,17 @@ def domain_weights(q: np.ndarray, sharpness: float, c: np.ndarray | None = None)
     q = np.clip(np.asarray(q, dtype=np.float64), 0.0, 1.0)
     w = np.ones_like(q) if sharpness == 0 else np.power(q, sharpness)
     return w if c is None else w * c
+
+
+def fused_weights(q: np.ndarray, params: FusionParams, c: np.ndarray | None = None, decision: GateDecision | None = None) -> np.ndarray:
+    """The fused strategy's merge weight of each domain for fused probabilities ``q`` (:func:`fuse`): c_j q_j^lambda
+    (``c``: :func:`per_domain`), -inf for a domain the deterministic gate drops (``decision``: its outcome, if made
+    already), every weight 1 when the router is unsure (max q < ``unsure``): what the strategy serves
+    (service/retrieval/strategies/fused.py) and the fit scores (training/fusion.py)."""
+    q = np.asarray(q, dtype=np.float64)
+    if decision is None and params.tau0 > 0:  # tau0 = 0 keeps every domain
+        decision = gate(q, params.tau0, mode="deterministic")
+    return merge_weights(domain_weights(q, params.sharpness, c), q.max() < params.unsure, None if decision is None else decision.active)
 
 
 def search_order(weights: np.ndarray, p: np.ndarray, domains: Sequence[str]) -> list[str]:

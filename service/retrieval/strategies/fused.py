@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from service.retrieval.passage import Hit
 from service.retrieval.strategies import uis
 from service.retrieval.strategies.base import Selection, StrategyDetail, StrategyInput
-from service.routing.fusion import domain_evidence, domain_weights, fuse, per_domain
+from service.routing.fusion import domain_evidence, fuse, fused_weights, per_domain
 from service.routing.gate import gate
 from service.text import words
 
@@ -44,23 +46,23 @@ def select(inp: StrategyInput) -> Selection:
     decision = gate(q, params.tau0, mode="deterministic")
     fused = {d: round(float(v), 6) for d, v in zip(domains, q, strict=True)}
     activation = {d: float(a) for d, a in zip(domains, decision.activation, strict=True)}
+    w = fused_weights(q, params, per_domain(params, domains), decision)
     if q.max() < params.unsure:
         detail = StrategyDetail(fused=fused, reason=f"router unsure (max q {q.max():.3f} < {params.unsure:.3f}): every domain, ranked by s")
         return Selection(
             strategy="fused",
             active=domains,
-            weights={d: 1.0 for d in domains},
+            weights={d: float(x) for d, x in zip(domains, w, strict=True)},  # every weight 1
             threshold=decision.threshold,
             activation=activation,
             fallback=True,
             detail=detail,
             hits=hits,
         )
-    w = domain_weights(q, params.sharpness, per_domain(params, domains))
     detail = StrategyDetail(fused=fused)
     if searched is not None:
         detail = StrategyDetail(fused=fused, reason=f"{len(searched)} of {len(domains)} domains searched (the fitted breadth)")
-    active = [d for d, a in zip(domains, decision.active, strict=True) if a and (searched is None or d in searched)]
+    active = [d for d, x in zip(domains, w, strict=True) if np.isfinite(x) and (searched is None or d in searched)]
     return Selection(
         strategy="fused",
         active=active,

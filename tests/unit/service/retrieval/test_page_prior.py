@@ -201,3 +201,33 @@ def test_a_held_out_question_is_not_demoted_by_its_own_count():
     own = [_q(f"held{i}", f"faq#{i}b") for i in range(10)]
     pages = Pages.of(counted(passages, own, np.stack([-np.asarray(q.vector) for q in fit])))  # counted at cosine -1
     assert top1(prior_questions(fit, ["a"], None), pages, 0.0, 10, penalty=1.0, match=0.9).tolist() == [1.0] * 10
+
+
+def test_the_grid_scores_every_setting_as_the_merge_ranks_it():
+    """The fit scores a depth's settings at once (training.page_prior.Ranked); each equals the top of the served merge
+    with that setting's bonus, over the whole grid: ties of s, a point in two domains, known answers near and far."""
+    from service.retrieval.federated import merge
+    from training.page_prior import DEPTH_GRID, Ranked, _evidence, _grid
+
+    rng = np.random.default_rng(11)
+    passages = [_passage(f"p{k}#{j}", f"p{k}", domain=d) for k in range(6) for j in range(8) for d in ("a",)]
+    counted_qs = [_q(f"c{i}", f"p{int(rng.integers(3))}#{int(rng.integers(8))}") for i in range(12)]
+    vectors = rng.normal(size=(12, 4)).astype(np.float32)
+    pages = Pages.of(counted(passages, counted_qs, vectors))
+    questions = []
+    for i in range(25):
+        hits = {d: [Hit(point_id(f"p{int(rng.integers(6))}#{k}"), float(np.round(rng.uniform(-0.1, 0.7), 1))) for k in range(35)] for d in ("a", "b")}
+        hits = {d: sorted(hs, key=lambda h: -h.score) for d, hs in hits.items()}
+        gold = next(iter(hits["a"])).point_id if i % 3 else hits["b"][2].point_id
+        weights = {"a": float(rng.uniform(0.5, 1.0)), "b": float(rng.uniform(0.5, 1.0))}
+        questions.append(PriorQuestion(hits, weights, frozenset({gold}), frozenset(), rng.normal(size=4).astype(np.float32)))
+    evidence = _evidence(questions, pages)
+    assert any(ev.nearest for ev in evidence) and any(ev.counts for ev in evidence)
+    for depth in DEPTH_GRID:
+        settings = [s for s in _grid(True) if s.depth == depth]
+        for q, ev in zip(questions, evidence, strict=True):
+            served = []
+            for s in settings:
+                first = merge({d: h[:depth] for d, h in q.per_domain.items()}, q.weights, 1, ev.bonus(s) if s.weight > 0 or s.penalty > 0 else None)
+                served.append(float(bool(first) and first[0].point_id in q.gold))
+            assert Ranked.of(q, ev, depth).top1(settings).tolist() == served
