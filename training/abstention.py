@@ -71,27 +71,9 @@ CHEAP_FEATURES = tuple(f for f in FEATURES if f != "span_score")
 SOURCED = ("rerank_best", "rare_word", "uncovered")
 
 
-def source_weights(*sizes: int) -> np.ndarray | None:
-    """Weights of out-of-scope rows stacked from sources of ``sizes`` rows (the home's own, the shipped general ones):
-    each source present weighs the same in total, as each side does in the balanced fit (mean weight 1, so the sides
-    keep their balance); None with fewer than two sources."""
-    present = [n for n in sizes if n]
-    if len(present) < 2:
-        return None
-    return np.concatenate([np.full(n, sum(present) / (len(present) * n)) for n in present])
-
-
-def fit(
-    in_scope: np.ndarray,
-    out_of_scope: np.ndarray,
-    *,
-    false_refusal: float,
-    features: Sequence[str] = FEATURES,
-    weights: np.ndarray | None = None,
-) -> AbstentionModel:
+def fit(in_scope: np.ndarray, out_of_scope: np.ndarray, *, false_refusal: float, features: Sequence[str] = FEATURES) -> AbstentionModel:
     """Logistic regression (balanced classes) on the standardised ``features`` of the evidence rows (all
-    FEATURES columns); threshold at the in-scope ``false_refusal`` quantile of its confidence. ``weights``: the
-    out-of-scope rows' (:func:`source_weights`; None: 1 each)."""
+    FEATURES columns); threshold at the in-scope ``false_refusal`` quantile of its confidence."""
     from sklearn.linear_model import LogisticRegression
 
     if len(in_scope) < 2 or len(out_of_scope) < 2:
@@ -101,8 +83,7 @@ def fit(
     y = np.r_[np.ones(len(in_scope)), np.zeros(len(out_of_scope))]
     mean, scale = x.mean(axis=0), x.std(axis=0)
     scale[scale == 0] = 1.0
-    sample_weight = None if weights is None else np.r_[np.ones(len(in_scope)), weights]
-    clf = LogisticRegression(class_weight="balanced", max_iter=1000).fit((x - mean) / scale, y, sample_weight=sample_weight)
+    clf = LogisticRegression(class_weight="balanced", max_iter=1000).fit((x - mean) / scale, y)
     model = AbstentionModel(
         features=list(features),
         mean=mean.tolist(),
@@ -140,10 +121,9 @@ def out_of_fold(
     folds: int = 5,
     seed: int = 0,
     features: Sequence[str] = FEATURES,
-    weights: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[dict[str, Any]]]:
     """k-fold decisions: whether each in-scope question is refused and each out-of-scope one answered not_covered by
-    a model fitted on the other folds (``weights``: the out-of-scope rows', see :func:`fit`); and each fold's figures."""
+    a model fitted on the other folds; and each fold's figures."""
     rng = np.random.default_rng(seed)
     fin = rng.permutation(len(in_scope)) % folds
     fout = rng.permutation(len(out_of_scope)) % folds
@@ -151,8 +131,7 @@ def out_of_fold(
     abstained = np.zeros(len(out_of_scope), dtype=bool)
     per_fold = []
     for k in range(folds):
-        w = None if weights is None else weights[fout != k]
-        model = fit(in_scope[fin != k], out_of_scope[fout != k], false_refusal=false_refusal, features=features, weights=w)
+        model = fit(in_scope[fin != k], out_of_scope[fout != k], false_refusal=false_refusal, features=features)
         refused[fin == k] = confidences(model, in_scope[fin == k]) < model.threshold
         abstained[fout == k] = confidences(model, out_of_scope[fout == k]) < model.threshold
         per_fold.append(measure(model, in_scope[fin == k], out_of_scope[fout == k]))
@@ -167,12 +146,9 @@ def cross_validate(
     folds: int = 5,
     seed: int = 0,
     features: Sequence[str] = FEATURES,
-    weights: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """k-fold held-out figures: each fold's questions are measured by a model fitted on the other folds."""
-    refused, abstained, per_fold = out_of_fold(
-        in_scope, out_of_scope, false_refusal=false_refusal, folds=folds, seed=seed, features=features, weights=weights
-    )
+    refused, abstained, per_fold = out_of_fold(in_scope, out_of_scope, false_refusal=false_refusal, folds=folds, seed=seed, features=features)
     return {
         "features": list(features),
         "folds": folds,
@@ -184,17 +160,16 @@ def cross_validate(
     }
 
 
-def choose_features(
-    in_scope: np.ndarray, out_of_scope: np.ndarray, *, false_refusal: float, folds: int = 5, seed: int = 0, weights: np.ndarray | None = None
-) -> dict[str, Any]:
+def choose_features(in_scope: np.ndarray, out_of_scope: np.ndarray, *, false_refusal: float, folds: int = 5, seed: int = 0) -> dict[str, Any]:
     """The k-fold figures of the feature set kept: every feature when that separates at least one more
     held-out question (abstained minus refused) than the set without the span score, else the cheaper set.
     A feature that needs a source (:data:`SOURCED`: a reranker, a vocabulary) is left out when its column is constant."""
     rows = np.vstack([in_scope, out_of_scope])
     every = tuple(f for i, f in enumerate(FEATURES) if f not in SOURCED or (len(rows) and float(np.ptp(rows[:, i])) > 0))
-    full = cross_validate(in_scope, out_of_scope, false_refusal=false_refusal, folds=folds, seed=seed, features=every, weights=weights)
-    cheap_features = tuple(f for f in every if f in CHEAP_FEATURES)
-    cheap = cross_validate(in_scope, out_of_scope, false_refusal=false_refusal, folds=folds, seed=seed, features=cheap_features, weights=weights)
+    full = cross_validate(in_scope, out_of_scope, false_refusal=false_refusal, folds=folds, seed=seed, features=every)
+    cheap = cross_validate(
+        in_scope, out_of_scope, false_refusal=false_refusal, folds=folds, seed=seed, features=tuple(f for f in every if f in CHEAP_FEATURES)
+    )
 
     def separated(m: dict[str, Any]) -> float:
         return m["abstention_rate"] * m["out_of_scope"] - m["false_refusal_rate"] * m["in_scope"]
@@ -318,20 +293,19 @@ def choose_not_covered(
     """The default or the model fitted on the labelled questions, by :func:`training.fallback.decide`.
 
     The default: every in-scope question it can have without a fit to measure (the index's heading questions and
-    the ``known`` labelled ones) against the home's ``out_of_scope`` questions and the general ones (each source
-    weighing the same: :func:`source_weights`), at ``default_false_refusal`` (heading questions are easier than
-    users'). The fitted model: the labelled questions against ``out_of_scope`` (and the general ones when
-    ``with_general``) at ``false_refusal``. Both are measured on the labelled questions and the fitted model's
-    out-of-scope side, each question decided by a model that did not fit on it (the fitted one k-fold; the default
-    fitted without the labelled questions, its out-of-scope questions out of fold). The default that serves also
-    fits on the labelled questions."""
+    the ``known`` labelled ones) against the home's ``out_of_scope`` questions and the general ones (each question
+    weighing the same), at ``default_false_refusal`` (heading questions are easier than users'). The fitted model:
+    the labelled questions against ``out_of_scope`` (and the general ones when ``with_general``) at
+    ``false_refusal``. Both are measured on the labelled questions and the fitted model's out-of-scope side, each
+    question decided by a model that did not fit on it (the fitted one k-fold; the default fitted without the
+    labelled questions, its out-of-scope questions out of fold). The default that serves also fits on the labelled
+    questions."""
     inside, beyond = np.vstack([ev.headings, ev.known]), np.vstack([ev.out_of_scope, ev.general])
-    weights = source_weights(len(ev.out_of_scope), len(ev.general))
     default: AbstentionModel | None = None
     default_heldout: dict[str, Any] = {}
     if len(inside) >= 2 * folds:
-        default_heldout = choose_features(inside, beyond, false_refusal=default_false_refusal, folds=folds, seed=seed, weights=weights)
-        default = fit(inside, beyond, false_refusal=default_false_refusal, features=default_heldout["features"], weights=weights)
+        default_heldout = choose_features(inside, beyond, false_refusal=default_false_refusal, folds=folds, seed=seed)
+        default = fit(inside, beyond, false_refusal=default_false_refusal, features=default_heldout["features"])
     outside = np.vstack([ev.out_of_scope, ev.general]) if with_general else ev.out_of_scope
     fitted: dict[str, Any] = {}
 
@@ -342,9 +316,7 @@ def choose_not_covered(
             return balanced_accuracy(refused, abstained), balanced_accuracy(np.zeros(len(refused)), np.zeros(len(abstained)))
         d_refused = confidences(default, ev.labelled) < default.threshold
         # the default fitted on the out-of-scope and general questions: each decided out of fold
-        _, d_abstained, _ = out_of_fold(
-            inside, beyond, false_refusal=default_false_refusal, folds=folds, seed=seed, features=default.features, weights=weights
-        )
+        _, d_abstained, _ = out_of_fold(inside, beyond, false_refusal=default_false_refusal, folds=folds, seed=seed, features=default.features)
         d_abstained = d_abstained if with_general else d_abstained[: len(ev.out_of_scope)]
         return balanced_accuracy(refused, abstained), balanced_accuracy(d_refused, d_abstained)
 
@@ -354,7 +326,7 @@ def choose_not_covered(
         return NotCoveredChoice(model, fitted, decision)
     if default is not None and len(ev.labelled):
         every = np.vstack([inside, ev.labelled])
-        default = fit(every, beyond, false_refusal=default_false_refusal, features=default.features, weights=weights)
+        default = fit(every, beyond, false_refusal=default_false_refusal, features=default.features)
     return NotCoveredChoice(default, default_heldout, decision)
 
 

@@ -19,7 +19,6 @@ from training.abstention import (
     confidences,
     fit,
     out_of_fold,
-    source_weights,
 )
 from training.answer_policy import best_row, cross_fitted_f1
 from training.fallback import decide
@@ -70,17 +69,14 @@ def test_too_few_questions_keep_the_default_without_measuring_the_fit() -> None:
 
 def test_four_validation_questions_serve_the_default_that_fits_headings_and_the_training_questions() -> None:
     """The done-when's case: 16 labelled questions, 4 held out. The default serves, fitted on the heading questions
-    and every labelled in-scope question against the home's out-of-scope questions and the general ones (each source
-    weighing the same) at the heading target."""
+    and every labelled in-scope question against the home's out-of-scope questions and the general ones at the
+    heading target."""
     ev = evidence(4)
     choice = choose_not_covered(ev, needed=30)
     assert choice.decision.verdict is Verdict.TOO_FEW and choice.decision.questions == 4
     assert choice.model is not None
     every = np.vstack([ev.headings, ev.known, ev.labelled])
-    weights = source_weights(len(ev.out_of_scope), len(ev.general))
-    assert weights is not None and weights[:3].sum() == pytest.approx(weights[3:].sum()) and weights.mean() == pytest.approx(1.0)
-    beyond = np.vstack([ev.out_of_scope, ev.general])
-    expected = fit(every, beyond, false_refusal=HEADING_FALSE_REFUSAL, features=choice.model.features, weights=weights)
+    expected = fit(every, np.vstack([ev.out_of_scope, ev.general]), false_refusal=HEADING_FALSE_REFUSAL, features=choice.model.features)
     assert choice.model.threshold == pytest.approx(expected.threshold) and choice.model.coef == pytest.approx(expected.coef)
     assert np.all(confidences(choice.model, ev.labelled) >= choice.model.threshold)  # no labelled question refused
 
@@ -100,10 +96,9 @@ def test_the_fitted_model_serves_only_when_no_worse_out_of_sample(seed: int) -> 
     assert choice.model is not None
     # the default's figure recomputed: the labelled questions by the default, every out-of-scope one out of fold
     inside = np.vstack([ev.headings, ev.known])
-    weights = source_weights(len(ev.out_of_scope), len(ev.general))
-    d_feats = choose_features(inside, outside, false_refusal=HEADING_FALSE_REFUSAL, seed=seed, weights=weights)["features"]
-    default = fit(inside, outside, false_refusal=HEADING_FALSE_REFUSAL, features=d_feats, weights=weights)
-    _, d_abstained, _ = out_of_fold(inside, outside, false_refusal=HEADING_FALSE_REFUSAL, seed=seed, features=d_feats, weights=weights)
+    d_feats = choose_features(inside, outside, false_refusal=HEADING_FALSE_REFUSAL, seed=seed)["features"]
+    default = fit(inside, outside, false_refusal=HEADING_FALSE_REFUSAL, features=d_feats)
+    _, d_abstained, _ = out_of_fold(inside, outside, false_refusal=HEADING_FALSE_REFUSAL, seed=seed, features=d_feats)
     d_refused = confidences(default, ev.labelled) < default.threshold
     assert d.default == pytest.approx(balanced_accuracy(d_refused, d_abstained), abs=1e-4)
     served_on = ev.labelled if d.serves_fitted else np.vstack([inside, ev.labelled])
@@ -113,40 +108,20 @@ def test_the_fitted_model_serves_only_when_no_worse_out_of_sample(seed: int) -> 
             outside,
             false_refusal=0.03 if d.serves_fitted else HEADING_FALSE_REFUSAL,
             features=choice.model.features,
-            weights=None if d.serves_fitted else weights,
         ).threshold
     )
 
 
 def test_without_out_of_scope_questions_the_default_fits_on_the_general_ones_alone() -> None:
     """No out-of-scope question of the home: the default is the fit of the headings and labelled questions against the
-    general ones, unweighted (what it was before the home's out-of-scope questions joined it)."""
+    general ones (what it was before the home's out-of-scope questions joined it)."""
     ev = evidence(4)
     ev = NotCoveredEvidence(ev.labelled, ev.out_of_scope[:0], ev.headings, ev.general, ev.known)
     choice = choose_not_covered(ev, needed=30)
-    assert choice.model is not None and source_weights(0, len(ev.general)) is None
+    assert choice.model is not None
     every = np.vstack([ev.headings, ev.known, ev.labelled])
     expected = fit(every, ev.general, false_refusal=HEADING_FALSE_REFUSAL, features=choice.model.features)
     assert choice.model.coef == pytest.approx(expected.coef) and choice.model.threshold == pytest.approx(expected.threshold)
-
-
-def test_a_few_out_of_scope_questions_teach_the_default_to_refuse_their_neighbours() -> None:
-    """Out-of-scope questions that look in scope by every score but one (a rare word the index lacks): the default
-    fitted without them answers their held-out neighbours; with three of them it refuses those neighbours, and
-    still answers the labelled in-scope questions."""
-    rng = np.random.default_rng(5)
-    ev = evidence(4, seed=5)
-
-    def near(n: int) -> np.ndarray:  # in-scope-like router and similarity, but a word the index does not have
-        return rows(rng, n, prob=0.95, sim=0.65, span=0.7, rare=1.0, unsaid=0.4, spread=0.03)
-
-    marked, neighbours = near(3), near(20)
-    without = choose_not_covered(NotCoveredEvidence(ev.labelled, marked[:0], ev.headings, ev.general, ev.known), needed=30).model
-    with_them = choose_not_covered(NotCoveredEvidence(ev.labelled, marked, ev.headings, ev.general, ev.known), needed=30).model
-    assert without is not None and with_them is not None
-    assert np.mean(confidences(without, neighbours) < without.threshold) < 0.5
-    assert np.mean(confidences(with_them, neighbours) < with_them.threshold) >= 0.9
-    assert np.all(confidences(with_them, ev.labelled) >= with_them.threshold)
 
 
 def test_a_fit_that_refuses_more_out_of_sample_is_not_served() -> None:
