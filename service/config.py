@@ -99,7 +99,8 @@ class Settings(BaseSettings):
         ge=0,
         description="'fedqa train router' fits 'not covered' on its in-scope validation questions only with at least this "
         "many, and keeps it only when it measures no worse out of sample than the default (the index's section "
-        "headings and the labelled training questions against the shipped general ones), which serves otherwise (a "
+        "headings and the labelled training questions against the home's out-of-scope and the shipped general "
+        "questions), which serves otherwise (a "
         "threshold placed on a dozen questions refused 18% of manuals_dev's in-scope questions).",
     )
     decision_min_questions: int = Field(

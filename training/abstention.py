@@ -293,18 +293,19 @@ def choose_not_covered(
     """The default or the model fitted on the labelled questions, by :func:`training.fallback.decide`.
 
     The default: every in-scope question it can have without a fit to measure (the index's heading questions and
-    the ``known`` labelled ones) against the general questions, at ``default_false_refusal`` (heading questions
-    are easier than users'). The fitted model: the labelled questions against ``out_of_scope`` (and the general
-    ones when ``with_general``) at ``false_refusal``. Both are measured on the labelled questions and the fitted
-    model's out-of-scope side, each question decided by a model that did not fit on it (the fitted one k-fold; the
-    default fitted without the labelled questions, its general questions out of fold). The default that serves
-    also fits on the labelled questions."""
-    inside = np.vstack([ev.headings, ev.known])
+    the ``known`` labelled ones) against the home's ``out_of_scope`` questions and the general ones (each question
+    weighing the same), at ``default_false_refusal`` (heading questions are easier than users'). The fitted model:
+    the labelled questions against ``out_of_scope`` (and the general ones when ``with_general``) at
+    ``false_refusal``. Both are measured on the labelled questions and the fitted model's out-of-scope side, each
+    question decided by a model that did not fit on it (the fitted one k-fold; the default fitted without the
+    labelled questions, its out-of-scope questions out of fold). The default that serves also fits on the labelled
+    questions."""
+    inside, beyond = np.vstack([ev.headings, ev.known]), np.vstack([ev.out_of_scope, ev.general])
     default: AbstentionModel | None = None
     default_heldout: dict[str, Any] = {}
     if len(inside) >= 2 * folds:
-        default_heldout = choose_features(inside, ev.general, false_refusal=default_false_refusal, folds=folds, seed=seed)
-        default = fit(inside, ev.general, false_refusal=default_false_refusal, features=default_heldout["features"])
+        default_heldout = choose_features(inside, beyond, false_refusal=default_false_refusal, folds=folds, seed=seed)
+        default = fit(inside, beyond, false_refusal=default_false_refusal, features=default_heldout["features"])
     outside = np.vstack([ev.out_of_scope, ev.general]) if with_general else ev.out_of_scope
     fitted: dict[str, Any] = {}
 
@@ -314,10 +315,9 @@ def choose_not_covered(
         if default is None:  # no default model: every question answered
             return balanced_accuracy(refused, abstained), balanced_accuracy(np.zeros(len(refused)), np.zeros(len(abstained)))
         d_refused = confidences(default, ev.labelled) < default.threshold
-        d_abstained = confidences(default, ev.out_of_scope) < default.threshold
-        if with_general:  # the default fitted on the general questions: each decided out of fold
-            _, d_general, _ = out_of_fold(inside, ev.general, false_refusal=default_false_refusal, folds=folds, seed=seed, features=default.features)
-            d_abstained = np.r_[d_abstained, d_general]
+        # the default fitted on the out-of-scope and general questions: each decided out of fold
+        _, d_abstained, _ = out_of_fold(inside, beyond, false_refusal=default_false_refusal, folds=folds, seed=seed, features=default.features)
+        d_abstained = d_abstained if with_general else d_abstained[: len(ev.out_of_scope)]
         return balanced_accuracy(refused, abstained), balanced_accuracy(d_refused, d_abstained)
 
     decision = decide(len(ev.labelled), needed, METRIC, measure_both, folds=folds)
@@ -326,7 +326,7 @@ def choose_not_covered(
         return NotCoveredChoice(model, fitted, decision)
     if default is not None and len(ev.labelled):
         every = np.vstack([inside, ev.labelled])
-        default = fit(every, ev.general, false_refusal=default_false_refusal, features=default.features)
+        default = fit(every, beyond, false_refusal=default_false_refusal, features=default.features)
     return NotCoveredChoice(default, default_heldout, decision)
 
 
@@ -374,8 +374,9 @@ def fit_not_covered(
         ev_in, ev_out = evidence.labelled, np.vstack([evidence.out_of_scope, evidence.general]) if with_general else evidence.out_of_scope
         sources = {"validation": len(out_of_scope), **({"shipped_general": len(general)} if with_general else {})}
     else:
-        ev_in, ev_out = np.vstack([evidence.headings, evidence.known, evidence.labelled]), evidence.general
-        sources = {"shipped_general": len(general), "headings": len(headings), "labelled_in_scope": len(known) + len(in_scope), "validation": 0}
+        ev_in, ev_out = np.vstack([evidence.headings, evidence.known, evidence.labelled]), np.vstack([evidence.out_of_scope, evidence.general])
+        sources = {"shipped_general": len(general), "headings": len(headings), "labelled_in_scope": len(known) + len(in_scope)}
+        sources["validation"] = len(out_of_scope)
     model.fit = {
         "decision": choice.decision.to_json(),
         "heldout": {k: v for k, v in choice.heldout.items() if k != "per_fold"},

@@ -57,9 +57,9 @@ def router_sets_from_data(data: TrainingData, *, synthetic_per_domain: int | Non
 def not_covered_on(settings: Settings, val: Sequence[LabelledQuery], known: Sequence[LabelledQuery], pipeline: Pipeline) -> dict[str, Any] | None:
     """Choose the "not covered" decision for ``pipeline``'s versions (:func:`training.abstention.fit_not_covered`):
     fitted on the router's held-out questions against their out-of-scope ones and the general ones shipped with the
-    package, or the default (the index's headings and the labelled training questions ``known`` against the general
-    ones) when they are too few or it measures worse out of sample. What was chosen, or None without two in-scope
-    held-out questions."""
+    package, or the default (the index's headings and the labelled training questions ``known`` against those
+    out-of-scope questions and the general ones) when they are too few or it measures worse out of sample. What was
+    chosen, or None without two in-scope held-out questions."""
     from training.abstention import fit_not_covered
 
     in_scope, own = [q for q in val if q.domains], [q for q in val if not q.domains]

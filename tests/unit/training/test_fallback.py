@@ -69,13 +69,14 @@ def test_too_few_questions_keep_the_default_without_measuring_the_fit() -> None:
 
 def test_four_validation_questions_serve_the_default_that_fits_headings_and_the_training_questions() -> None:
     """The done-when's case: 16 labelled questions, 4 held out. The default serves, fitted on the heading questions
-    and every labelled in-scope question against the general ones at the heading target."""
+    and every labelled in-scope question against the home's out-of-scope questions and the general ones at the
+    heading target."""
     ev = evidence(4)
     choice = choose_not_covered(ev, needed=30)
     assert choice.decision.verdict is Verdict.TOO_FEW and choice.decision.questions == 4
     assert choice.model is not None
     every = np.vstack([ev.headings, ev.known, ev.labelled])
-    expected = fit(every, ev.general, false_refusal=HEADING_FALSE_REFUSAL, features=choice.model.features)
+    expected = fit(every, np.vstack([ev.out_of_scope, ev.general]), false_refusal=HEADING_FALSE_REFUSAL, features=choice.model.features)
     assert choice.model.threshold == pytest.approx(expected.threshold) and choice.model.coef == pytest.approx(expected.coef)
     assert np.all(confidences(choice.model, ev.labelled) >= choice.model.threshold)  # no labelled question refused
 
@@ -93,15 +94,34 @@ def test_the_fitted_model_serves_only_when_no_worse_out_of_sample(seed: int) -> 
     assert d.fitted == pytest.approx(balanced_accuracy(refused, abstained), abs=1e-4)
     assert (d.verdict is Verdict.FITTED) == (d.fitted >= d.default)
     assert choice.model is not None
-    served_on = ev.labelled if d.serves_fitted else np.vstack([ev.headings, ev.known, ev.labelled])
+    # the default's figure recomputed: the labelled questions by the default, every out-of-scope one out of fold
+    inside = np.vstack([ev.headings, ev.known])
+    d_feats = choose_features(inside, outside, false_refusal=HEADING_FALSE_REFUSAL, seed=seed)["features"]
+    default = fit(inside, outside, false_refusal=HEADING_FALSE_REFUSAL, features=d_feats)
+    _, d_abstained, _ = out_of_fold(inside, outside, false_refusal=HEADING_FALSE_REFUSAL, seed=seed, features=d_feats)
+    d_refused = confidences(default, ev.labelled) < default.threshold
+    assert d.default == pytest.approx(balanced_accuracy(d_refused, d_abstained), abs=1e-4)
+    served_on = ev.labelled if d.serves_fitted else np.vstack([inside, ev.labelled])
     assert choice.model.threshold == pytest.approx(
         fit(
             served_on,
-            outside if d.serves_fitted else ev.general,
+            outside,
             false_refusal=0.03 if d.serves_fitted else HEADING_FALSE_REFUSAL,
             features=choice.model.features,
         ).threshold
     )
+
+
+def test_without_out_of_scope_questions_the_default_fits_on_the_general_ones_alone() -> None:
+    """No out-of-scope question of the home: the default is the fit of the headings and labelled questions against the
+    general ones (what it was before the home's out-of-scope questions joined it)."""
+    ev = evidence(4)
+    ev = NotCoveredEvidence(ev.labelled, ev.out_of_scope[:0], ev.headings, ev.general, ev.known)
+    choice = choose_not_covered(ev, needed=30)
+    assert choice.model is not None
+    every = np.vstack([ev.headings, ev.known, ev.labelled])
+    expected = fit(every, ev.general, false_refusal=HEADING_FALSE_REFUSAL, features=choice.model.features)
+    assert choice.model.coef == pytest.approx(expected.coef) and choice.model.threshold == pytest.approx(expected.threshold)
 
 
 def test_a_fit_that_refuses_more_out_of_sample_is_not_served() -> None:
