@@ -3,6 +3,8 @@ routed and searched on its own by the default strategy, rankings interleaved."""
 
 from __future__ import annotations
 
+import pytest
+
 from service.retrieval.passage import Passage, RankedHit
 from service.retrieval.questions import interleave
 from service.text import MAX_QUESTIONS, split_questions
@@ -50,7 +52,8 @@ def test_default_strategy_retrieves_each_question_of_a_message(demo_pipeline):
     assert joint.routing.model_dump(mode="json")["selector"]["questions"][1]["query"] == second  # the response's JSON
     assert set(joint.routing.active_domains) == {d for r in alone for d in r.routing.active_domains}
     for d, p in joint.routing.probabilities.items():
-        assert p == max(r.routing.probabilities[d] for r in alone)
+        # a part encoded beside another differs from it encoded alone at float noise (the batch's padding)
+        assert p == pytest.approx(max(r.routing.probabilities[d] for r in alone), abs=1e-5)
     # The paper's strategies search the message as one query; the default does too for a chat's joined turns.
     for kwargs in ({"strategy": "uis"}, {"question": message}):
         whole = demo_pipeline.retrieve(message, top_k=5, **kwargs)
