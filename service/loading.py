@@ -9,11 +9,14 @@ and :func:`index_encoder_backend` to embed with the same retriever the service a
 from __future__ import annotations
 
 import logging
+import sqlite3
 import time
 from typing import Any
 
 from service.artifacts import ArtifactError, Bundle, Registry
 from service.config import Settings
+from service.feedback.review import labels
+from service.feedback.store import FeedbackBounds, FeedbackStore
 from service.generation.abstention import AbstentionModel, abstention_path, load_abstention
 from service.generation.answer_policy import load_policy, policy_path
 from service.generation.backends import open_llm
@@ -88,6 +91,19 @@ def load_pipeline(
         lexical=_lexical(registry, store, warnings) if settings.lexical != "off" else None,
         ranking=load_ranking(ranking_path(registry, router_version)) if isinstance(router, HeadRouter) else None,
     )
+
+
+def learn_feedback(pipeline: Pipeline, settings: Settings) -> bool:
+    """Serve the home's trusted feedback (its labelled questions, :func:`~service.feedback.review.labels` at
+    FEDQA_FEEDBACK_MIN_KEYS) as the pipeline's known answers (:meth:`Pipeline.learn`): at a load of the service and after
+    each feedback it stores. Returns whether they changed; a feedback file that cannot be read is logged and changes
+    nothing."""
+    try:
+        votes = FeedbackStore(settings.feedback_path).votes(FeedbackBounds.of(settings))
+    except sqlite3.Error as exc:
+        log.warning("feedback not served: %s cannot be read (%s)", settings.feedback_path, exc)
+        return False
+    return pipeline.learn(labels(votes, settings.feedback_min_keys).queries)
 
 
 def _lexical(registry: Registry, store: Store, warnings: list[str]) -> LexicalIndex | None:

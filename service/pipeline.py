@@ -19,19 +19,22 @@ from typing import Any
 import numpy as np
 
 from service.config import Settings
+from service.feedback.review import question_id
+from service.feedback.store import normalise
 from service.generation.abstention import AbstentionModel
 from service.generation.answer import Answer, Answerer
 from service.generation.answer_policy import AnswerPolicy
 from service.generation.extractive import shared_vectors
 from service.generation.llm import LLM
+from service.queries import LabelledQuery
 from service.ranking.features import Pool, candidate_pool, reranked
 from service.ranking.model import RankingModel
 from service.reranking.model import Reranker
 from service.retrieval.encoder import Encoder
 from service.retrieval.federated import Candidate, merge, search_domains, search_threads, with_passages
 from service.retrieval.lexical import LexicalIndex, fused_lexical, search_lexical
-from service.retrieval.page_prior import PriorBonus
-from service.retrieval.passage import Hit, RankedHit
+from service.retrieval.page_prior import KnownAnswers, PagePrior, PriorBonus
+from service.retrieval.passage import Hit, RankedHit, point_id
 from service.retrieval.passage_cache import PassageCache
 from service.retrieval.questions import joint_retrieval, questions
 from service.retrieval.results import Prepared, ProductRetrieval, Retrieval
@@ -73,6 +76,13 @@ class Merge:
     probs: dict[str, float]
     bonus: PriorBonus | None
     search_k: int
+
+
+def _confirmed_first(ranked: list[Candidate], confirmed: Sequence[str], top_k: int) -> tuple[list[Candidate], bool]:
+    """``ranked`` with the candidates of the ``confirmed`` point ids first (their ranking's order), cut to ``top_k``; and
+    whether any was found (a confirmed passage the search did not reach, or outside the products searched, is not added)."""
+    first = [c for c in ranked if c.point_id in confirmed]
+    return (first + [c for c in ranked if c.point_id not in confirmed])[:top_k], bool(first)
 
 
 class Pipeline:
@@ -134,6 +144,9 @@ class Pipeline:
         self._start(settings, store)
         self._descriptions: dict[str, str] | None = None
         self._descriptions_lock = threading.Lock()
+        self._known = KnownAnswers()  # trusted feedback served as known answers (learn)
+        self._served: tuple[PagePrior | None, KnownAnswers, PagePrior | None] | None = None  # page_prior's last: its inputs, itself
+        self._learn_lock = threading.Lock()
         self._owner = True  # False: a copy (with_llm), whose threads and store are this pipeline's
 
     def _start(self, settings: Settings, store: Store) -> None:
@@ -194,6 +207,52 @@ class Pipeline:
         self._pool.shutdown(wait=False)
         if close_store:
             self.store.close()
+
+    # ------------------------------------------------------------- feedback
+    @property
+    def page_prior(self) -> PagePrior | None:
+        """The page prior served: the router's fitted one counting trusted feedback's questions as well (:meth:`learn`);
+        with feedback and no fitted prior, one of weight and penalty 0 (its known answers are features of a ranking
+        model's pools, and change no other ranking)."""
+        base, known, served = self.router.fitted.page_prior, self._known, self._served
+        if served is not None and served[0] is base and served[1] is known:
+            return served[2]
+        prior = base
+        if known.answers:
+            prior = (base or PagePrior(weight=0.0, depth=1, members={}, answers={})).with_known(known)
+        self._served = (base, known, prior)  # one assignment: a reader sees the old or the new triple
+        return prior
+
+    def learn(self, queries: Sequence[LabelledQuery]) -> bool:
+        """Serve ``queries`` (trusted feedback's labelled questions, :func:`service.feedback.review.labels`) as the
+        page prior's known answers from now on, in place of those learnt before: each question's gold passages that
+        the index has (in its domains), with its vector from this pipeline's encoder. Returns whether what is served
+        changed (False: the same questions and passages as before, nothing re-embedded)."""
+        with self._learn_lock:
+            answers: dict[str, tuple[str, ...]] = {}
+            texts: dict[str, str] = {}
+            for q in queries:
+                pids = [point_id(g) for g in q.gold_doc_ids]
+                found = {pid for d in q.domains if d in self.domains for pid in self.passage_cache.passages(self.store, d, pids)}
+                ids = tuple(g for g in q.gold_doc_ids if point_id(g) in found)
+                if ids:
+                    answers[q.qid], texts[q.qid] = ids, q.query
+            old = self._known
+            if answers == dict(old.answers) and texts == dict(old.texts):
+                return False
+            vectors = {q: old.questions[q] for q, t in texts.items() if old.texts.get(q) == t and q in old.questions}
+            new = [q for q in texts if q not in vectors]
+            if new:
+                vectors.update(zip(new, self.encoder.embed_queries([texts[q] for q in new]), strict=True))
+            self._known = KnownAnswers(answers, texts, vectors)
+            return True
+
+    def confirmed(self, query: str) -> tuple[str, ...]:
+        """The passages trusted feedback confirmed for ``query`` asked again (the same question as feedback counts it,
+        :func:`~service.feedback.store.normalise`), as point ids; () for any other question."""
+        known = self._known
+        qid = question_id(normalise(query)) if known.answers else None
+        return tuple(point_id(d) for d in known.answers.get(qid, ())) if qid is not None else ()
 
     # ------------------------------------------------------------- retrieval
     def validate(self, req: AskRequest) -> int:
@@ -317,7 +376,8 @@ class Pipeline:
         reranker = self.reranker if rerank and self.settings.rerank == "on" else None
         final_k, top_k = top_k, max(top_k, reranker.params.depth) if reranker else top_k
         prepared = prepared or self.prepare(query)
-        prior = self.router.fitted.active_prior if strategy is DEFAULT_STRATEGY or domains else None  # not for the baselines
+        served = self.page_prior
+        prior = served if served is not None and served.active and (strategy is DEFAULT_STRATEGY or domains) else None  # not for the baselines
         bonus, search_k = (prior.bonus_for(prepared.vector), max(top_k, prior.depth)) if prior is not None else (None, top_k)
         pooled = strategy is DEFAULT_STRATEGY and not domains  # the default strategy's ranking: a model may order it
         model = self.ranking if pooled else None
@@ -343,11 +403,8 @@ class Pipeline:
             per_domain.update(search(missing, search_k))
         default = Merge(per_domain, selection.weights, probs, bonus, search_k)
         pool = self._candidate_pool(query, default, depth, prepared.vector, rerank_depth or (model.reranked_depth if model else None), timings)
-        if model is not None and pool is not None:
-            ranked = model.rank(pool, probs, top_k)
-            reranker = None if model.uses_reranker else reranker  # its logit is in the model's score: not reranked again
-        else:
-            ranked = self._merged(query, default, top_k, fuse=strategy is DEFAULT_STRATEGY or bool(domains), timings=timings)
+        fused = strategy is DEFAULT_STRATEGY or bool(domains)
+        ranked, reranker = self._ranked(query, default, pool, model, top_k, reranker, fused=fused, timings=timings)
         hits = self._calibrated(with_passages(self.store, ranked, self.passage_cache))
         timings["search"] = _ms(t0)
         hits = self._rerank(reranker, query, hits, final_k, timings)
@@ -357,6 +414,33 @@ class Pipeline:
         routing.scope = sorted(probs) if allowed is not None else None
         pools = [pool] if pool is not None else []
         return Retrieval(query=query, routing=routing, hits=hits, parts=[], timings_ms=timings, vector=prepared.vector, pools=pools)
+
+    def _ranked(
+        self,
+        query: str,
+        default: Merge,
+        pool: Pool | None,
+        model: RankingModel | None,
+        top_k: int,
+        reranker: Reranker | None,
+        *,
+        fused: bool,
+        timings: dict[str, float],
+    ) -> tuple[list[Candidate], Reranker | None]:
+        """The top ``top_k`` candidates by the ranking model over ``pool`` (when both), else by the merge of ``default``
+        (``fused``: the default strategy or a product filter, which also put passages trusted feedback confirmed for
+        the question first, :meth:`confirmed`); and the reranker still to apply (None: the order stands)."""
+        confirmed = self.confirmed(query) if fused else ()
+        k = max(top_k, default.search_k * len(default.per_domain)) if confirmed else top_k  # looked for among every hit
+        if model is not None and pool is not None:
+            ranked = model.rank(pool, default.probs, k)
+            reranker = None if model.uses_reranker else reranker  # its logit is in the model's score: not reranked again
+        else:
+            ranked = self._merged(query, default, k, fuse=fused, timings=timings)
+        if confirmed:
+            ranked, placed = _confirmed_first(ranked, confirmed, top_k)
+            reranker = None if placed else reranker  # the confirmed answer stays first
+        return ranked, reranker
 
     def _searcher(self, vector: np.ndarray, timings: dict[str, float]) -> Search:
         """A search of some domains for ``vector`` (each one's top ``limit``), its milliseconds per domain added to
@@ -388,7 +472,7 @@ class Pipeline:
         """The question's candidate pool (:func:`~service.ranking.features.candidate_pool`): what a ranking model orders
         and its fit reads."""
         lexical = search_lexical(self.lexical, query, [d for d in per_domain if d in weights], depth, timings)
-        return candidate_pool(per_domain, weights, probs, depth, lexical=lexical, prior=self.router.fitted.page_prior, vector=vector)
+        return candidate_pool(per_domain, weights, probs, depth, lexical=lexical, prior=self.page_prior, vector=vector)
 
     @property
     def pool_reranker(self) -> Reranker | None:

@@ -13,8 +13,10 @@ name and products, whether the key is trusted (``"curator": true`` in the keys f
 version in service. A ``doc_id`` must be a passage of that index (422) within the key's products (403). Rate limited
 per key as ``/ask``. With keys off, each client address counts as one key (never trusted).
 
-Feedback does not change answers yet: ``fedqa feedback export`` turns it into labelled questions, and a refit on
-them (``fedqa train router --queries``) is what changes the service.
+Trusted feedback takes effect at once: after each feedback stored, the labelled questions it establishes
+(:func:`~service.feedback.review.labels`: a curator's or admin's "up", or FEDQA_FEEDBACK_MIN_KEYS agreeing keys) are the
+pipeline's known answers (:func:`~service.loading.learn_feedback`), as the page prior's fitted questions are. The rest
+waits for a refit on them (``fedqa refresh``, or ``fedqa feedback export`` and ``fedqa train router --queries``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from service.api.state import ServiceState
 from service.feedback.review import QueueItem, confirmation, question_id, question_of, review_queue
 from service.feedback.store import Completion, FeedbackBounds, FeedbackStore, FeedbackStoreUnavailable, Rating, Vote, normalise
 from service.generation.modes import AnswerMode
+from service.loading import learn_feedback
 from service.pipeline import Pipeline, RequestError
 from service.retrieval.passage import point_id
 from service.schemas import AskResponse, ErrorBody
@@ -252,6 +255,15 @@ def _unavailable(exc: FeedbackStoreUnavailable) -> HTTPException:
     return HTTPException(503, f"feedback not stored: {exc}", headers={"Retry-After": "60"})
 
 
+def _learn(state: ServiceState, request: Request) -> None:
+    """The pipeline in service serves the trusted feedback as it now stands (:func:`~service.loading.learn_feedback`)."""
+    lease = acquire_pipeline(state, request)
+    try:
+        learn_feedback(lease.pipeline, state.settings)
+    finally:
+        lease.release()
+
+
 def _record(req: FeedbackRequest, request: Request, state: ServiceState, caller: ApiKey | None) -> FeedbackAccepted:
     client = caller_name(request, None)
     bounds = FeedbackBounds.of(state.settings)
@@ -269,6 +281,7 @@ def _record(req: FeedbackRequest, request: Request, state: ServiceState, caller:
         row = _store(request).record(vote, bounds)
     except FeedbackStoreUnavailable as exc:
         raise _unavailable(exc) from None
+    _learn(state, request)
     return FeedbackAccepted(id=row, query=vote.query, doc_id=vote.doc_id, not_covered=vote.not_covered)
 
 
@@ -277,8 +290,8 @@ async def feedback(
     req: FeedbackRequest, request: Request, state: ServiceState = Depends(get_state), caller: ApiKey | None = Depends(feedback_caller)
 ) -> FeedbackAccepted:
     """Store the caller's feedback on a question, or on a chat completion's question (its earlier vote on the same
-    question and passage is replaced). It does not change answers: curators export it as labelled questions for a
-    refit (``fedqa feedback export``)."""
+    question and passage is replaced). Once trusted (a curator's, or enough agreeing keys) its confirmed passage is a
+    known answer of the question at once; the rest waits for a refit (``fedqa refresh``)."""
     return await run_in_threadpool(_record, req, request, state, caller)
 
 
@@ -344,6 +357,7 @@ def _confirm(req: ConfirmRequest, request: Request, state: ServiceState, admin: 
         rows = _store(request).confirm(votes, bounds)
     except FeedbackStoreUnavailable as exc:
         raise _unavailable(exc) from None
+    _learn(state, request)
     return Confirmed(id=question_id(normalise(query)), query=query, doc_ids=list(passages), not_covered=req.not_covered, rows=rows)
 
 

@@ -1,5 +1,7 @@
 """The service's heavy objects, created once and swapped atomically on reload.
 
+A pipeline loaded here serves the home's trusted feedback as known answers (:func:`~service.loading.learn_feedback`).
+
 Every user of the pipeline (a request, a streamed answer, an evaluation job) holds a lease on it
 (:meth:`ServiceState.lease`). A reload swaps in the new pipeline at once, and the old one is closed
 (its search threads, and its store unless a live pipeline shares it) only when its last lease is
@@ -18,7 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from service.config import Settings
-from service.loading import load_pipeline
+from service.loading import learn_feedback, load_pipeline
 from service.pipeline import Pipeline
 from service.retrieval.backends import open_backend
 from service.retrieval.store import StoreBackend
@@ -136,6 +138,7 @@ class ServiceState:
                     fresh = self._loader(self.settings, self.backend, store=current.store)
                 else:
                     fresh = self._loader(self.settings, self.backend)
+                learn_feedback(fresh, self.settings)
             except Exception as exc:
                 self.error = str(exc)
                 log.error("pipeline not loaded: %s", exc)
@@ -146,6 +149,7 @@ class ServiceState:
                 old, self.pipeline, self.error = self.pipeline, fresh, None
             if old is not None and old is not fresh:
                 self._retire(old)
+        learn_feedback(fresh, self.settings)  # feedback stored while it loaded (a request that leased the old pipeline)
 
     def close(self) -> None:
         """Release the pipeline's resources (at shutdown; leases still out keep theirs until given back)."""

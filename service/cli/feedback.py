@@ -1,5 +1,6 @@
 """``fedqa feedback list|export|confirm``: the curators' review queue of the feedback callers sent (``POST /feedback``),
-the labelled questions it establishes (which ``fedqa refresh`` fits on; feedback does not change answers until then),
+the labelled questions it establishes (a running service serves them after its next feedback, reload or restart;
+``fedqa refresh`` fits on them),
 and a curator's verdict on a question (the passages that answer it, or "not covered"), stored as trusted feedback."""
 
 from __future__ import annotations

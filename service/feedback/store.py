@@ -11,8 +11,8 @@ The same file keeps the chat completions (:class:`Completion`: the question a co
 sources it showed), so that ``POST /feedback`` can take a completion id instead of the question; they are bounded as
 the votes are (by age, and per key).
 
-Stored feedback does not change answers by itself: :mod:`service.feedback.review` turns it into labelled questions,
-which ``fedqa refresh`` fits on (:mod:`training.refresh_feedback`).
+:mod:`service.feedback.review` turns stored feedback into labelled questions: the service serves them as known answers
+at once (:func:`service.loading.learn_feedback`), and ``fedqa refresh`` fits on them (:mod:`training.refresh_feedback`).
 """
 
 from __future__ import annotations

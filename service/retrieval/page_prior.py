@@ -16,6 +16,10 @@ on held-out questions by ``fedqa train router`` (training/page_prior.py) and sto
 questions counted and their vectors; weight and penalty 0 are the ranking without it. It applies to the default strategy and to a
 product filter (the per-product answers), not to the baselines (uis, rfs, mkpqa, lfs), which rank as the method
 defines them.
+
+The pipeline serves the fitted prior with trusted feedback's labelled questions counted as well (:class:`KnownAnswers`,
+:meth:`PagePrior.with_known`): a passage a curator confirmed is a known answer of its question from the moment it is
+confirmed, until a refresh fits the prior on it.
 """
 
 from __future__ import annotations
@@ -107,6 +111,15 @@ class PagePrior:
         nearest = dict(zip(self.known, self.nearest(vector).tolist(), strict=True))
         return prior_bonus(self.counts, nearest, self.weight, self.penalty, self.match, self.bonus)
 
+    def with_known(self, known: KnownAnswers) -> PagePrior:
+        """The same prior (fitted weight, depth, penalty and match) also counting ``known``'s questions; a question it
+        counts already keeps its own passages. Their pages add to the page counts where the page is one of ``members``
+        (a page no counted question was answered from gets its count at the next fit)."""
+        if not known.answers:
+            return self
+        answers = {**{q: list(ids) for q, ids in known.answers.items()}, **self.answers}
+        return replace(self, answers=answers, questions={**known.questions, **self.questions})
+
     def without(self, gold_doc_ids: Iterable[str]) -> PagePrior:
         """The same prior without every counted question that shares a gold passage with ``gold_doc_ids`` (to score
         those questions as if they had not been counted: a joined question and its parts share their passages)."""
@@ -140,6 +153,16 @@ class PagePrior:
             )
         except (KeyError, TypeError, AttributeError, binascii.Error) as exc:
             raise ValueError(f"stored page prior is incomplete: {exc!r}") from exc
+
+
+@dataclass(frozen=True)
+class KnownAnswers:
+    """Questions counted beside the fitted ones (trusted feedback's, :func:`service.feedback.review.labels`): per qid
+    its confirmed doc_ids in the index, its text and its query vector (unit) from the served encoder."""
+
+    answers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    texts: Mapping[str, str] = field(default_factory=dict)
+    questions: Mapping[str, np.ndarray] = field(default_factory=dict, compare=False)
 
 
 class PriorBonus(Mapping[str, float]):
