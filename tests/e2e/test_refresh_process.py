@@ -181,7 +181,7 @@ def test_train_router_and_refresh_beside_a_running_serve_fit_every_decision(home
         )
         assert refreshed.returncode == 0, refreshed.stderr[-3000:]
         table = refreshed.stdout
-        for stage in ("router", "answer policy", "split", "not covered"):  # every fit ran (a decision may keep its default)
+        for stage in ("router", "ranking", "answer policy", "split", "not covered"):  # every fit ran (a decision may keep its default)
             assert any(line.startswith(stage) and (" fitted " in line or " default kept " in line) for line in table.splitlines()), table
         router = registry.active()["router"]
         assert router != fit["router"]
