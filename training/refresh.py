@@ -230,7 +230,7 @@ class Refresh:
             return
         with self.progress.stage(Stage.RANKING) as done, bundle_pipeline(self.settings, self.bundle, store) as pipeline:
             m = fit_ranking(self.settings, labelled, pipeline=pipeline).model
-            outcome, says = (Outcome.FITTED, "serves") if m.active else (Outcome.DEFAULT, "default kept (its guard)")
+            outcome, says = (Outcome.FITTED, "it won out of fold") if m.active else (Outcome.DEFAULT, "its guard kept the default")
             f = m.metrics
             done(outcome, f"{says}: out of fold Acc@1 {f.acc_at_top1:.3f} vs default {f.default_acc_at_top1:.3f} on {f.questions} questions")
 
