@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from service.artifacts import Registry, load_fitted, write_json_atomic
 from service.choices import Choice
 from service.ranking.features import RERANK_FEATURES, Feature, Pool
-from service.retrieval.federated import Candidate, positive_similarity
+from service.retrieval.federated import Candidate
+from service.retrieval.unified import rank_order, unified_scores
 
 RANKING_FILE = "ranking.json"
 FOLDS = 5  # the guard's cross-fit (fedqa train ranking --folds)
@@ -117,27 +118,30 @@ class RankingModel(BaseModel):
         return pool.columns(self.features) @ np.asarray(self.weights, dtype=np.float64)
 
     def order(self, pool: Pool) -> list[int]:
-        """The pool's rows best first: by score, then s, then point id and domain (a deterministic order)."""
-        sc = self.scores(pool)
+        """The pool's rows best first: by score, equal scores in U's tie order (s, then point id, then domain:
+        :func:`service.retrieval.unified.rank_order`, the merge's)."""
         e = pool.entries
-        return sorted(range(len(e)), key=lambda i: (-float(sc[i]), -e[i].score, e[i].point_id, e[i].domain))
+        return rank_order(self.scores(pool).tolist(), [x.score for x in e], [x.point_id for x in e], [x.domain for x in e])
 
     def rank(self, pool: Pool, probs: Mapping[str, float], top_k: int) -> list[Candidate]:
         """The top ``top_k`` of ``pool`` as the merge's candidates: ``rank_score`` the model's score, U = w_j * s+
-        shown beside it, the features read (``probs``: the router's p_j, shown as product_probability)."""
+        (:func:`service.retrieval.unified.unified_scores`, w_j the pool's merge weight) shown beside it, the features
+        read (``probs``: the router's p_j, shown as product_probability; w_j shown as weight where it is not p_j, as the
+        merge shows it)."""
         sc = self.scores(pool)
+        e = pool.entries
+        u = unified_scores([x.weight for x in e], [x.score for x in e]).tolist()
         out = []
         for i in self.order(pool)[:top_k]:
-            e = pool.entries[i]
             out.append(
                 Candidate(
-                    e.domain,
-                    e.point_id,
-                    e.score,
-                    e.weight,
-                    e.weight * positive_similarity(e.score),
+                    e[i].domain,
+                    e[i].point_id,
+                    e[i].score,
+                    e[i].weight,
+                    u[i],
                     rank_score=float(sc[i]),
-                    features=pool.rank_features(i, probs.get(e.domain)),
+                    features=pool.rank_features(i, probs.get(e[i].domain)),
                 )
             )
         return out

@@ -193,3 +193,25 @@ def test_a_model_with_mismatched_repeated_or_non_finite_weights_is_refused(weigh
 def test_a_pool_refuses_a_matrix_of_another_shape():
     with pytest.raises(ValueError):
         Pool((), np.zeros((1, len(FEATURES))))
+
+
+def test_a_served_candidate_shows_the_merge_weight_its_u_reads_where_it_is_not_p():
+    # the pool a served model orders searches every product with weight 1 (service/pipeline.py); p_j is the router's:
+    # a source shows w_j (its U's weight) beside p_j, as the merge shows it, so that U = w_j * s+ reads off its features
+    pool = _pool()
+    probs = {"a": 0.8, "b": 0.2}
+    ranked = _model({Feature.SIMILARITY: 1.0, Feature.LOG_PRODUCT_PROBABILITY: 0.1}).rank(pool, probs, 5)
+    for c in ranked:
+        f = c.features
+        assert f.weight == c.domain_prob == 1.0 and f.product_probability == probs[c.domain]
+        assert c.unified_score == pytest.approx(f.weight * max(f.similarity or 0.0, 0.0))
+    same = candidate_pool({"a": [Hit(point_id("a#0"), 0.8)]}, {"a": 0.8}, probs, 3)  # w_j = p_j (mkpqa's): not repeated
+    assert _model({Feature.SIMILARITY: 1.0}).rank(same, probs, 1)[0].features.weight is None
+
+
+def test_equal_scores_rank_in_the_merges_tie_order():
+    # every candidate scores 0: the order is U's tie order (service/retrieval/unified.py): s, then point id, then domain
+    per = {"a": [Hit("p2", 0.5), Hit("p1", 0.5), Hit("p3", 0.7)], "b": [Hit("p1", 0.5)]}
+    pool = candidate_pool(per, {"a": 1.0, "b": 1.0}, {"a": 0.5, "b": 0.5}, 5)
+    order = [(pool.entries[i].domain, pool.entries[i].point_id) for i in _model({Feature.PAGE_ANSWERS: 1.0}).order(pool)]
+    assert order == [("a", "p3"), ("a", "p1"), ("b", "p1"), ("a", "p2")]
