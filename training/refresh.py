@@ -230,9 +230,10 @@ class Refresh:
             return
         with self.progress.stage(Stage.RANKING) as done, bundle_pipeline(self.settings, self.bundle, store) as pipeline:
             m = fit_ranking(self.settings, labelled, pipeline=pipeline).model
-            outcome, says = (Outcome.FITTED, "it won out of fold") if m.active else (Outcome.DEFAULT, "its guard kept the default")
-            f = m.metrics
-            done(outcome, f"{says}: out of fold Acc@1 {f.acc_at_top1:.3f} vs default {f.default_acc_at_top1:.3f} on {f.questions} questions")
+            if m.active:
+                done(Outcome.FITTED, f"model serves: {m.why()}")
+            else:
+                done(Outcome.DEFAULT, m.why())
 
     def decisions(self, questions: Questions, store: Store, router_is_new: bool) -> None:
         """The ranking model, the answer policy, the split and "not covered", in that order, fitted for the bundle's

@@ -113,6 +113,29 @@ class RankingModel(BaseModel):
         same = (on.index, on.retriever, on.router) == (versions.get("index"), versions.get("retriever"), versions.get("router"))
         return self.active and same and (not self.uses_reranker or on.reranker == versions.get("reranker"))
 
+    def says(self, versions: Mapping[str, str | None] | None = None) -> str:
+        """Whether it serves and why, one line (``fedqa status``, ``/readyz``); ``versions``: the serving ones (None:
+        its guard's verdict alone, as the refresh that fitted it reports it)."""
+        if versions is not None and self.active and not self.serves(versions):
+            on = self.fitted_on
+            return f"default ranking serves: the model was fitted on other versions (router {on.router}, index {on.index}; refit: fedqa refresh)"
+        return f"{'model serves' if self.active else 'default ranking kept'}: {self.why()}"
+
+    def why(self) -> str:
+        """What its guard did, with its out-of-fold figures (training/ranking.py): the questions won from the default
+        ranking outnumbered those lost by the sign test and none was lost asked again, or which of these failed."""
+        f = self.metrics
+        acc = f"Acc@1 {f.acc_at_top1:.3f} vs default {f.default_acc_at_top1:.3f}"
+        figures = f"out of fold {acc} on {f.questions} questions, {f.wins} won, {f.losses} lost"
+        if self.active:
+            return f"it beat the default by the sign test ({figures})"
+        if f.folds == 0:
+            return f"{f.questions} labelled questions, too few for its cross-fit ({figures})"
+        again, default_again = f.asked_again_acc_at_top1, f.default_asked_again_acc_at_top1
+        if again is not None and default_again is not None and again < default_again:
+            return f"it lost asked again (Acc@1 {again:.3f} vs default {default_again:.3f}; {figures})"
+        return f"it did not beat the default by the sign test ({figures})"
+
     def scores(self, pool: Pool) -> np.ndarray:
         """w . x of every candidate of ``pool``."""
         return pool.columns(self.features) @ np.asarray(self.weights, dtype=np.float64)

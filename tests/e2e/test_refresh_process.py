@@ -188,6 +188,10 @@ def test_train_router_and_refresh_beside_a_running_serve_fit_every_decision(home
         ready = _reloaded(url)
         assert ready["versions"]["router"] == router
         decisions = ready["decisions"]
+        ranking = next(line for line in table.splitlines() if line.startswith("ranking"))  # names what its guard did
+        serves = " fitted " in ranking
+        assert ("model serves: it beat the default" in ranking) == serves and "out of fold Acc@1" in ranking, ranking
+        assert decisions["ranking"] is not None and decisions["ranking"]["serves"] == serves, decisions
         assert decisions["not_covered"] is not None and decisions["not_covered"]["model"].startswith(router), decisions
         assert decisions["by_product"] is not None and decisions["by_product"]["rule"].startswith(router), decisions
         assert not any("answer policy" in w for w in ready["warnings"]), ready["warnings"]

@@ -215,3 +215,24 @@ def test_equal_scores_rank_in_the_merges_tie_order():
     pool = candidate_pool(per, {"a": 1.0, "b": 1.0}, {"a": 0.5, "b": 0.5}, 5)
     order = [(pool.entries[i].domain, pool.entries[i].point_id) for i in _model({Feature.PAGE_ANSWERS: 1.0}).order(pool)]
     assert order == [("a", "p3"), ("a", "p1"), ("b", "p1"), ("a", "p2")]
+
+
+def test_it_says_whether_it_serves_and_what_its_guard_did():
+    versions = {"index": ON.index, "retriever": ON.retriever, "router": ON.router}
+    won = _model({Feature.SIMILARITY: 1.0})
+    assert (
+        won.says(versions)
+        == won.says()
+        == ("model serves: it beat the default by the sign test (out of fold Acc@1 0.500 vs default 0.400 on 3 questions, 1 won, 0 lost)")
+    )
+    kept = _model({Feature.SIMILARITY: 1.0}, active=False)
+    assert kept.says(versions).startswith("default ranking kept: ") and kept.why() == (
+        "3 labelled questions, too few for its cross-fit (out of fold Acc@1 0.500 vs default 0.400 on 3 questions, 1 won, 0 lost)"
+    )  # folds 0: the guard had too few questions
+    crossfit = kept.model_copy(update={"metrics": FIGURES.model_copy(update={"folds": 3})})
+    assert crossfit.why().startswith("it did not beat the default by the sign test (out of fold Acc@1 0.500")
+    again = FIGURES.model_copy(update={"folds": 3, "asked_again_acc_at_top1": 0.6, "default_asked_again_acc_at_top1": 0.7})
+    assert kept.model_copy(update={"metrics": again}).why().startswith("it lost asked again (Acc@1 0.600 vs default 0.700; out of fold")
+    elsewhere = {**versions, "router": "router-2"}
+    assert not won.serves(elsewhere)
+    assert won.says(elsewhere).startswith("default ranking serves: the model was fitted on other versions (router router-1")
