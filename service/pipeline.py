@@ -128,6 +128,7 @@ class Pipeline:
         serving: dict[str, str | None] = {"index": store.version, "retriever": encoder.version, "router": router.version or "uniform"}
         serving["reranker"] = reranker.version if reranker is not None and settings.rerank == "on" else None
         self.ranking = ranking if ranking is not None and ranking.serves(serving) else None
+        self._stored_ranking, self._serving = ranking, serving
         self.split = split  # when an answer covers several products (None: always one)
         self.abstention = abstention
         self.answerer = Answerer(
@@ -179,6 +180,13 @@ class Pipeline:
         clone.answerer = self.answerer.with_llm(llm, settings=clone._settings)
         clone._owner = False
         return clone
+
+    @property
+    def ranking_says(self) -> str | None:
+        """Whether the ranking model stored beside the router orders the default strategy's passages or the default
+        ranking does, and why (None: none stored; :meth:`~service.ranking.model.RankingModel.says`)."""
+        model = self.ranking or self._stored_ranking
+        return model.says(self._serving) if model is not None else None
 
     @property
     def versions(self) -> dict[str, str | None]:

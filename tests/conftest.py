@@ -119,13 +119,16 @@ def demo_home(tmp_path_factory: pytest.TempPathFactory, encoder: Encoder) -> Pat
 def split_in_force(home: Path) -> None:
     """Store the split rule the fit chose where the few-labels rule kept "never split" (on the demo's 56 validation
     questions the chosen rule splits two and measured one question worse out of sample): the tests of answers by
-    product exercise the mechanism, not whether it pays on the demo. Its ``fit`` holds the fit's figures and no
-    verdict, as a rule stored before the verdicts existed."""
+    product exercise the mechanism, not whether it pays on the demo. Where a ranking model serves, the rule is the one
+    chosen with the default ranking serving (the rule reads the router's p and each product's own search, which the
+    model leaves alone; beside the model's better top passage the fit keeps "never split"). Its ``fit`` holds the
+    figures of the ranking that serves and no verdict, as a rule stored before the verdicts existed."""
     from service.artifacts import Registry
     from service.demo import QUERIES
     from service.loading import load_pipeline
     from service.queries import load_queries
     from service.routing.split import load_split, save_split, split_path
+    from training.ranking import default_ranking
     from training.split import METRICS_KEY, choose, collect_cases, report
     from training.versions import report_in_metrics
 
@@ -138,10 +141,15 @@ def split_in_force(home: Path) -> None:
     val_qids = set(registry.manifest("router", router).get("val_qids") or [])
     pipeline = load_pipeline(make_settings(home), with_llm=False)
     try:
-        cases = collect_cases(pipeline, [q for q in load_queries(QUERIES) if q.qid in val_qids])
+        questions = [q for q in load_queries(QUERIES) if q.qid in val_qids]
+        cases = collect_cases(pipeline, questions)
+        chosen_on = cases
+        if pipeline.ranking is not None:  # a model that serves: no rule beats its top passage on the demo's questions
+            with default_ranking(pipeline):
+                chosen_on = collect_cases(pipeline, questions)
     finally:
         pipeline.close()
-    rule = choose(cases)
+    rule = choose(chosen_on)
     rule.fit = {k: v for k, v in stored.fit.items() if k != "decision"} | report(rule, cases)
     save_split(rule, path)
     report_in_metrics(registry, "router", router, METRICS_KEY, rule.fit)
@@ -155,6 +163,17 @@ def demo_pipeline(demo_home: Path, encoder: Encoder):
     pipeline = load_pipeline(make_settings(demo_home), with_llm=False)
     yield pipeline
     pipeline.close()
+
+
+@pytest.fixture
+def default_ranking_serves(demo_pipeline) -> Iterator[None]:  # noqa: ANN001
+    """The demo pipeline ranks with its default merge (U) for one test, whether or not the demo's fit stored a ranking
+    model that serves: for the tests of a property of the default ranking (the fused strategy's U, the page prior's
+    bonus in it), which a serving model replaces by its own score."""
+    from training.ranking import default_ranking
+
+    with default_ranking(demo_pipeline):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,7 @@
 
 Stages (:class:`Stage`), each fitted against the versions the earlier stages made, none of them active yet:
 
-    data build -> retriever -> index -> router -> reranker -> answer policy -> split -> "not covered"
+    data build -> retriever -> index -> router -> reranker -> ranking model -> answer policy -> split -> "not covered"
 
 Two flows (:class:`Flow`): with a corpus (``--corpus``, as ``fedqa data build``) the whole chain runs, the retriever
 fine-tuned on the built training set and the index re-embedded with it; with labelled questions alone (a home made
@@ -87,7 +87,7 @@ class Refresh:
         self.val_fraction = VAL_FRACTION[self.inputs.flow] if options.val_fraction is None else options.val_fraction
         self.fresh: dict[str, dict[str, Any]] = {}  # stage -> {"fingerprint", "version"}: the record's next entries
         stages = [Stage.DATA, Stage.RETRIEVER, Stage.INDEX] if self.inputs.flow is Flow.CORPUS else []
-        self.progress = Progress([*stages, Stage.ROUTER, Stage.RERANKER, Stage.ANSWER, Stage.SPLIT, Stage.NOT_COVERED], say)
+        self.progress = Progress([*stages, Stage.ROUTER, Stage.RERANKER, Stage.RANKING, Stage.ANSWER, Stage.SPLIT, Stage.NOT_COVERED], say)
 
     # stages --------------------------------------------------------------------
     def data(self) -> TrainingData:
@@ -219,15 +219,31 @@ class Refresh:
             done(figure=f"weight {(metrics.get('params') or {}).get('weight')}", version=version)
         return version
 
+    def ranking(self, questions: Questions, store: Store) -> None:
+        """The ranking model on the router's held-out labelled questions, stored beside the bundle's router; it serves
+        (and the decisions after it are fitted on its ranking) only when its guard says it pays (training/ranking.py)."""
+        from training.ranking import fit_ranking
+
+        labelled = [q for q in questions.val if q.domains and q.gold_doc_ids]
+        if not labelled:
+            self.progress.skip(Stage.RANKING, Outcome.SKIPPED, "no held-out question with gold passages")
+            return
+        with self.progress.stage(Stage.RANKING) as done, bundle_pipeline(self.settings, self.bundle, store) as pipeline:
+            m = fit_ranking(self.settings, labelled, pipeline=pipeline).model
+            if m.active:
+                done(Outcome.FITTED, f"model serves: {m.why()}")
+            else:
+                done(Outcome.DEFAULT, m.why())
+
     def decisions(self, questions: Questions, store: Store, router_is_new: bool) -> None:
-        """The answer policy, the split and "not covered", in that order, fitted for the bundle's router (a copy of
-        it when the router is reused but the ranking it serves changed)."""
+        """The ranking model, the answer policy, the split and "not covered", in that order, fitted for the bundle's
+        router (a copy of it when the router is reused but the ranking it serves changed)."""
         from training.answer_policy import fit_answer_policy
 
         fp = fingerprint(self.bundle.as_dict(), questions.fingerprint, [q.qid for q in questions.answered])
         entry = self.record.stages.get(Stage.NOT_COVERED.value) or {}
         if not router_is_new and entry.get("fingerprint") == fp:
-            for stage in (Stage.ANSWER, Stage.SPLIT, Stage.NOT_COVERED):
+            for stage in (Stage.RANKING, Stage.ANSWER, Stage.SPLIT, Stage.NOT_COVERED):
                 self.progress.skip(stage, Outcome.UNCHANGED, f"fitted with router {self.bundle.router}", self.bundle.router)
             self.fresh[Stage.NOT_COVERED.value] = entry
             return
@@ -236,6 +252,7 @@ class Refresh:
             self.bundle = self.bundle.with_version("router", copy_router(self.registry, self.bundle.router))
             self.fresh[Stage.ROUTER.value]["version"] = self.bundle.router  # the copy serves: the next refresh reuses it
             fp = fingerprint(self.bundle.as_dict(), questions.fingerprint, [q.qid for q in questions.answered])
+        self.ranking(questions, store)
         answered = [q for q in questions.answered if q.answer]
         if answered:
             with self.progress.stage(Stage.ANSWER) as done, bundle_pipeline(self.settings, self.bundle, store) as pipeline:

@@ -28,6 +28,7 @@ class Stage(str, Enum):
     INDEX = "index"
     ROUTER = "router"
     RERANKER = "reranker"
+    RANKING = "ranking"
     ANSWER = "answer policy"
     SPLIT = "split"
     NOT_COVERED = "not covered"

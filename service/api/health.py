@@ -74,7 +74,10 @@ def decisions(p: Pipeline) -> dict[str, Any]:
         }
     policy = p.answerer.policy
     answer = None if policy is None else {"policy": policy.name, "decision": _says(policy.fit)}
-    return {"rerank": rerank, "not_covered": covered, "by_product": split, "answer_policy": answer}
+    ranking = None
+    if p.ranking_says is not None:
+        ranking = {"serves": p.ranking is not None, "decision": p.ranking_says}
+    return {"rerank": rerank, "ranking": ranking, "not_covered": covered, "by_product": split, "answer_policy": answer}
 
 
 def _says(fit: dict[str, Any] | None) -> str | None:

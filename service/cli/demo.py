@@ -54,7 +54,7 @@ def setup_demo(settings: Settings, *, progress: bool = True, router_epochs: int 
         report = ingest([DOCS], settings, progress=progress)
         done.append(f"ingested {sum(report.domains.values())} demo passages into {report.version}")
     if demo_needed(settings):
-        log.info("demo 2/2: fedqa refresh on the demo questions (router, answer policy, split, not covered)")
+        log.info("demo 2/2: fedqa refresh on the demo questions (router, ranking model, answer policy, split, not covered)")
         inputs = RefreshInputs(queries=(str(QUERIES),), out_of_scope=(str(OUT_OF_SCOPE),))
         fit = refresh(settings, inputs, RefreshOptions(val_fraction=DEMO_VAL_FRACTION, router_epochs=router_epochs, progress=progress), say=log.info)
         done += [f"{r.stage.value}: {r.outcome.value}{' (' + r.figure + ')' if r.figure else ''}" for r in fit.stages]

@@ -17,7 +17,8 @@ def register(sub: Subparsers) -> None:
     """Add ``refresh`` to the parser."""
     s = sub.add_parser(
         "refresh",
-        help="fit every part (data build, retriever, index, router, reranker, answer policy, split, 'not covered') and activate them together",
+        help="fit every part (data build, retriever, index, router, reranker, ranking model, answer policy, split, 'not covered') "
+        "and activate them together",
     )
     s.add_argument(
         "--corpus",

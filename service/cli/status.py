@@ -49,8 +49,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def home_parts(s: Settings) -> list[Part]:
-    """The index, router, answer policy, "not covered" decision, by-product split and LLM of a home, in the order they
-    are made."""
+    """The index, router, ranking model, answer policy, "not covered" decision, by-product split and LLM of a home, in
+    the order they are made."""
     registry = Registry(s.home_dir)
     active = registry.active()
     index = _manifest(registry, "index", active["index"])
@@ -62,6 +62,7 @@ def home_parts(s: Settings) -> list[Part]:
             Part("router", False, "trained after the index", "fedqa refresh --queries FILE (qid, query, domains)"),
         ]
     parts = [_index_part(active["index"] or "", index), _router_part(registry, active["router"], index)]
+    parts.append(_ranking_part(registry, active, index, reranking=s.rerank == "on"))
     parts += _fitted_parts(registry, active["router"], active["index"])
     parts.append(_llm_part(s))
     return parts
@@ -102,6 +103,31 @@ def _router_part(registry: Registry, version: str | None, index: dict[str, Any])
     elif prior:
         fused += f"; page prior not used ({prior.get('reason', 'it did not pay on the held-out questions')})"
     return Part("router", True, f"{version}: {router.get('train_queries')} training questions, {held}; {fused}")
+
+
+def _ranking_part(registry: Registry, active: dict[str, str | None], index: dict[str, Any], *, reranking: bool) -> Part:
+    """The ranking model stored beside the active router: whether it or the default ranking orders the passages, and
+    why (:meth:`service.ranking.model.RankingModel.says`; ``reranking``: FEDQA_RERANK on, the reranker serving)."""
+    from service.ranking.model import load_ranking, ranking_path
+
+    try:
+        model = load_ranking(ranking_path(registry, active["router"]))
+    except ValueError as exc:
+        return Part("ranking model", False, f"the default ranking orders the passages ({exc})", "fedqa refresh --queries FILE")
+    if model is None:
+        return Part(
+            "ranking model",
+            False,
+            "the default ranking orders the passages",
+            "fedqa refresh --queries FILE (the router's held-out questions with gold_doc_ids fit it)",
+        )
+    versions = {
+        "index": active["index"],
+        "retriever": index.get("retriever") or "base",
+        "router": active["router"],
+        "reranker": active.get("reranker") if reranking else None,
+    }
+    return Part("ranking model", True, model.says(versions))
 
 
 def _fitted_parts(registry: Registry, router: str | None, index: str | None) -> list[Part]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING
 
@@ -253,7 +253,7 @@ class Extractor:
     def meaning(self, parts: Sequence[Question], hits: Sequence[RankedHit], *, score_sentences: bool = False) -> Extract:
         """The ``meaning`` extract of the questions ``parts`` (also the evidence for abstention, whatever the configured
         method); ``score_sentences``: score the chosen passage's sentences even when the policy quotes it whole."""
-        return _per_question(lambda q, v: self._meaning(q, v, hits, score_sentences=score_sentences), parts)
+        return _per_question(lambda q, v, own: self._meaning(q, v, own, score_sentences=score_sentences), parts, hits)
 
     def _meaning(self, query: str, vector: np.ndarray | None, hits: Sequence[RankedHit], *, score_sentences: bool = False) -> Extract:
         if self.vectors is None:
@@ -270,21 +270,36 @@ class Extractor:
         """The extractive answer of ``hits`` for the questions ``parts`` (:attr:`Retrieval.parts
         <service.retrieval.results.Retrieval.parts>`; a vector of None is embedded here)."""
         method = self._methods[self.config.method]
-        return _per_question(lambda q, v: method(q, v, hits), parts)
+        return _per_question(lambda q, v, own: method(q, v, own), parts, hits)
 
 
-def _per_question(extract_one: Callable[[str, np.ndarray | None], Extract], parts: Sequence[Question]) -> Extract:
-    """``extract_one(text, vector)`` of the one question; for a message asking several (as retrieval split it) an
+def _per_question(
+    extract_one: Callable[[str, np.ndarray | None, Sequence[RankedHit]], Extract], parts: Sequence[Question], hits: Sequence[RankedHit]
+) -> Extract:
+    """``extract_one(text, vector, hits)`` of the one question; for a message asking several (as retrieval split it) an
     extract per question joined in order, each passage quoted once, scored by its best question (one quote
-    cannot answer both halves of "How do I X? And, how do I Y?")."""
+    cannot answer both halves of "How do I X? And, how do I Y?"). A question retrieved on its own reads the message's
+    passages in its own ranking's order (:attr:`Question.ranking`): its top passage is its own, whatever the policy's
+    number of candidates; its spans cite their places in ``hits``."""
     if len(parts) == 1:
-        return extract_one(parts[0].text, parts[0].vector)
-    extracts = [extract_one(q.text, q.vector) for q in parts]
+        return extract_one(parts[0].text, parts[0].vector, hits)
+    extracts = [_own_extract(extract_one, q, hits) for q in parts]
     spans: list[Span] = []
     for span in (s for e in extracts for s in e.spans):
         if all(span.source != kept.source for kept in spans):
             spans.append(span)
     return Extract(spans=spans, score=max(e.score for e in extracts))
+
+
+def _own_extract(extract_one: Callable[[str, np.ndarray | None, Sequence[RankedHit]], Extract], q: Question, hits: Sequence[RankedHit]) -> Extract:
+    """``q``'s extract of the passages of ``hits`` in its own ranking's order (all of ``hits``, in their order, when it
+    has none), its spans citing their places in ``hits``."""
+    if not q.ranking:
+        return extract_one(q.text, q.vector, hits)
+    at = {(h.passage.domain, h.passage.doc_id): i for i, h in enumerate(hits)}
+    own = [at[key] for key in q.ranking if key in at]
+    e = extract_one(q.text, q.vector, [hits[i] for i in own])
+    return Extract(spans=[replace(s, source=own[s.source - 1] + 1) for s in e.spans], score=e.score)
 
 
 _SHARED: weakref.WeakValueDictionary[tuple[int, str], SentenceVectors] = weakref.WeakValueDictionary()

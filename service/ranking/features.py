@@ -86,13 +86,16 @@ class Pool:
         return self.matrix[:, [FEATURES.index(Feature(n)) for n in names]]
 
     def rank_features(self, row: int, probability: float | None) -> RankFeatures:
-        """Row ``row``'s features as a source shows them (``probability``: the router's p_j of its product)."""
+        """Row ``row``'s features as a source shows them (``probability``: the router's p_j of its product; its merge
+        weight w_j shown as ``weight`` where it is not p_j, as :func:`service.retrieval.federated.merge` shows it)."""
         x = dict(zip(FEATURES, self.matrix[row].tolist(), strict=True))
+        w = self.entries[row].weight
         known = x[Feature.IS_KNOWN_ANSWER] > 0
         scored = x[Feature.RERANKED] > 0
         return RankFeatures(
             similarity=x[Feature.SIMILARITY],
             product_probability=probability,
+            weight=None if w == probability else w,
             known_answer=x[Feature.KNOWN_ANSWER] if known else None,
             log_product_probability=x[Feature.LOG_PRODUCT_PROBABILITY],
             domain_best_gap=x[Feature.DOMAIN_BEST_GAP],

@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from service.artifacts import Registry, load_fitted, write_json_atomic
 from service.choices import Choice
 from service.ranking.features import RERANK_FEATURES, Feature, Pool
-from service.retrieval.federated import Candidate, positive_similarity
+from service.retrieval.federated import Candidate
+from service.retrieval.unified import rank_order, unified_scores
 
 RANKING_FILE = "ranking.json"
 FOLDS = 5  # the guard's cross-fit (fedqa train ranking --folds)
@@ -112,32 +113,58 @@ class RankingModel(BaseModel):
         same = (on.index, on.retriever, on.router) == (versions.get("index"), versions.get("retriever"), versions.get("router"))
         return self.active and same and (not self.uses_reranker or on.reranker == versions.get("reranker"))
 
+    def says(self, versions: Mapping[str, str | None] | None = None) -> str:
+        """Whether it serves and why, one line (``fedqa status``, ``/readyz``); ``versions``: the serving ones (None:
+        its guard's verdict alone, as the refresh that fitted it reports it)."""
+        if versions is not None and self.active and not self.serves(versions):
+            on = self.fitted_on
+            return f"default ranking serves: the model was fitted on other versions (router {on.router}, index {on.index}; refit: fedqa refresh)"
+        return f"{'model serves' if self.active else 'default ranking kept'}: {self.why()}"
+
+    def why(self) -> str:
+        """What its guard did, with its out-of-fold figures (training/ranking.py): the questions won from the default
+        ranking outnumbered those lost by the sign test and none was lost asked again, or which of these failed."""
+        f = self.metrics
+        acc = f"Acc@1 {f.acc_at_top1:.3f} vs default {f.default_acc_at_top1:.3f}"
+        figures = f"out of fold {acc} on {f.questions} questions, {f.wins} won, {f.losses} lost"
+        if self.active:
+            return f"it beat the default by the sign test ({figures})"
+        if f.folds == 0:
+            return f"{f.questions} labelled questions, too few for its cross-fit ({figures})"
+        again, default_again = f.asked_again_acc_at_top1, f.default_asked_again_acc_at_top1
+        if again is not None and default_again is not None and again < default_again:
+            return f"it lost asked again (Acc@1 {again:.3f} vs default {default_again:.3f}; {figures})"
+        return f"it did not beat the default by the sign test ({figures})"
+
     def scores(self, pool: Pool) -> np.ndarray:
         """w . x of every candidate of ``pool``."""
         return pool.columns(self.features) @ np.asarray(self.weights, dtype=np.float64)
 
     def order(self, pool: Pool) -> list[int]:
-        """The pool's rows best first: by score, then s, then point id and domain (a deterministic order)."""
-        sc = self.scores(pool)
+        """The pool's rows best first: by score, equal scores in U's tie order (s, then point id, then domain:
+        :func:`service.retrieval.unified.rank_order`, the merge's)."""
         e = pool.entries
-        return sorted(range(len(e)), key=lambda i: (-float(sc[i]), -e[i].score, e[i].point_id, e[i].domain))
+        return rank_order(self.scores(pool).tolist(), [x.score for x in e], [x.point_id for x in e], [x.domain for x in e])
 
     def rank(self, pool: Pool, probs: Mapping[str, float], top_k: int) -> list[Candidate]:
         """The top ``top_k`` of ``pool`` as the merge's candidates: ``rank_score`` the model's score, U = w_j * s+
-        shown beside it, the features read (``probs``: the router's p_j, shown as product_probability)."""
+        (:func:`service.retrieval.unified.unified_scores`, w_j the pool's merge weight) shown beside it, the features
+        read (``probs``: the router's p_j, shown as product_probability; w_j shown as weight where it is not p_j, as the
+        merge shows it)."""
         sc = self.scores(pool)
+        e = pool.entries
+        u = unified_scores([x.weight for x in e], [x.score for x in e]).tolist()
         out = []
         for i in self.order(pool)[:top_k]:
-            e = pool.entries[i]
             out.append(
                 Candidate(
-                    e.domain,
-                    e.point_id,
-                    e.score,
-                    e.weight,
-                    e.weight * positive_similarity(e.score),
+                    e[i].domain,
+                    e[i].point_id,
+                    e[i].score,
+                    e[i].weight,
+                    u[i],
                     rank_score=float(sc[i]),
-                    features=pool.rank_features(i, probs.get(e.domain)),
+                    features=pool.rank_features(i, probs.get(e[i].domain)),
                 )
             )
         return out

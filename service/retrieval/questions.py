@@ -83,7 +83,7 @@ def joint_retrieval(query: str, parts: Sequence[str], retrievals: Sequence[Retri
         query=query,
         routing=joint_routing(parts, [r.routing for r in retrievals]),
         hits=interleave([r.hits for r in retrievals], top_k),
-        parts=[Question(q, r.vector) for q, r in zip(parts, retrievals, strict=True)],
+        parts=[Question(q, r.vector, tuple((h.passage.domain, h.passage.doc_id) for h in r.hits)) for q, r in zip(parts, retrievals, strict=True)],
         timings_ms=timings,
         vector=None,  # no one vector stands for the message
         pools=[p for r in retrievals for p in r.pools],

@@ -25,10 +25,13 @@ class Prepared:
 
 @dataclass(frozen=True)
 class Question:
-    """One question of a message, as retrieval split it, and its query vector (None: the answer embeds it)."""
+    """One question of a message, as retrieval split it, and its query vector (None: the answer embeds it);
+    ``ranking``: the (domain, doc_id) of its own ranking's passages, best first, where the message's questions were
+    retrieved each on its own (empty: the message was searched whole; the answer quotes it from the joint ranking)."""
 
     text: str
     vector: np.ndarray | None = None
+    ranking: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass

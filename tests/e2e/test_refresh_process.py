@@ -181,13 +181,17 @@ def test_train_router_and_refresh_beside_a_running_serve_fit_every_decision(home
         )
         assert refreshed.returncode == 0, refreshed.stderr[-3000:]
         table = refreshed.stdout
-        for stage in ("router", "answer policy", "split", "not covered"):  # every fit ran (a decision may keep its default)
+        for stage in ("router", "ranking", "answer policy", "split", "not covered"):  # every fit ran (a decision may keep its default)
             assert any(line.startswith(stage) and (" fitted " in line or " default kept " in line) for line in table.splitlines()), table
         router = registry.active()["router"]
         assert router != fit["router"]
         ready = _reloaded(url)
         assert ready["versions"]["router"] == router
         decisions = ready["decisions"]
+        ranking = next(line for line in table.splitlines() if line.startswith("ranking"))  # names what its guard did
+        serves = " fitted " in ranking
+        assert ("model serves: it beat the default" in ranking) == serves and "out of fold Acc@1" in ranking, ranking
+        assert decisions["ranking"] is not None and decisions["ranking"]["serves"] == serves, decisions
         assert decisions["not_covered"] is not None and decisions["not_covered"]["model"].startswith(router), decisions
         assert decisions["by_product"] is not None and decisions["by_product"]["rule"].startswith(router), decisions
         assert not any("answer policy" in w for w in ready["warnings"]), ready["warnings"]

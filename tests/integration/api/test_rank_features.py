@@ -71,6 +71,7 @@ def test_rank_score_orders_the_sources_of_every_strategy(demo_pipeline):
     _check(_ask(client, query=QUESTIONS[0], domains=[demo_pipeline.domains[0]]))  # a product filter
 
 
+@pytest.mark.usefixtures("default_ranking_serves")  # the default ranking's fusion (a serving ranking model reads BM25 as features)
 def test_with_the_lexical_ranking_fused_rank_score_is_the_fusion_of_the_two_ranks(demo_pipeline):
     if demo_pipeline.lexical is None:
         pytest.skip("the demo index has no lexical index")

@@ -14,6 +14,7 @@ from service.retrieval.page_prior import PagePrior
 from training.page_prior import unseen
 
 
+@pytest.mark.usefixtures("default_ranking_serves")  # the prior's bonus and demotion in U
 def test_the_served_default_ranking_applies_the_prior_and_the_baselines_do_not(demo_pipeline):
     query = "How do I rotate an API key?"
     saved = demo_pipeline.router.fitted
@@ -53,6 +54,7 @@ def test_the_demo_router_reports_its_page_prior_and_status_says_whether_it_is_us
     assert (f"page prior weight {prior.weight} over {len(prior.pages)} pages" if prior.active else "page prior not used") in out
 
 
+@pytest.mark.usefixtures("default_ranking_serves")  # the prior's bonus and demotion in U
 def test_the_served_ranking_demotes_a_known_answer_unless_the_question_is_asked_again(demo_pipeline):
     query = "How do I rotate an API key?"
     plain = demo_pipeline.retrieve(query, top_k=5, strategy="fused", rerank=False)
@@ -71,6 +73,7 @@ def test_the_served_ranking_demotes_a_known_answer_unless_the_question_is_asked_
         demo_pipeline.router.fitted = saved
 
 
+@pytest.mark.usefixtures("default_ranking_serves")  # the prior's bonus and demotion in U
 def test_the_fits_after_the_router_rank_a_counted_question_as_a_new_one(demo_pipeline):
     """``unseen`` (the split rule, the answer policy and the "not covered" evidence, fitted on questions the prior
     counted) leaves the question's own count and known answer out while it is ranked, and puts the prior back."""

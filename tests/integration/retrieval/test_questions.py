@@ -44,8 +44,8 @@ def test_default_strategy_retrieves_each_question_of_a_message(demo_pipeline):
     message = f"{first} And, {second}"
     alone = [demo_pipeline.retrieve(q, top_k=5) for q in (first, second)]
     joint = demo_pipeline.retrieve(message, top_k=5)
-    assert [h.passage.doc_id for h in joint.hits[:2]] == [
-        h.passage.doc_id for h in sorted((r.hits[0] for r in alone), key=lambda h: -h.unified_score)
+    assert [h.passage.doc_id for h in joint.hits[:2]] == [  # by the key each ranking is ordered by (U, or a model's score)
+        h.passage.doc_id for h in sorted((r.hits[0] for r in alone), key=lambda h: (-h.order_key, -h.score, h.passage.doc_id))
     ]
     assert joint.routing.selector is not None and joint.routing.selector.questions is not None
     assert [q.query for q in joint.routing.selector.questions] == [first, second]

@@ -73,3 +73,20 @@ def test_the_fit_stores_the_model_beside_the_router_version(tmp_path, demo_home)
     m = stored.metrics
     again_no_lower = m.asked_again_acc_at_top1 is not None and m.asked_again_acc_at_top1 >= (m.default_asked_again_acc_at_top1 or 0.0)
     assert stored.active == (pays(m.wins, m.losses) and again_no_lower)
+
+
+def test_status_and_readyz_name_the_ranking_model_the_demo_refresh_fitted(demo_home, demo_pipeline, monkeypatch, capsys):
+    from service.api.health import decisions
+    from service.artifacts import Registry
+    from tests.e2e.test_first_run import status_of
+
+    registry = Registry(demo_home)
+    stored = load_ranking(ranking_path(registry, registry.active()["router"]))
+    assert stored is not None  # the demo's refresh fits it on the router's held-out questions
+    serves = demo_pipeline.ranking is not None
+    assert serves == stored.active  # fitted on the versions that serve: its guard alone decides
+    m = stored.metrics
+    said = decisions(demo_pipeline)["ranking"]
+    assert said["serves"] == serves and said["decision"] == stored.says(), said
+    assert said["decision"].startswith("model serves" if serves else "default ranking kept") and f"{m.wins} won, {m.losses} lost" in said["decision"]
+    assert f"has      ranking model: {said['decision']}" in status_of(demo_home, monkeypatch, capsys)

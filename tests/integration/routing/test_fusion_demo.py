@@ -32,6 +32,7 @@ def _with_fusion(pipeline: Pipeline, params: FusionParams | None) -> RouterFitte
     return saved
 
 
+@pytest.mark.usefixtures("default_ranking_serves")  # the fused strategy's merge by U
 def test_fused_with_the_papers_parameters_ranks_as_mkpqa_and_without_parameters_as_uis(demo_pipeline):
     saved = _with_fusion(demo_pipeline, FusionParams.paper(demo_pipeline.settings.tau0))
     lexical = demo_pipeline.lexical
@@ -106,6 +107,7 @@ def test_product_filter_searches_only_the_given_domains(demo_pipeline):
     assert r.status_code == 422 and "domains" in r.text
 
 
+@pytest.mark.usefixtures("default_ranking_serves")  # the fused strategy's merge by U
 def test_served_fused_ranking_applies_the_stored_per_domain_weights(demo_pipeline):
     """The stored c_j reach /ask's ranking: U = c_j * s+ for the prior family with lambda 0, and the order follows U."""
 

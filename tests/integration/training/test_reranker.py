@@ -194,7 +194,8 @@ def test_served_ranking_is_reranked_unless_asked_not_to(reranker_home):
 @pytest.mark.parametrize("lexical", ["off", "always"])
 def test_reranked_sources_carry_the_combined_score_and_the_logit(reranker_home, lexical):
     """rank_score: the merge's key (U, or its fusion with the lexical ranking) + w * the trained cross-encoder's logit in
-    the reranked top-N, at most the source above it below; features["rerank"] is that logit."""
+    the reranked top-N, at most the source above it below; features["rerank"] is that logit. The default ranking's
+    merge: a ranking model, where the demo's fit stored one that serves, orders by its own score."""
     settings, _, _ = reranker_home
     pipeline = load_pipeline(settings.model_copy(update={"lexical": lexical}), with_llm=False)
     try:
@@ -202,6 +203,7 @@ def test_reranked_sources_carry_the_combined_score_and_the_logit(reranker_home, 
             pytest.skip("the demo index has no lexical index")
         params = RerankParams(weight=0.05, depth=3)
         pipeline.reranker = present(pipeline.reranker).with_params(params)
+        pipeline.ranking = None  # the default ranking serves
         client = rank_client(pipeline)
         for query in QUESTIONS[:3]:
             sources = ask_both_ways(client, query=query, top_k=6)

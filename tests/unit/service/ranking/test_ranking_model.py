@@ -193,3 +193,46 @@ def test_a_model_with_mismatched_repeated_or_non_finite_weights_is_refused(weigh
 def test_a_pool_refuses_a_matrix_of_another_shape():
     with pytest.raises(ValueError):
         Pool((), np.zeros((1, len(FEATURES))))
+
+
+def test_a_served_candidate_shows_the_merge_weight_its_u_reads_where_it_is_not_p():
+    # the pool a served model orders searches every product with weight 1 (service/pipeline.py); p_j is the router's:
+    # a source shows w_j (its U's weight) beside p_j, as the merge shows it, so that U = w_j * s+ reads off its features
+    pool = _pool()
+    probs = {"a": 0.8, "b": 0.2}
+    ranked = _model({Feature.SIMILARITY: 1.0, Feature.LOG_PRODUCT_PROBABILITY: 0.1}).rank(pool, probs, 5)
+    for c in ranked:
+        f = c.features
+        assert f.weight == c.domain_prob == 1.0 and f.product_probability == probs[c.domain]
+        assert c.unified_score == pytest.approx(f.weight * max(f.similarity or 0.0, 0.0))
+    same = candidate_pool({"a": [Hit(point_id("a#0"), 0.8)]}, {"a": 0.8}, probs, 3)  # w_j = p_j (mkpqa's): not repeated
+    assert _model({Feature.SIMILARITY: 1.0}).rank(same, probs, 1)[0].features.weight is None
+
+
+def test_equal_scores_rank_in_the_merges_tie_order():
+    # every candidate scores 0: the order is U's tie order (service/retrieval/unified.py): s, then point id, then domain
+    per = {"a": [Hit("p2", 0.5), Hit("p1", 0.5), Hit("p3", 0.7)], "b": [Hit("p1", 0.5)]}
+    pool = candidate_pool(per, {"a": 1.0, "b": 1.0}, {"a": 0.5, "b": 0.5}, 5)
+    order = [(pool.entries[i].domain, pool.entries[i].point_id) for i in _model({Feature.PAGE_ANSWERS: 1.0}).order(pool)]
+    assert order == [("a", "p3"), ("a", "p1"), ("b", "p1"), ("a", "p2")]
+
+
+def test_it_says_whether_it_serves_and_what_its_guard_did():
+    versions = {"index": ON.index, "retriever": ON.retriever, "router": ON.router}
+    won = _model({Feature.SIMILARITY: 1.0})
+    assert (
+        won.says(versions)
+        == won.says()
+        == ("model serves: it beat the default by the sign test (out of fold Acc@1 0.500 vs default 0.400 on 3 questions, 1 won, 0 lost)")
+    )
+    kept = _model({Feature.SIMILARITY: 1.0}, active=False)
+    assert kept.says(versions).startswith("default ranking kept: ") and kept.why() == (
+        "3 labelled questions, too few for its cross-fit (out of fold Acc@1 0.500 vs default 0.400 on 3 questions, 1 won, 0 lost)"
+    )  # folds 0: the guard had too few questions
+    crossfit = kept.model_copy(update={"metrics": FIGURES.model_copy(update={"folds": 3})})
+    assert crossfit.why().startswith("it did not beat the default by the sign test (out of fold Acc@1 0.500")
+    again = FIGURES.model_copy(update={"folds": 3, "asked_again_acc_at_top1": 0.6, "default_asked_again_acc_at_top1": 0.7})
+    assert kept.model_copy(update={"metrics": again}).why().startswith("it lost asked again (Acc@1 0.600 vs default 0.700; out of fold")
+    elsewhere = {**versions, "router": "router-2"}
+    assert not won.serves(elsewhere)
+    assert won.says(elsewhere).startswith("default ranking serves: the model was fitted on other versions (router router-1")
