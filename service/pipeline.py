@@ -143,12 +143,16 @@ class Pipeline:
         )
         self._router_index = [router.domains.index(d) for d in self.domains]
         self._start(settings, store)
+        self._learnt()
+        self._owner = True  # False: a copy (with_llm), whose threads and store are this pipeline's
+
+    def _learnt(self) -> None:
+        """What the pipeline learns as it serves: the products' descriptions, and trusted feedback's known answers."""
         self._descriptions: dict[str, str] | None = None
         self._descriptions_lock = threading.Lock()
         self._known = KnownAnswers()  # trusted feedback served as known answers (learn)
         self._served: tuple[PagePrior | None, KnownAnswers, PagePrior | None] | None = None  # page_prior's last: its inputs, itself
         self._learn_lock = threading.Lock()
-        self._owner = True  # False: a copy (with_llm), whose threads and store are this pipeline's
 
     def _start(self, settings: Settings, store: Store) -> None:
         """The background work of a new pipeline: the answerer's sentence vectors, the passage cache (warmed from a
