@@ -24,7 +24,7 @@ from tests.utils import make_settings, pipeline_with
 
 KEYS = {"all": "k-all", "all2": "k-all-2", "orbit": "k-orbit", "relay": "k-relay", "curator": "k-curator"}
 ADMIN = "k-admin"
-# a question the demo's labelled questions do not hold, whose passage (gold) the demo ranks second for it in every product
+# a question the demo's labelled questions do not hold, and its answer (gold), which the demo ranks among the first five
 QUESTION = "For how long can I use the link to download a large export?"
 GOLD = "orbit/import-export#007"
 
@@ -77,32 +77,33 @@ def test_a_curators_confirmation_answers_its_question_at_once_and_an_ordinary_ke
     try:
         before = _sources(c, "all2")
         relay_before = _sources(c, "relay")
-        assert before[0] != GOLD and GOLD in before  # the demo ranks it, not first
-        wrong = next(d for d in before if d not in (before[0], GOLD))
+        # an orbit passage shown below the first, whichever ranking serves the demo (its fitted model puts GOLD first)
+        gold = next(d for d in before[1:] if d.startswith("orbit/"))
+        wrong = next(d for d in before if d not in (before[0], gold))
 
         for _ in range(30):  # one ordinary key, 30 times: one vote, below FEDQA_FEEDBACK_MIN_KEYS
             _vote(c, "all", wrong)
         assert _sources(c, "all2") == before
         assert _sources(c, "all")[0] == before[0]
 
-        _vote(c, "curator", GOLD)  # an orbit curator's "up": trusted, a known answer from now on
-        assert _sources(c, "all2")[0] == GOLD
-        assert _sources(c, "all2", "  for how long can I use the link to download a LARGE export  ")[0] == GOLD  # asked again
-        assert _sources(c, "orbit")[0] == GOLD
+        _vote(c, "curator", gold)  # an orbit curator's "up": trusted, a known answer from now on
+        assert _sources(c, "all2")[0] == gold
+        assert _sources(c, "all2", "  for how long can I use the link to download a LARGE export  ")[0] == gold  # asked again
+        assert _sources(c, "orbit")[0] == gold
         assert _sources(c, "relay") == relay_before  # a key of other products is answered as before
 
         assert c.post("/admin/reload", headers=_h("admin")).json()["reloaded"] is True
-        assert _sources(c, "all2")[0] == GOLD
+        assert _sources(c, "all2")[0] == gold
 
-        _vote(c, "curator", GOLD, "down")  # the curator takes it back: answered as before at once
+        _vote(c, "curator", gold, "down")  # the curator takes it back: answered as before at once
         assert _sources(c, "all2") == before
-        _vote(c, "curator", GOLD)
+        _vote(c, "curator", gold)
     finally:
         state.close()
 
     c, state = _client(settings)  # a restart: the feedback file is read at the load
     try:
-        assert _sources(c, "all2")[0] == GOLD
+        assert _sources(c, "all2")[0] == gold
         assert _sources(c, "relay") == relay_before
     finally:
         state.close()
