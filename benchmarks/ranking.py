@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> dict:
                 collected.append((items, again))
             train = [items[i] for i in rest]
             fold_weights = {}
-            stored = [(n, (feats, OBJECTIVE, train + again)) for n, feats in STORED_FITS.items()]
+            stored = [(n, (feats, Objective(args.objective), train + again)) for n, feats in STORED_FITS.items()]
             for n, (feats, objective, fit_on) in stored + [(n, (*a, train)) for n, a in names.items()]:
                 w = fit_weights(fit_on, feats, objective)
                 fold_weights[n] = dict(zip(map(str, feats), w, strict=True))
@@ -176,7 +176,7 @@ def heldout(args: argparse.Namespace) -> dict:
         pipeline.close()
     records = [{"qid": q.qid, "domains": list(q.domains), "cross": q.is_cross} for q in apart]
     weights = {}
-    arms = [(n, (feats, OBJECTIVE, fit_items + repeated)) for n, feats in STORED_FITS.items()]
+    arms = [(n, (feats, Objective(args.objective), fit_items + repeated)) for n, feats in STORED_FITS.items()]
     arms += [(n, (*ABLATIONS[n], fit_items)) for n in args.ablations]
     for n, (feats, objective, fit_on) in arms:
         w = fit_weights(fit_on, feats, objective)
@@ -243,6 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top-k", type=int, default=5, help="as quality.py (the refit's ranking depth)")
     ap.add_argument("--ablations", nargs="+", default=list(ABLATIONS), choices=list(ABLATIONS), help="the feature sets fitted")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--objective", choices=[o.value for o in Objective], default=OBJECTIVE.value, help="the stored fits' objective (fedqa train ranking's)"
+    )
     ap.add_argument("--heldout", nargs="+", help="fit on every --queries question and rank these questions kept apart instead of cross-fitting")
     ap.add_argument("--pools", help="a file keeping each fold's collected pools: written when absent, read (no refit) when there")
     ap.add_argument("--out", help="write the per-question records and the summary as JSON here")
