@@ -7,7 +7,10 @@ holds, 1.6% of its in-scope ones). ``fedqa index build`` stores it with the vers
 gzipped ``word<TAB>passages`` list per product); an older version's (or one stored before it counted by product) is
 counted from its passages when the pipeline loads. A caller limited to some products reads the counts of those products
 only (:meth:`Vocabulary.within`): the counts of the others would tell it which words their documentation holds.
-Words are :func:`service.text.terms` of 3 or more characters (shorter ones are names of nothing in particular).
+Words are :func:`service.text.terms` of 3 or more characters (shorter ones are names of nothing in particular),
+counted by their English stem (PyStemmer's Snowball stemmer, as the lexical index stems): a question's "clogging" is
+the documentation's "clogged", so a user's inflection of a word the manual holds does not read as a word it never
+uses (``benchmarks/probes/unseen_terms.py --stems``). A file stored before words were stemmed is counted again.
 It also weighs how much of a question the passage placed first leaves unsaid (:meth:`Vocabulary.uncovered`): a
 question about a neighbouring product ("Does sed issue an exit code?") often finds a passage on the topic that never
 names the product it asks about, while a question the documentation answers shares its specific words with it.
@@ -18,9 +21,11 @@ from __future__ import annotations
 import gzip
 import logging
 import math
+import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from service.retrieval.passage import Passage
@@ -31,12 +36,24 @@ log = logging.getLogger("fedqa.store")
 VOCABULARY_FILE = "vocabulary.tsv.gz"
 MIN_CHARS = 3
 _PRODUCT = "#product"  # a product's section in VOCABULARY_FILE
-_OLD_TOTAL = "#passages"  # the first line of a file stored before it counted by product
+_FORM = "#form\tstem"  # the first line of a file that counts stems by product (older files are counted again)
+_local = threading.local()
+
+
+@lru_cache(maxsize=200_000)
+def stem(word: str) -> str:
+    """``word``'s English stem (one PyStemmer stemmer per thread: it is not thread-safe)."""
+    stemmer = getattr(_local, "stemmer", None)
+    if stemmer is None:
+        import Stemmer
+
+        stemmer = _local.stemmer = Stemmer.Stemmer("english")
+    return str(stemmer.stemWord(word))
 
 
 def passage_terms(text: str) -> set[str]:
-    """The words of ``text`` that the vocabulary counts."""
-    return {t for t in terms(text) if len(t) >= MIN_CHARS}
+    """The stems of the words of ``text`` that the vocabulary counts."""
+    return {stem(t) for t in terms(text) if len(t) >= MIN_CHARS}
 
 
 def _words(texts: Sequence[str]) -> set[str]:
@@ -90,7 +107,7 @@ class Vocabulary:
         return 1.0 / (1.0 + min(self.counts.get(w, 0) for w in words))
 
     def specificity(self, word: str) -> float:
-        """How specific ``word`` is to few passages: log((N + 1) / (df + 1)) / log(N + 1), 1 for a word no passage
+        """How specific ``word`` (a stem, :func:`passage_terms`) is to few passages: log((N + 1) / (df + 1)) / log(N + 1), 1 for a word no passage
         holds, near 0 for one every passage holds."""
         if self.passages <= 0:
             return 1.0
@@ -107,10 +124,10 @@ class Vocabulary:
         return sum(v for w, v in weights.items() if w not in held) / total
 
     def save(self, folder: Path) -> Path:
-        """Write :data:`VOCABULARY_FILE` into ``folder``: per product a ``#product<TAB>name<TAB>passages`` line, then
-        its words (sorted) with their passage counts."""
+        """Write :data:`VOCABULARY_FILE` into ``folder``: a line saying it counts stems, then per product a
+        ``#product<TAB>name<TAB>passages`` line and its stems (sorted) with their passage counts."""
         path = Path(folder) / VOCABULARY_FILE
-        lines = []
+        lines = [_FORM]
         for name, v in sorted(self.products.items()):
             lines.append(f"{_PRODUCT}\t{name}\t{v.passages}")
             lines.extend(f"{w}\t{c}" for w, c in sorted(v.counts.items()))
@@ -120,7 +137,7 @@ class Vocabulary:
 
     @classmethod
     def load(cls, folder: Path) -> Vocabulary | None:
-        """The vocabulary stored in ``folder``, or None when there is none or it was stored before it counted by
+        """The vocabulary stored in ``folder``, or None when there is none or it was stored before it counted stems by
         product (then it is counted again from the passages)."""
         path = Path(folder) / VOCABULARY_FILE
         if not path.is_file():
@@ -128,14 +145,14 @@ class Vocabulary:
         products: dict[str, Vocabulary] = {}
         counts: dict[str, int] = {}
         with gzip.open(path, "rt", encoding="utf-8") as f:
+            if f.readline().rstrip("\n") != _FORM:
+                log.info("%s counts words as written (stored before it counted stems)", path)
+                return None
             for line in f:
                 fields = line.rstrip("\n").split("\t")
                 if fields[0] == _PRODUCT:
                     counts = {}
                     products[fields[1]] = cls(counts, int(fields[2]))
-                elif fields[0] == _OLD_TOTAL:
-                    log.info("%s counts the whole index only (stored before it counted by product)", path)
-                    return None
                 elif fields[0]:
                     counts[fields[0]] = int(fields[1])
         return cls.summed(products)

@@ -11,7 +11,7 @@ from service.ask import answer
 from service.loading import load_pipeline
 from service.retrieval.edge_store import EdgeBackend
 from service.retrieval.passage import Passage
-from service.retrieval.vocabulary import VOCABULARY_FILE, Vocabulary
+from service.retrieval.vocabulary import VOCABULARY_FILE, Vocabulary, stem
 from service.schemas import AskRequest
 from tests.conftest import make_settings
 from tests.utils import present
@@ -25,7 +25,7 @@ def test_rarity_is_one_for_a_word_no_passage_holds_and_halves_for_one_that_one_h
     vocab = Vocabulary.of(
         [_passage("a", "Contacts", "Import contacts from a CSV file."), _passage("b", "Contacts > Merge", "Merge duplicate contacts.")]
     )
-    assert vocab.passages == 2 and vocab.counts["contacts"] == 2 and vocab.counts["csv"] == 1
+    assert vocab.passages == 2 and vocab.counts[stem("contacts")] == 2 and vocab.counts["csv"] == 1
     assert vocab.rarity(["Where are my contacts?"]) == 1 / 3  # "contacts": in two passages
     assert vocab.rarity(["How do I import contacts?"]) == 1 / 2  # the rarest, "import": in one
     assert vocab.rarity(["Does it run on TortoiseHg?"]) == 1.0
@@ -43,8 +43,8 @@ def test_uncovered_weighs_the_question_words_the_passages_leave_unsaid_by_how_sp
             _passage("c", "Sync", "Sync contacts and calendars every hour."),
         ]
     )
-    assert vocab.specificity("tortoisehg") == 1.0 and vocab.specificity("contacts") == 0.0  # in no passage / in all
-    assert 0 < vocab.specificity("merge") < 1
+    assert vocab.specificity(stem("tortoisehg")) == 1.0 and vocab.specificity(stem("contacts")) == 0.0  # in no passage / in all
+    assert 0 < vocab.specificity(stem("merge")) < 1
     found = "Contacts Import contacts from a CSV file."
     assert vocab.uncovered(["How do I import contacts from CSV?"], [found]) == 0.0  # every word said
     # the same passage for a question on another topic: "merge" and "duplicate" (one passage each) unsaid;
@@ -62,9 +62,9 @@ def test_the_vocabulary_counts_each_product_and_a_caller_of_some_products_reads_
     """Issue 50, fault 4: the counts of products outside a caller's tell it what their documentation holds."""
     ledger = Passage(doc_id="l", domain="ledger", title="Dunning", text="Dunning retries failed payments.", source="l.md")
     vocab = Vocabulary.of([_passage("a", "Contacts", "Import contacts."), _passage("b", "Payments", "Log payments of deals."), ledger])
-    assert vocab.passages == 3 and vocab.counts["payments"] == 2 and vocab.rarity(["What is dunning?"]) == 1 / 2
+    assert vocab.passages == 3 and vocab.counts[stem("payments")] == 2 and vocab.rarity(["What is dunning?"]) == 1 / 2
     orbit = vocab.within(frozenset({"orbit"}))
-    assert orbit.passages == 2 and orbit.counts["payments"] == 1 and "dunning" not in orbit.counts
+    assert orbit.passages == 2 and orbit.counts[stem("payments")] == 1 and stem("dunning") not in orbit.counts
     assert orbit.rarity(["What is dunning?"]) == 1.0 and orbit.uncovered(["What is dunning?"], ["Contacts Import contacts."]) == 1.0
     assert vocab.within(frozenset({"orbit", "ledger", "ghost"})) == vocab and vocab.within(None) is vocab
     assert vocab.within(frozenset({"ghost"})).passages == 0
@@ -74,6 +74,18 @@ def test_the_vocabulary_counts_each_product_and_a_caller_of_some_products_reads_
     with gzip.open(tmp_path / VOCABULARY_FILE, "wt", encoding="utf-8") as f:
         f.write("#passages\t3\ndunning\t1\n")
     assert Vocabulary.load(tmp_path) is None
+    # nor one stored before it counted stems (by product, words as written)
+    with gzip.open(tmp_path / VOCABULARY_FILE, "wt", encoding="utf-8") as f:
+        f.write("#product\tledger\t1\ndunning\t1\n")
+    assert Vocabulary.load(tmp_path) is None
+
+
+def test_a_word_the_documentation_holds_in_another_form_is_not_unseen():
+    """A user's "clogging" is the manual's "clogged": counted as the same stem, it is neither rare nor unsaid."""
+    vocab = Vocabulary.of([_passage("a", "Queue", "A clogged queue drains slowly; flush it."), _passage("b", "Contacts", "Import contacts.")])
+    assert vocab.rarity(["Why is my queue clogging?"]) == 1 / 2  # every word in a passage: "clogging" as "clogged"
+    assert vocab.rarity(["Why is my queue jammed?"]) == 1.0  # a word no passage holds in any form
+    assert vocab.uncovered(["Why is my queue clogging?"], ["A clogged queue drains slowly; flush it."]) == 0.0
 
 
 def _site(root: Path) -> Path:
@@ -100,15 +112,15 @@ def test_every_index_version_stores_the_vocabulary_of_the_passages_it_holds(tmp_
     settings = make_settings(tmp_path / "home")
     first = present(ingest([site], settings, encoder=encoder, progress=False).version)
     assert _stored(settings, first) == _counted(settings, first)
-    assert _stored(settings, first).counts["calendars"] == 1
+    assert _stored(settings, first).counts[stem("calendars")] == 1
 
     (site / "orbit" / "sync.md").unlink()  # a page leaves, another changes: the next version counts what it holds
     (site / "orbit" / "contacts.md").write_text("# Contacts\n\nExport contacts to vCard.\n", encoding="utf-8")
     second = present(ingest([site], settings, encoder=encoder, progress=False).version)
     vocab = _stored(settings, second)
     assert vocab == _counted(settings, second) and vocab.passages == 1
-    assert "calendars" not in vocab.counts and "csv" not in vocab.counts and vocab.counts["vcard"] == 1
-    assert _stored(settings, first).counts["calendars"] == 1  # the earlier version's is its own
+    assert stem("calendars") not in vocab.counts and "csv" not in vocab.counts and vocab.counts["vcard"] == 1
+    assert _stored(settings, first).counts[stem("calendars")] == 1  # the earlier version's is its own
 
 
 def test_the_pipeline_reads_the_stored_vocabulary_or_counts_an_older_versions(tmp_path, encoder):
