@@ -1,7 +1,8 @@
 """Issue 49 item 4, "in the refresh": on a small home (tests/data/fewlabel, ``fedqa ingest``) a curator confirms the
 passage that answers a new question and marks another not covered; ``fedqa refresh --queries`` fits on both, says so,
-records them in ``refresh.json`` and in the router version, and ``--no-feedback`` leaves them out. Every step runs
-the real CLI in its own process."""
+records them in ``refresh.json`` and in the router version, and ``--no-feedback`` leaves them out; an ordinary key
+voting 30 times for a wrong passage is left out of the refresh, and that passage is not first afterwards (issue 49,
+"before or after a refresh"). Every step runs the real CLI in its own process."""
 
 from __future__ import annotations
 
@@ -15,13 +16,14 @@ from typing import Any
 import pytest
 
 from service.feedback.review import confirmation
-from service.feedback.store import FeedbackBounds, FeedbackStore
+from service.feedback.store import FeedbackBounds, FeedbackStore, Rating, Vote
 from tests.utils import ROOT, make_settings
 
 DATA = ROOT / "tests" / "data" / "fewlabel"
 CONFIRMED = ("How do I pick a theme for my site?", "sitewright/themes#000")
 NOT_COVERED = "Does Mailpost support sending SMS?"
 LATER = ("How do I see which links were clicked?", "mailpost/reports#000")
+SPAM = ("How do I install a specific release of sitewright?", "mailpost/campaigns#000")  # a wrong passage
 
 
 def _fedqa(home: Path, *args: str, stderr: bool = True) -> str:
@@ -37,6 +39,11 @@ def _router(home: Path) -> dict[str, Any]:
     """The active router version's manifest."""
     active = json.loads((home / "active.json").read_text(encoding="utf-8"))
     return json.loads((home / "routers" / active["router"] / "manifest.json").read_text(encoding="utf-8"))
+
+
+def _first_source(home: Path, question: str) -> str:
+    """The doc_id of the first source ``fedqa ask`` serves for ``question``."""
+    return str(json.loads(_fedqa(home, "ask", question, stderr=False))["sources"][0]["doc_id"])
 
 
 def _router_probability(home: Path, question: str) -> float:
@@ -61,6 +68,9 @@ def test_refresh_fits_on_the_feedback_records_it_and_skips_when_it_is_unchanged(
         index_version=None,
     )
     FeedbackStore(settings.feedback_path).confirm(gone, FeedbackBounds.of(settings))
+    spam = Vote(SPAM[0], "ordinary", None, trusted=False, index_version=None, rating=Rating.UP, doc_id=SPAM[1], domain="mailpost")
+    for _ in range(30):  # one ordinary key, 30 times: one vote, below FEDQA_FEEDBACK_MIN_KEYS
+        FeedbackStore(settings.feedback_path).record(spam, FeedbackBounds.of(settings))
 
     out = _fedqa(home, "refresh", "--queries", str(DATA / "queries.jsonl"), "--quiet")
     assert "feedback: 1 labelled question(s), 1 out-of-scope question(s)" in out and "left out: 1 with no passage in the index" in out, out
@@ -72,6 +82,7 @@ def test_refresh_fits_on_the_feedback_records_it_and_skips_when_it_is_unchanged(
     assert router["train_by_group"].get("out-of-scope") == 1  # the question marked not covered: fitted to no product
     assert router["metrics"]["page_prior"]["known_answers"] == 1  # the confirmed passage: a known answer of its question
     with_feedback = _router_probability(home, NOT_COVERED)
+    assert _first_source(home, SPAM[0]) != SPAM[1]  # the 30 votes neither labelled the question nor moved its passage
 
     out = _fedqa(home, "refresh", "--quiet")  # no arguments: the recorded files, the same feedback
     assert "activated together: nothing (every stage unchanged)" in out, out
