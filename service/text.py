@@ -88,6 +88,14 @@ def words(text: str) -> list[str]:
     return WORD.findall(unicodedata.normalize("NFC", text).casefold())
 
 
+def english_stemmer():  # noqa: ANN201 - PyStemmer's Stemmer
+    """A new English (Snowball) stemmer, the one the lexical index and the vocabulary share (not thread-safe: one per
+    thread or behind a lock)."""
+    import Stemmer
+
+    return Stemmer.Stemmer("english")
+
+
 def terms(text: str) -> set[str]:
     """Case-folded content words of ``text`` (:func:`words` less :data:`STOPWORDS`: a CJK character is a word)."""
     return {w for w in words(text) if w not in STOPWORDS}

@@ -20,17 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from service.retrieval.passage import Hit, Passage
+from service.text import english_stemmer
 
 log = logging.getLogger("fedqa.store")
 
 LEXICAL_DIR = "lexical"
 _IDS = "point_ids.json"
-
-
-def _stemmer():  # noqa: ANN202 - PyStemmer's Stemmer
-    import Stemmer
-
-    return Stemmer.Stemmer("english")
 
 
 def _tokens(texts: Sequence[str], stemmer, *, ids: bool):  # noqa: ANN001, ANN202 - bm25s's Tokenized or token lists
@@ -78,7 +73,7 @@ class LexicalIndex:
     def __init__(self, domains: dict[str, DomainIndex], fusion: RankFusion = RankFusion()) -> None:
         self.domains = domains
         self.fusion = fusion
-        self._stemmer = _stemmer()
+        self._stemmer = english_stemmer()
         self._lock = threading.Lock()  # PyStemmer's stemmer is not thread-safe
 
     @classmethod
@@ -89,7 +84,7 @@ class LexicalIndex:
         by_domain: dict[str, list[Passage]] = {}
         for p in passages:
             by_domain.setdefault(p.domain, []).append(p)
-        stemmer = _stemmer()
+        stemmer = english_stemmer()
         domains: dict[str, DomainIndex] = {}
         for domain, items in sorted(by_domain.items()):
             model = bm25s.BM25()

@@ -29,7 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from service.retrieval.passage import Passage
-from service.text import terms
+from service.text import english_stemmer, terms
 
 log = logging.getLogger("fedqa.store")
 
@@ -45,9 +45,7 @@ def stem(word: str) -> str:
     """``word``'s English stem (one PyStemmer stemmer per thread: it is not thread-safe)."""
     stemmer = getattr(_local, "stemmer", None)
     if stemmer is None:
-        import Stemmer
-
-        stemmer = _local.stemmer = Stemmer.Stemmer("english")
+        stemmer = _local.stemmer = english_stemmer()
     return str(stemmer.stemWord(word))
 
 
@@ -107,8 +105,8 @@ class Vocabulary:
         return 1.0 / (1.0 + min(self.counts.get(w, 0) for w in words))
 
     def specificity(self, word: str) -> float:
-        """How specific ``word`` (a stem, :func:`passage_terms`) is to few passages: log((N + 1) / (df + 1)) / log(N + 1), 1 for a word no passage
-        holds, near 0 for one every passage holds."""
+        """How specific ``word`` (a stem, :func:`passage_terms`) is to few passages: log((N + 1) / (df + 1)) /
+        log(N + 1), 1 for a word no passage holds, near 0 for one every passage holds."""
         if self.passages <= 0:
             return 1.0
         return math.log((self.passages + 1) / (self.counts.get(word, 0) + 1)) / math.log(self.passages + 1)
