@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -26,39 +26,10 @@ from tqdm.auto import tqdm
 from service.compute import MODEL_LOCK
 from service.retrieval.encoder import packaged_minilm_path
 from training.checkpoint import StopFlag, TrainingInterrupted, load_checkpoint_state, load_extra, save_checkpoint
+from training.configs import RerankerConfig
 from training.dropout import NO_DROPOUT
-from training.precision import TrainingPrecision, autocast, resolve
+from training.precision import autocast, resolve
 from training.reranker_data import Candidates
-
-
-@dataclass
-class RerankerConfig:
-    """Hyper-parameters of a reranker run (saved in the version's manifest)."""
-
-    steps: int = 200
-    batch_size: int = 8
-    negatives: int = 3
-    oos_per_step: int = 2
-    depth: int = 20
-    #: 96 rather than 128: the same "not covered" evidence for ~2/3 of the cost (docs/quality.md, rerank_evidence.py)
-    max_length: int = 96
-    lr: float = 5e-5
-    warmup_ratio: float = 0.1
-    labelled_repeat: int = 3
-    max_questions: int = 1600
-    seed: int = 0
-    checkpoint_every: int = 50
-    freeze_embeddings: bool = True
-    titles: bool = False
-    #: transformer layers kept from the shipped MiniLM's six (None: all): fewer train and serve in proportion less time, but 3 or 4
-    #: refused 5 points fewer neighbouring-product questions on faq6's fold b (docs/quality.md, "Where the refresh flow's time goes")
-    layers: int | None = None
-    #: the MiniLM's dropout while training: without it training took 0.77 of the time, but on faq6's fold b
-    #: 1.3 points fewer neighbouring-product questions were refused (docs/quality.md, "Training without dropout")
-    dropout: bool = True
-    #: a step's arithmetic: ``auto``/``bf16`` halve the flow's training on a CPU with AMX, but on faq6's fold b the models
-    #: refused fewer neighbouring-product questions, so float32 by default (docs/quality.md, "Training steps in bfloat16")
-    precision: TrainingPrecision = TrainingPrecision.FP32
 
 
 def cross_encoder(source: str | Path | None, max_length: int, device: str = "cpu", *, layers: int | None = None, dropout: bool = True):  # noqa: ANN201 - a sentence_transformers CrossEncoder

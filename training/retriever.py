@@ -20,7 +20,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ from service.queries import LabelledQuery
 from service.retrieval.encoder import packaged_minilm_path
 from service.retrieval.passage import Passage
 from training.checkpoint import StopFlag, TrainingInterrupted, load_checkpoint_state, load_extra, save_checkpoint
+from training.configs import RetrieverConfig
 from training.data.dataset import RetrieverExample, TrainingData
 from training.dropout import NO_DROPOUT
 from training.losses.symmetric_infonce import SymmetricInfoNCELoss, positive_mask
@@ -46,32 +47,6 @@ if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 log = logging.getLogger("fedqa.training.retriever")
-
-
-@dataclass
-class RetrieverConfig:
-    """Hyper-parameters of a retriever run (saved in the version's manifest)."""
-
-    epochs: int = 3  # docs/quality.md "Three passes over the retriever's training set": 1, 2, 3 on faq6's two folds
-    batch_size: int = 16
-    lr: float = 3e-5
-    warmup_ratio: float = 0.1
-    temperature: float = 0.05
-    max_seq_length: int = 128
-    negatives_per_query: int = 1
-    max_positives: int = 3
-    max_examples: int | None = 800
-    labelled_repeat: int = 2
-    seed: int = 0
-    checkpoint_every: int = 50
-    freeze_embeddings: bool = True
-    #: the MiniLM's dropout while training: without it a probe step costs ~0.55 of the time, but faq6's fold a scored 0.577
-    #: single Acc@1 against 0.613-0.640 with it (two seeds; docs/quality.md, "Training without dropout")
-    dropout: bool = True
-    #: a step's arithmetic: ``auto``/``bf16`` halve the flow's training on a CPU with AMX, but on faq6's fold b the models
-    #: refused fewer neighbouring-product questions, so float32 by default (docs/quality.md, "Training steps in bfloat16")
-    precision: TrainingPrecision = TrainingPrecision.FP32
-    negative_margin: float | None = 0.05  # drop hard negatives scored >= best positive - margin by the base model (None: keep all)
 
 
 def select_examples(rows: Sequence[RetrieverExample], cfg: RetrieverConfig) -> list[RetrieverExample]:

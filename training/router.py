@@ -38,6 +38,7 @@ from service.retrieval.federated import search_domains
 from service.routing.router import HeadRouter
 from training.calibration import fit_calibration
 from training.checkpoint import StopFlag, TrainingInterrupted
+from training.configs import RouterConfig
 from training.fusion import FitQuestion, fit_fusion
 from training.metrics import router_metrics
 from training.page_prior import DEPTH_GRID, Answered, fit_page_prior, index_pages, prior_questions
@@ -50,24 +51,6 @@ if TYPE_CHECKING:
     from training.refresh_feedback import RefreshFeedback
 
 log = logging.getLogger("fedqa.training.router")
-
-
-@dataclass
-class RouterConfig:
-    """How the head is trained (choices, not values fitted on data)."""
-
-    hidden: int = 0  # linear: on faq6 dev it routed single-product questions better than a 256-unit MLP (docs/quality.md)
-    epochs: int = 30
-    batch_size: int = 256
-    lr: float = 2e-3
-    weight_decay: float = 1e-4
-    labelled_weight: float = 4.0  # an expert question weighs this many synthetic ones of its group
-    synthetic_per_domain: int | None = 2000  # synthetic questions kept per domain (None: all)
-    top_k: int = 5  # ranking depth the fused strategy is fitted for
-    evidence_k: int = 20  # unified top-k whose per-domain share is evidence
-    seed: int = 0
-    min_val_per_domain: int = 5  # a validation split with fewer questions of a product is fitted out of fold instead
-    kfold: int = 5  # folds of that out-of-fold fit
 
 
 @dataclass

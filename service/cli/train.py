@@ -4,18 +4,41 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from service.cli import train_ranking, train_reranker
 from service.cli.common import print_json, settings
 from service.cli.labels import add_lenient, labelled
-from training.precision import TrainingPrecision
+from service.cli.options import ConfigOptions
+from training.configs import RetrieverConfig, RouterConfig
 
 if TYPE_CHECKING:
     from service.cli.common import Subparsers
     from training.bundle_fit import Questions
+
+#: the options of ``train router`` and ``train retriever`` that are fields of their configs, in --help's order
+ROUTER_OPTIONS = ConfigOptions(RouterConfig, ("epochs", "batch_size", "hidden", "synthetic_per_domain", "seed"))
+RETRIEVER_OPTIONS = ConfigOptions(
+    RetrieverConfig,
+    (
+        "epochs",
+        "batch_size",
+        "lr",
+        "temperature",
+        "max_seq_length",
+        "negatives_per_query",
+        "negative_margin",
+        "dropout",
+        "precision",
+        "max_examples",
+        "labelled_repeat",
+        "seed",
+        "checkpoint_every",
+    ),
+    rename={"negatives_per_query": "negatives"},
+    unset=("dropout", "precision"),
+)
 
 
 def register(sub: Subparsers) -> None:
@@ -40,11 +63,7 @@ def _register_router(tsub: Subparsers) -> None:
         help="labelled queries (queries.jsonl) only; the home's feedback is not read (fedqa feedback export writes it as one; fedqa refresh adds it)",
     )
     t.add_argument("--val-fraction", type=float, default=0.2, help="with --queries: share held out for validation")
-    t.add_argument("--epochs", type=int, default=30, help="passes over the training questions")
-    t.add_argument("--batch-size", type=int, default=256, help="questions per step (smaller sets use smaller batches)")
-    t.add_argument("--hidden", type=int, default=0, help="hidden units of the head over the query vector (0: linear)")
-    t.add_argument("--synthetic-per-domain", type=int, default=2000, help="synthetic questions per domain (-1: all)")
-    t.add_argument("--seed", type=int, default=0, help="seed of the split, the sampling and the training")
+    ROUTER_OPTIONS.add(t)
     t.add_argument("--no-activate", action="store_true", help="save the version without activating it")
     t.add_argument("--quiet", action="store_true", help="no progress bars")
     add_lenient(t)
@@ -84,34 +103,7 @@ def _register_split(tsub: Subparsers) -> None:
 def _register_retriever(tsub: Subparsers) -> None:
     t = tsub.add_parser("retriever", help="fine-tune the bi-encoder (symmetric InfoNCE) on a training set")
     t.add_argument("--data", required=True, help="training set from 'fedqa data build'")
-    t.add_argument("--epochs", type=int, default=3, help="passes over the selected examples (at most 50 steps each at the defaults)")
-    t.add_argument("--batch-size", type=int, default=16, help="questions per step")
-    t.add_argument("--lr", type=float, default=3e-5, help="peak learning rate (linear warm-up over 10%%)")
-    t.add_argument("--temperature", type=float, default=0.05, help="temperature tau of the symmetric InfoNCE loss")
-    t.add_argument("--max-seq-length", type=int, default=128, help="tokens per text in training; saved with the model, so also for index build")
-    t.add_argument("--negatives", type=int, default=1, help="hard negatives per query in a batch")
-    t.add_argument(
-        "--negative-margin",
-        type=float,
-        default=0.05,
-        help="drop hard negatives the base model scores within this margin of the positive, or above it (-1: keep all)",
-    )
-    t.add_argument(
-        "--dropout",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="the MiniLM's dropout while training (default: RetrieverConfig's)",
-    )
-    t.add_argument(
-        "--precision",
-        choices=[p.value for p in TrainingPrecision],
-        default=None,
-        help="a training step's arithmetic: bf16 autocast, fp32, or auto (bf16 where the CPU has AMX tiles; default: RetrieverConfig's)",
-    )
-    t.add_argument("--max-examples", type=int, default=800, help="every labelled/cross example, then synthetic ones up to this many (0: all)")
-    t.add_argument("--labelled-repeat", type=int, default=2, help="times each labelled and cross-domain example is used")
-    t.add_argument("--seed", type=int, default=0, help="seed of the example selection and the training")
-    t.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints")
+    RETRIEVER_OPTIONS.add(t)
     t.add_argument("--base-model", help="sentence-transformers folder to start from (default: the configured or shipped MiniLM)")
     t.add_argument("--no-base-eval", action="store_true", help="skip evaluating the base model")
     t.add_argument("--resume", help="continue from a checkpoint folder (printed on Ctrl-C)")
@@ -136,17 +128,32 @@ def _router_sets(args: argparse.Namespace, synthetic_cap: int | None) -> Questio
     raise ValueError("give --data DIR (from 'fedqa data build') or --queries FILE")
 
 
+def router_config(args: argparse.Namespace) -> RouterConfig:
+    """``train router``'s options as a ``RouterConfig`` (``--synthetic-per-domain`` -1: all)."""
+    values = ROUTER_OPTIONS.values(args)
+    if values["synthetic_per_domain"] < 0:
+        values["synthetic_per_domain"] = None
+    return RouterConfig(**values)
+
+
+def retriever_config(args: argparse.Namespace) -> RetrieverConfig:
+    """``train retriever``'s options as a ``RetrieverConfig`` (``--max-examples`` 0: all; ``--negative-margin`` -1: keep all)."""
+    values = RETRIEVER_OPTIONS.values(args)
+    values["max_examples"] = values["max_examples"] or None
+    if values["negative_margin"] < 0:
+        values["negative_margin"] = None
+    return RetrieverConfig(**values)
+
+
 def cmd_train_router(args: argparse.Namespace) -> int:
     """Train a router head on the active index's retriever, fit calibration, fusion, the split and "not covered"
     against it, then activate it (all of it, or nothing); print its metrics."""
     from service.artifacts import Registry
     from training.bundle_fit import train_router_bundle
     from training.checkpoint import StopFlag
-    from training.router import RouterConfig
 
-    synthetic_cap = args.synthetic_per_domain if args.synthetic_per_domain >= 0 else None
-    config = RouterConfig(epochs=args.epochs, batch_size=args.batch_size, hidden=args.hidden, seed=args.seed, synthetic_per_domain=synthetic_cap)
-    sets = _router_sets(args, synthetic_cap)
+    config = router_config(args)
+    sets = _router_sets(args, config.synthetic_per_domain)
     s = settings()
     with StopFlag().catch_sigint() as stop:
         fit = train_router_bundle(
@@ -234,25 +241,9 @@ def cmd_train_retriever(args: argparse.Namespace) -> int:
     """Fine-tune a retriever version on a built training set and print base vs fine-tuned metrics."""
     from training.checkpoint import StopFlag
     from training.data.dataset import TrainingData
-    from training.retriever import RetrieverConfig, train_and_save
+    from training.retriever import train_and_save
 
-    config = RetrieverConfig(
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        temperature=args.temperature,
-        max_seq_length=args.max_seq_length,
-        negatives_per_query=args.negatives,
-        max_examples=args.max_examples or None,
-        labelled_repeat=args.labelled_repeat,
-        seed=args.seed,
-        checkpoint_every=args.checkpoint_every,
-        negative_margin=args.negative_margin if args.negative_margin >= 0 else None,
-    )
-    if args.dropout is not None:
-        config = replace(config, dropout=args.dropout)
-    if args.precision is not None:
-        config = replace(config, precision=TrainingPrecision(args.precision))
+    config = retriever_config(args)
     data = TrainingData.load(args.data)
     with StopFlag().catch_sigint() as stop:
         version, metrics = train_and_save(
