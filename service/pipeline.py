@@ -419,7 +419,7 @@ class Pipeline:
         ranked, reranker = self._ranked(query, default, pool, model, top_k, reranker, fused=fused, timings=timings)
         hits = self._calibrated(with_passages(self.store, ranked, self.passage_cache))
         timings["search"] = _ms(t0)
-        hits = self._rerank(reranker, query, hits, final_k, timings)
+        hits = self._rerank(reranker, query, hits, final_k, timings, reorder=model is None or pool is None)
         timings["retrieval"] = _ms(t_all)
 
         routing = self._routing(selection, probs, mode, strategy, given=bool(domains))
@@ -441,7 +441,8 @@ class Pipeline:
     ) -> tuple[list[Candidate], Reranker | None]:
         """The top ``top_k`` candidates by the ranking model over ``pool`` (when both), else by the merge of ``default``
         (``fused``: the default strategy or a product filter, which also put passages trusted feedback confirmed for
-        the question first, :meth:`confirmed`); and the reranker still to apply (None: the order stands)."""
+        the question first, :meth:`confirmed`); and the reranker still to apply (None: none; after a ranking model it
+        scores the model's top N without reordering them, :meth:`_rerank`)."""
         confirmed = self.confirmed(query) if fused else ()
         k = max(top_k, default.search_k * len(default.per_domain)) if confirmed else top_k  # looked for among every hit
         if model is not None and pool is not None:
@@ -532,12 +533,16 @@ class Pipeline:
         return merge(m.per_domain, m.weights, top_k, m.bonus, lexical, m.probs)
 
     @staticmethod
-    def _rerank(reranker: Reranker | None, query: str, hits: list[RankedHit], top_k: int, timings: dict[str, float]) -> list[RankedHit]:
-        """The merged top-N reordered by the reranker (timed), cut to ``top_k``; as it is without a reranker."""
+    def _rerank(
+        reranker: Reranker | None, query: str, hits: list[RankedHit], top_k: int, timings: dict[str, float], *, reorder: bool
+    ) -> list[RankedHit]:
+        """The merged top-N reordered by the reranker (timed), cut to ``top_k``; as it is without a reranker. Not
+        ``reorder``: a ranking model's order, which stands (the reranker's own weight was fitted on U's scale, not on the
+        model's score): its top N only get the reranker's scores."""
         if reranker is None:
             return hits[:top_k]
         t0 = time.perf_counter()
-        hits = reranker.rerank(query, hits, top_k)
+        hits = reranker.rerank(query, hits, top_k) if reorder else reranker.scored(query, hits, top_k)
         timings["rerank"] = _ms(t0)
         return hits
 

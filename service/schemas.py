@@ -66,7 +66,7 @@ class Source(BaseModel):
         description="The key the sources are sorted by, non-increasing down the list: unified_score; with the index's lexical "
         "search (FEDQA_LEXICAL) the reciprocal-rank fusion of the passage's rank by unified_score and its rank by "
         "domain_weight * BM25; with a fitted ranking model (fedqa train ranking) for the default strategy, its score w . x "
-        "over the features shown; in the reranked top-N, that key + w * the reranker's logit. Where passages are placed in "
+        "over the features shown; without a ranking model, in the reranked top-N, that key + w * the reranker's logit. Where passages are placed in "
         "turns (those below the reranked top-N, a message's questions in turn, an answer by product) it is at most the "
         "rank_score above it."
     )
@@ -86,8 +86,9 @@ class Source(BaseModel):
     )
     rerank_score: float | None = Field(
         default=None,
-        description="The reranker's calibrated P(this passage answers the question), for the reranked top-N; the order "
-        "follows U + w * the reranker's logit (w fitted with the reranker version). null: not reranked.",
+        description="The reranker's calibrated P(this passage answers the question), for the reranked top-N; without a "
+        "serving ranking model the order follows U + w * the reranker's logit (w fitted with the reranker version), with "
+        "one its score alone (rank_score), the reranker only scoring its top N. null: not reranked.",
     )
 
 

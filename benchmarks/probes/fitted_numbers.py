@@ -274,6 +274,8 @@ def _rerank(s: Serving, registry: Registry) -> Part:
     uses = s.model_serves and s.ranking is not None and s.ranking.uses_reranker
     if uses:
         part.orders_why = "the model reads the reranker's logit itself: weight/depth unread; scale/shift only calibrate"
+    elif s.model_serves:
+        part.orders_why = "the model's order stands: weight unread; depth picks the top N scored for not covered; scale/shift only calibrate"
     elif p.weight > 0:
         part.orders, part.orders_why = 2, "U + weight*ce over the top depth; scale/shift only calibrate (split, not covered)"
     else:

@@ -110,7 +110,7 @@ class Reranker:
         score as its ``rank_score``), then the rest in their order (their ``rank_score`` at most the last reranked one's:
         :func:`~service.retrieval.passage.descending`); the first ``top_k``."""
         head = list(hits[: self.params.depth])
-        ce = self.logits(query, [self.params.passage_text(h.passage.title, h.passage.text) for h in head]).tolist()
+        ce = self._head_logits(query, head)
         keys = [h.order_key for h in head]
         combined = self.params.combined(keys, ce).tolist()
         order = order_by(combined)
@@ -124,3 +124,18 @@ class Reranker:
             for i in order
         ]
         return descending(scored + list(hits[self.params.depth :]))[:top_k]
+
+    def scored(self, query: str, hits: Sequence[RankedHit], top_k: int) -> list[RankedHit]:
+        """The first ``top_k`` of ``hits`` in their order, the top ``params.depth`` with the reranker's calibrated score
+        and its logit as the feature ``rerank`` (what "not covered" reads), their ``rank_score`` unchanged: for an
+        order that stands (a ranking model's, whose score does not read the logit)."""
+        head = list(hits[: self.params.depth])
+        ce = self._head_logits(query, head)
+        scored = [
+            replace(h, rerank_score=round(self.params.calibrated(v), 6), features=replace(h.features, rerank=v))
+            for h, v in zip(head, ce, strict=True)
+        ]
+        return (scored + list(hits[self.params.depth :]))[:top_k]
+
+    def _head_logits(self, query: str, head: Sequence[RankedHit]) -> list[float]:
+        return self.logits(query, [self.params.passage_text(h.passage.title, h.passage.text) for h in head]).tolist()
