@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from filelock import FileLock, Timeout
+from pydantic import TypeAdapter, ValidationError
 
 Kind = Literal["index", "router", "retriever", "reranker"]
 KINDS: tuple[Kind, ...] = ("index", "router", "retriever", "reranker")
@@ -51,6 +52,16 @@ def load_fitted(path: Path | None, from_json: Callable[[dict[str, Any], str], _F
     if path is None or not path.is_file():
         return None
     return from_json(json.loads(path.read_text(encoding="utf-8")), f"{path.parent.name}/{path.name}")
+
+
+def read_stored(adapter: TypeAdapter[_Fitted], data: Any, name: str) -> _Fitted:
+    """The stored form ``data`` read (validated) by ``adapter``; ValueError naming ``name`` (its file) and each field
+    that is missing or invalid."""
+    try:
+        return adapter.validate_python(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'object'}: {e['msg']}" for e in exc.errors(include_url=False))
+        raise ValueError(f"{name}: incomplete or invalid ({problems})") from exc
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -13,6 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import SerializerFunctionWrapHandler, TypeAdapter, model_serializer
+
+from service.artifacts import read_stored
 from service.choices import Choice
 
 
@@ -50,22 +53,22 @@ class FitDecision:
             return f"default: fitted one measured worse out of sample ({figures} default)"
         return f"fitted on {self.questions} labelled questions, no worse out of sample ({figures} default)"
 
+    @model_serializer(mode="wrap")
+    def _with_says(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The stored form carries :meth:`says` for its readers (it is not read back)."""
+        return {**handler(self), "says": self.says()}
+
     def to_json(self) -> dict[str, Any]:
-        return {
-            "verdict": self.verdict.value,
-            "questions": self.questions,
-            "needed": self.needed,
-            "metric": self.metric,
-            "fitted": self.fitted,
-            "default": self.default,
-            "says": self.says(),
-        }
+        """The stored form (in a fitted decision's ``fit.decision``)."""
+        return _STORED.dump_python(self, mode="json")
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> FitDecision:
-        return cls(
-            Verdict(data["verdict"]), int(data["questions"]), int(data["needed"]), str(data["metric"]), data.get("fitted"), data.get("default")
-        )
+    def from_json(cls, data: Mapping[str, Any], name: str = "fit.decision") -> FitDecision:
+        """Read the stored form (``says`` ignored); ValueError naming ``name`` when a field is missing or invalid."""
+        return read_stored(_STORED, data, name)
+
+
+_STORED = TypeAdapter(FitDecision)
 
 
 def decision_of(fit: Mapping[str, Any] | None) -> FitDecision | None:

@@ -19,11 +19,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import Field, TypeAdapter
 from scipy.special import expit
 
-from service.artifacts import Registry, load_fitted, write_json_atomic
+from service.artifacts import Registry, load_fitted, read_stored, write_json_atomic
 from service.retrieval.passage import RankedHit
 
 ABSTENTION_FILE = "abstention.json"
@@ -87,7 +88,7 @@ class AbstentionModel:
     threshold: float
     target_false_refusal: float
     fit: dict[str, Any] = field(default_factory=dict)
-    name: str = ABSTENTION_FILE
+    name: Annotated[str, Field(exclude=True)] = ABSTENTION_FILE  # the file it was read from: not stored
 
     def confidence(self, evidence: Evidence) -> float:
         """P(the documentation covers the question) under the fitted model."""
@@ -101,14 +102,16 @@ class AbstentionModel:
         return Confidence(value >= self.threshold, round(value, 6), round(self.threshold, 6), _round(evidence), self.name)
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("name")
-        return d
+        """The stored form (``abstention.json``)."""
+        return _STORED.dump_python(self, mode="json")
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], name: str = ABSTENTION_FILE) -> AbstentionModel:
-        keys = ("features", "mean", "scale", "coef", "intercept", "threshold", "target_false_refusal", "fit")
-        return cls(**{k: data[k] for k in keys if k in data}, name=name)
+        """Read the stored form, named ``name``; ValueError naming it when a field is missing or of the wrong type."""
+        return read_stored(_STORED, {**data, "name": name}, name)
+
+
+_STORED = TypeAdapter(AbstentionModel)
 
 
 def undecided(evidence: Evidence) -> Confidence:

@@ -18,12 +18,14 @@ version's folder, or the index version's without a router); it serves only when 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from service.artifacts import Registry, load_fitted, write_json_atomic
+from pydantic import Field, TypeAdapter
+
+from service.artifacts import Registry, load_fitted, read_stored, write_json_atomic
 from service.decisions import decision_of
 from service.retrieval.passage import RankedHit
 
@@ -40,7 +42,7 @@ class AnswerPolicy:
     margin: float
     continue_gap: float | None
     fit: dict[str, Any] = field(default_factory=dict)
-    name: str = ANSWER_POLICY_FILE
+    name: Annotated[str, Field(exclude=True)] = ANSWER_POLICY_FILE  # the file it was read from: not stored
 
     @property
     def serves(self) -> bool:
@@ -77,14 +79,16 @@ class AnswerPolicy:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("name")
-        return d
+        """The stored form (``answer.json``)."""
+        return _STORED.dump_python(self, mode="json")
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], name: str = ANSWER_POLICY_FILE) -> AnswerPolicy:
-        keys = ("sources", "term_weight", "margin", "continue_gap", "fit")
-        return cls(**{k: data[k] for k in keys if k in data}, name=name)
+    def from_json(cls, data: Mapping[str, Any], name: str = ANSWER_POLICY_FILE) -> AnswerPolicy:
+        """Read the stored form, named ``name``; ValueError naming it when a field is missing or of the wrong type."""
+        return read_stored(_STORED, {**data, "name": name}, name)
+
+
+_STORED = TypeAdapter(AnswerPolicy)
 
 
 def next_doc_id(doc_id: str) -> str | None:

@@ -70,7 +70,7 @@ class Reranker:
     @classmethod
     def load(cls, path: Path, version: str, *, backend: RerankBackend | None = None, threads: int | None = None) -> Reranker:
         """The version in ``path`` (its ``rerank.json`` must exist); ``threads``: ONNX Runtime's intra-op threads."""
-        params = RerankParams.from_json(json.loads((Path(path) / PARAMS_FILE).read_text(encoding="utf-8")))
+        params = RerankParams.from_json(json.loads((Path(path) / PARAMS_FILE).read_text(encoding="utf-8")), f"{Path(path).name}/{PARAMS_FILE}")
         return cls(path, version, params, backend=backend, threads=threads)
 
     def with_params(self, params: RerankParams) -> Reranker:

@@ -10,11 +10,14 @@ each passage as ``title: text`` (the way it was trained), so the page and sectio
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from pydantic import TypeAdapter
 from scipy.special import expit
+
+from service.artifacts import read_stored
 
 PARAMS_FILE = "rerank.json"
 
@@ -48,18 +51,17 @@ class RerankParams:
         return float(expit(max(-50.0, min(50.0, z))))  # z bounded as when math.exp needed it: scores unchanged
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The stored form (``rerank.json``)."""
+        return _STORED.dump_python(self, mode="json")
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RerankParams:
-        return cls(
-            weight=float(data["weight"]),
-            depth=int(data["depth"]),
-            scale=float(data.get("scale", 1.0)),
-            shift=float(data.get("shift", 0.0)),
-            max_length=int(data.get("max_length", 128)),
-            titles=bool(data.get("titles", False)),
-        )
+    def from_json(cls, data: Mapping[str, Any], name: str = PARAMS_FILE) -> RerankParams:
+        """Read the stored form (a field a version saved before it existed: its default); ValueError naming ``name``
+        when a field is missing or of the wrong type."""
+        return read_stored(_STORED, data, name)
+
+
+_STORED = TypeAdapter(RerankParams)
 
 
 def passage_text(title: str, text: str, *, titles: bool) -> str:

@@ -25,16 +25,32 @@ confirmed, until a refresh fits the prior on it.
 from __future__ import annotations
 
 import base64
-import binascii
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import PlainSerializer, PlainValidator, SerializerFunctionWrapHandler, TypeAdapter, model_serializer
 
+from service.artifacts import read_stored
 from service.retrieval.passage import point_id
 from service.retrieval.unified import demotion, page_bonus
+
+
+def _vector(stored: object) -> np.ndarray:
+    """A question's vector from its stored form (little-endian float16, base64); ValueError when it is none."""
+    if not isinstance(stored, str):
+        raise ValueError(f"a question's vector is stored as base64 text, not {type(stored).__name__}")
+    return np.frombuffer(base64.b64decode(stored, validate=True), dtype="<f2").astype(np.float32)
+
+
+def _stored_vector(vector: np.ndarray) -> str:
+    """A question's vector as stored: float16, little-endian, base64."""
+    return base64.b64encode(np.asarray(vector, dtype="<f2").tobytes()).decode("ascii")
+
+
+StoredVector = Annotated[np.ndarray, PlainValidator(_vector), PlainSerializer(_stored_vector, return_type=str)]
 
 
 @dataclass(frozen=True)
@@ -47,7 +63,7 @@ class PagePrior:
     answers: Mapping[str, Sequence[str]]  # qid -> gold doc_ids of each labelled question counted
     penalty: float = 0.0  # a known answer's U lowered by penalty * (match - c) ...
     match: float = 1.0  # ... when its nearest counted question is at cosine c < match from the question
-    questions: Mapping[str, np.ndarray] = field(default_factory=dict, compare=False)  # qid -> its query vector (unit)
+    questions: Mapping[str, StoredVector] = field(default_factory=dict, compare=False)  # qid -> its query vector (unit)
     page_of: Mapping[str, str] = field(init=False, repr=False, compare=False)  # doc_id -> its page, for the members
     pages: Mapping[str, int] = field(init=False, repr=False, compare=False)  # page -> questions counted there
     bonus: Mapping[str, float] = field(init=False, repr=False, compare=False)  # point id -> weight * log(1 + n)
@@ -126,33 +142,23 @@ class PagePrior:
         gone = set(gold_doc_ids)
         return replace(self, answers={q: ids for q, ids in self.answers.items() if gone.isdisjoint(ids)})
 
+    @model_serializer(mode="wrap")
+    def _with_pages(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The stored form carries ``pages`` for its readers (recounted from ``answers`` when read)."""
+        return {**handler(self), "pages": dict(self.pages)}
+
     def to_json(self) -> dict[str, Any]:
-        return {
-            "weight": self.weight,
-            "depth": self.depth,
-            "pages": dict(self.pages),  # for reading; recounted from ``answers`` when loaded
-            "members": {p: list(ids) for p, ids in self.members.items()},
-            "answers": {q: list(ids) for q, ids in self.answers.items()},
-            "penalty": self.penalty,
-            "match": self.match,
-            "questions": {q: base64.b64encode(np.asarray(v, dtype="<f2").tobytes()).decode("ascii") for q, v in self.questions.items()},  # float16
-        }
+        """The stored form (``fitted.page_prior`` in ``router.json``; the question vectors as float16)."""
+        return _STORED.dump_python(self, mode="json")
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> PagePrior:
-        """Read the stored form; ValueError when a field is missing or invalid."""
-        try:
-            return cls(
-                weight=float(data["weight"]),
-                depth=int(data["depth"]),
-                members={str(p): [str(d) for d in ids] for p, ids in data["members"].items()},
-                answers={str(q): [str(d) for d in ids] for q, ids in data["answers"].items()},
-                penalty=float(data.get("penalty", 0.0)),  # older routers: no known answers
-                match=float(data.get("match", 1.0)),
-                questions={str(q): _vector(v) for q, v in (data.get("questions") or {}).items()},
-            )
-        except (KeyError, TypeError, AttributeError, binascii.Error) as exc:
-            raise ValueError(f"stored page prior is incomplete: {exc!r}") from exc
+    def from_json(cls, data: Mapping[str, Any], name: str = "stored page prior") -> PagePrior:
+        """Read the stored form (a prior of an older release: no penalty, match or questions); ValueError naming
+        ``name`` when a field is missing or invalid."""
+        return read_stored(_STORED, data, name)
+
+
+_STORED = TypeAdapter(PagePrior)
 
 
 @dataclass(frozen=True)
@@ -223,8 +229,3 @@ def _unit(v: np.ndarray) -> np.ndarray:
     v = np.asarray(v, dtype=np.float32).reshape(-1)
     n = float(np.linalg.norm(v))
     return v / n if n > 0 else v
-
-
-def _vector(stored: str) -> np.ndarray:
-    """A question's vector from its stored form (little-endian float16, base64)."""
-    return np.frombuffer(base64.b64decode(stored, validate=True), dtype="<f2").astype(np.float32)

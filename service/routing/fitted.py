@@ -18,6 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import SerializerFunctionWrapHandler, TypeAdapter, model_serializer, model_validator
+
+from service.artifacts import read_stored
 from service.retrieval.page_prior import PagePrior
 from service.routing.fusion import FusionParams
 
@@ -51,31 +54,33 @@ class RouterFitted:
         """The page prior when it changes a ranking, else None."""
         return self.page_prior if self.page_prior is not None and self.page_prior.active else None
 
+    @model_validator(mode="before")
     @classmethod
-    def from_json(cls, data: Mapping[str, Any] | None) -> RouterFitted:
-        """Read the stored form (None or an empty object: nothing fitted). A stored ``fusion`` that is empty counts as
-        not fitted, as the fused strategy has always read it; ValueError when it is not a FusionParams."""
-        data = dict(data or {})
-        calibration = data.pop(CALIBRATION, None)
-        fusion = data.pop(FUSION, None)
-        prior = data.pop(PAGE_PRIOR, None)
-        if fusion:
-            try:
-                params: FusionParams | None = FusionParams.from_dict(fusion)
-            except TypeError as exc:  # a missing field
-                raise ValueError(f"stored fusion parameters are incomplete: {exc}") from exc
-        else:
-            params = None
-        page_prior = PagePrior.from_json(prior) if prior else None
-        return cls(calibration=dict(calibration) if calibration else None, fusion=params, page_prior=page_prior, extra=data)
+    def _from_stored(cls, data: Any) -> Any:
+        """The stored form's keys as fields: a key absent or empty is not fitted (an empty ``fusion`` too, as the fused
+        strategy has always read it), a key this release does not know goes to ``extra``."""
+        if data is None:
+            return {}
+        if not isinstance(data, Mapping):
+            return data  # refused as not an object
+        known = (CALIBRATION, FUSION, PAGE_PRIOR)
+        return {**{k: data[k] for k in known if data.get(k)}, "extra": {k: v for k, v in data.items() if k not in known}}
+
+    @model_serializer(mode="wrap")
+    def _to_stored(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The stored form: ``extra``'s keys beside what was fitted (a field not fitted is left out)."""
+        out = handler(self)
+        return {**out.pop("extra"), **{k: v for k, v in out.items() if v}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None, name: str = "router.json's fitted") -> RouterFitted:
+        """Read the stored form (None or an empty object: nothing fitted); ValueError naming ``name`` when a fitted
+        value is incomplete or of the wrong type."""
+        return read_stored(_STORED, data, name)
 
     def to_json(self) -> dict[str, Any]:
         """The stored form (only what was fitted)."""
-        out: dict[str, Any] = dict(self.extra)
-        if self.calibration:
-            out[CALIBRATION] = dict(self.calibration)
-        if self.fusion is not None:
-            out[FUSION] = self.fusion.as_dict()
-        if self.page_prior is not None:
-            out[PAGE_PRIOR] = self.page_prior.to_json()
-        return out
+        return _STORED.dump_python(self, mode="json")
+
+
+_STORED = TypeAdapter(RouterFitted)

@@ -24,7 +24,7 @@ and sharpness 0 ranks by raw s like uis.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -56,12 +56,6 @@ class FusionParams:
     def paper(cls, tau0: float, evidence_k: int = 20) -> FusionParams:
         """The MKP-QA formula: q = p, U = p * s+, the gate with ``tau0``, no fallback to every domain."""
         return cls(w_prior=1.0, w_best=0.0, w_share=0.0, bias=0.0, sharpness=1.0, tau0=tau0, unsure=0.0, evidence_k=evidence_k)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> FusionParams:
-        """Read stored parameters (unknown keys are ignored)."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -12,11 +12,13 @@ answer is for one product, as before the rule existed.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from service.artifacts import Registry, load_fitted, write_json_atomic
+from pydantic import Field, TypeAdapter
+
+from service.artifacts import Registry, load_fitted, read_stored, write_json_atomic
 from service.retrieval.passage import RankedHit
 
 SPLIT_FILE = "split.json"
@@ -31,7 +33,7 @@ class SplitRule:
     max_gap: float | None
     max_groups: int = MAX_GROUPS
     fit: dict[str, Any] = field(default_factory=dict)
-    name: str = SPLIT_FILE
+    name: Annotated[str, Field(exclude=True)] = SPLIT_FILE  # the file it was read from: not stored
 
     def candidates(self, probabilities: Mapping[str, float]) -> list[str]:
         """The products that may answer, best p_j first: the first always, then those within ``min_ratio`` of it."""
@@ -51,14 +53,16 @@ class SplitRule:
         return [candidates[0]] + [d for d in candidates[1:] if d in best and (floor is None or best[d] >= floor)]
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("name")
-        return d
+        """The stored form (``split.json``)."""
+        return _STORED.dump_python(self, mode="json")
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], name: str = SPLIT_FILE) -> SplitRule:
-        keys = ("min_ratio", "max_gap", "max_groups", "fit")
-        return cls(**{k: data[k] for k in keys if k in data}, name=name)
+        """Read the stored form, named ``name``; ValueError naming it when a field is missing or of the wrong type."""
+        return read_stored(_STORED, {**data, "name": name}, name)
+
+
+_STORED = TypeAdapter(SplitRule)
 
 
 def best_score(hits: Sequence[RankedHit]) -> float | None:

@@ -67,6 +67,17 @@ def test_too_few_questions_keep_the_default_without_measuring_the_fit() -> None:
     assert FitDecision.from_json(d.to_json()) == d and decision_of({"decision": d.to_json()}) == d and decision_of({}) is None
 
 
+def test_a_stored_decision_says_its_verdict_reads_back_without_it_and_is_refused_when_corrupted() -> None:
+    d = FitDecision(Verdict.WORSE, 40, 30, "answer F1", 0.41, 0.45)
+    stored = d.to_json()
+    assert stored["says"] == d.says() and stored["verdict"] == "worse"  # for its readers; not read back
+    assert FitDecision.from_json({**stored, "says": "anything"}) == d
+    with pytest.raises(ValueError, match=r"fit.decision: incomplete or invalid \(verdict: Input should be 'fitted', 'too_few' or 'worse'"):
+        decision_of({"decision": {**stored, "verdict": "better"}})
+    with pytest.raises(ValueError, match=r"r1/answer.json: incomplete or invalid \(needed: Field required"):
+        FitDecision.from_json({k: v for k, v in stored.items() if k != "needed"}, "r1/answer.json")
+
+
 def test_four_validation_questions_serve_the_default_that_fits_headings_and_the_training_questions() -> None:
     """The done-when's case: 16 labelled questions, 4 held out. The default serves, fitted on the heading questions
     and every labelled in-scope question against the home's out-of-scope questions and the general ones at the

@@ -65,7 +65,7 @@ def test_a_prior_reads_back_as_it_was_written_and_old_routers_have_none():
     assert back.page_prior == prior and back.page_prior is not None and back.page_prior.bonus == prior.bonus
     assert RouterFitted.from_json({"calibration": {"temperature": 1.0}}).page_prior is None  # a router of an older release
     assert not PagePrior(weight=0.0, depth=10, members={"faq": ["faq#0"]}, answers={"q1": ["faq#0"]}).active
-    with pytest.raises(ValueError, match="page prior"):
+    with pytest.raises(ValueError, match="page_prior.members: Field required"):
         RouterFitted.from_json({"page_prior": {"weight": 0.1, "depth": 10}})
 
 
@@ -160,6 +160,8 @@ def test_the_known_answers_read_back_as_written_and_older_priors_demote_nothing(
     assert PagePrior.from_json(old).penalty == 0.0 and not PagePrior.from_json(old).demotes
     with pytest.raises(ValueError, match="page prior"):
         PagePrior.from_json({**stored, "questions": {"q1": "not base64!"}})
+    with pytest.raises(ValueError, match="page prior: incomplete or invalid \\(questions.q1: Value error, a question's vector is stored as base64"):
+        PagePrior.from_json({**stored, "questions": {"q1": [0.1, 0.2]}})
 
 
 def _known_answer_questions(n: int, rng: np.random.Generator, *, first_known: bool) -> tuple[list[FitQuestion], Pages]:
