@@ -4,6 +4,10 @@ The first Ctrl-C asks the loop to stop after the current step: it writes a check
 :class:`TrainingInterrupted` (the active versions are untouched). A second Ctrl-C aborts at once,
 keeping the last checkpoint written before. Checkpoints are written to a temporary folder and
 renamed into place, so ``<dir>/last`` is always a complete checkpoint.
+
+The retriever's loop writes and reads these checkpoints; the reranker, trained by sentence-transformers'
+``CrossEncoderTrainer``, uses only :class:`StopFlag` and :class:`TrainingInterrupted` here (its checkpoints are the
+trainer's ``checkpoint-<step>`` folders, whose ``trainer_state.json`` :func:`load_checkpoint_state` also reads).
 """
 
 from __future__ import annotations

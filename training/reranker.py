@@ -2,33 +2,37 @@
 
 Each step takes ``batch_size`` in-scope questions, each with its gold passage and ``negatives`` hard negatives
 drawn from the ranking it will rerank, and ``oos_per_step`` out-of-scope questions with their top candidates. One
-forward pass scores every pair; the loss is sentence-transformers' cross-encoder
-:class:`~sentence_transformers.cross_encoder.losses.MultipleNegativesRankingLoss` on the raw logits (a softmax
-cross-entropy: the gold passage against its hard negatives and one in-batch negative) plus a binary cross-entropy
-of the gold pairs (1) against the out-of-scope pairs (0), which sets the logit's level across questions (what "not
-covered" reads) without pushing the hard negatives, often half-relevant, far down.
+forward pass scores every pair; the loss is a softmax cross-entropy of the gold passage against its hard negatives
+and one in-batch negative (sentence-transformers' cross-encoder ``MultipleNegativesRankingLoss`` on the raw
+logits, scale 1) plus a binary cross-entropy of the gold pairs (1) against the out-of-scope pairs (0), which sets
+the logit's level across questions (what "not covered" reads) without pushing the hard negatives, often
+half-relevant, far down.
 
-A plain loop rather than ``CrossEncoderTrainer``: the in-scope groups and the out-of-scope pairs share one
-forward pass, and the loop keeps the retriever's checkpoint-and-Ctrl-C behaviour (training/checkpoint.py).
+sentence-transformers' ``CrossEncoderTrainer`` runs the steps: AdamW with a linear warm-up, gradient clipping,
+bf16 autocast (``--precision``), checkpoints every ``checkpoint_every`` steps (``checkpoint_dir/checkpoint-N``,
+the newest kept), ``--resume`` and the random state (dropout) come from the library. The steps' batches are drawn
+here, each from a generator seeded by its step, written out in order as one row per question
+(:func:`_step_rows`) and handed to the trainer unshuffled (:func:`_in_order`), so a resumed run sees the batches
+an uninterrupted one does; :class:`RerankerLoss` turns a batch's rows into the pairs of its one forward pass.
+Ctrl-C (:class:`~training.checkpoint.StopFlag`) ends the step with a checkpoint through a trainer callback (:func:`_stop_callback`).
 """
 
 from __future__ import annotations
 
 import random
-import time
-from dataclasses import asdict
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
 from service.compute import MODEL_LOCK
 from service.retrieval.encoder import packaged_minilm_path
-from training.checkpoint import StopFlag, TrainingInterrupted, load_checkpoint_state, load_extra, save_checkpoint
+from training.checkpoint import StopFlag, TrainingInterrupted
 from training.configs import RerankerConfig
 from training.dropout import NO_DROPOUT
-from training.precision import autocast, resolve
+from training.precision import TrainingPrecision, resolve
 from training.reranker_data import Candidates
 
 
@@ -65,34 +69,109 @@ def _group(c: Candidates, k: int, rng: random.Random) -> tuple[str, list[str]]:
     return pos, picked
 
 
-def _batch(in_scope: list[Candidates], oos: list[Candidates], cfg: RerankerConfig, rng: random.Random) -> tuple[list[tuple[str, str]], int]:
-    """Pairs of one step: in-scope groups column by column (positives, in-batch negatives, hard negatives),
-    then the out-of-scope pairs; and the number of in-scope questions."""
+def _step_rows(in_scope: list[Candidates], oos: list[Candidates], cfg: RerankerConfig, step: int) -> list[tuple[str, list[str], int, int]]:
+    """The rows of one step, drawn from a generator seeded by the step: (question, passages, how many of them are
+    read, label). Each in-scope question (label 1) with its gold passage, one in-batch negative and its hard
+    negatives; then each out-of-scope question (label 0) with its first ``negatives + 1`` candidates (fewer where
+    its ranking is shorter; the row padded with empty strings, not read)."""
+    rng = random.Random(f"{cfg.seed}:{step}")
     chosen = rng.sample(in_scope, min(cfg.batch_size, len(in_scope)))
     groups = [_group(c, cfg.negatives, rng) for c in chosen]
-    qs = [c.query for c in chosen]
-    b = len(qs)
-    pairs = [(q, g[0]) for q, g in zip(qs, groups, strict=True)]
-    # one in-batch negative: the next question's gold passage (a hard negative where it is this question's own)
-    pairs += [(q, groups[(i + 1) % b][0] if groups[(i + 1) % b][0] != groups[i][0] else groups[i][1][0]) for i, q in enumerate(qs)]
-    for j in range(cfg.negatives):
-        pairs += [(q, g[1][j]) for q, g in zip(qs, groups, strict=True)]
+    b = len(chosen)
+    rows: list[tuple[str, list[str], int, int]] = []
+    for i, (c, (pos, hard)) in enumerate(zip(chosen, groups, strict=True)):
+        # one in-batch negative: the next question's gold passage (a hard negative where it is this question's own)
+        nxt = groups[(i + 1) % b][0]
+        rows.append((c.query, [pos, nxt if nxt != pos else hard[0], *hard], 2 + cfg.negatives, 1))
+    width = 2 + cfg.negatives
     for c in rng.sample(oos, min(cfg.oos_per_step, len(oos))):
-        pairs += [(c.query, t) for t in c.texts[: cfg.negatives + 1]]
-    return pairs, b
+        texts = list(c.texts[: cfg.negatives + 1])
+        rows.append((c.query, texts + [""] * (width - len(texts)), len(texts), 0))
+    return rows
 
 
-def _loss(model, pairs: list[tuple[str, str]], b: int, cfg: RerankerConfig, ranking_loss) -> torch.Tensor:  # noqa: ANN001
-    """Ranking loss over the in-scope columns plus binary cross-entropy of the gold pairs against the out-of-scope ones."""
-    inputs = {k: v.to(model.device) if isinstance(v, torch.Tensor) else v for k, v in model.preprocess(pairs).items()}
-    logits = model(inputs)["scores"].reshape(-1)
-    columns = 2 + cfg.negatives
-    grouped = [logits[i * b : (i + 1) * b] for i in range(columns)]
-    level = torch.cat([logits[:b], logits[columns * b :]])
-    labels = torch.zeros_like(level)
-    labels[:b] = 1.0
-    bce = torch.nn.functional.binary_cross_entropy_with_logits(level, labels)
-    return ranking_loss.calculate_loss(grouped, b) + bce
+def _dataset(in_scope: list[Candidates], oos: list[Candidates], cfg: RerankerConfig) -> tuple[Any, int]:
+    """Every step's rows, step after step, as a ``datasets.Dataset`` (columns ``query``, ``p0``.., ``read``,
+    ``label``), and the rows of a step."""
+    from datasets import Dataset, Features, Value
+
+    width = 2 + cfg.negatives
+    columns: dict[str, list[Any]] = {"query": [], **{f"p{j}": [] for j in range(width)}, "read": [], "label": []}
+    per_step = 0
+    for step in range(cfg.steps):
+        rows = _step_rows(in_scope, oos, cfg, step)
+        per_step = len(rows)
+        for query, passages, read, label in rows:
+            columns["query"].append(query)
+            for j, text in enumerate(passages):
+                columns[f"p{j}"].append(text)
+            columns["read"].append(read)
+            columns["label"].append(label)
+    texts = {f"p{j}": Value("string") for j in range(width)}
+    features = Features({"query": Value("string"), **texts, "read": Value("int64"), "label": Value("int64")})
+    return Dataset.from_dict(columns, features=features), per_step
+
+
+def _in_order(dataset: Any, batch_size: int, drop_last: bool, valid_label_columns: list[str] | None = None, **kwargs: Any) -> Any:
+    """The trainer's batch sampler: the rows in their order (a step's batch is the rows :func:`_step_rows` drew for it)."""
+    from sentence_transformers.base.sampler import DefaultBatchSampler
+    from torch.utils.data import SequentialSampler
+
+    return DefaultBatchSampler(
+        SequentialSampler(range(len(dataset))),  # its first argument is the sampler of indices
+        batch_size=batch_size,
+        drop_last=drop_last,
+        valid_label_columns=valid_label_columns,
+        **kwargs,  # the generator and seed, unused: nothing is shuffled
+    )
+
+
+class RerankerLoss(torch.nn.Module):
+    """The reranker's loss on one batch of :func:`_step_rows`, in one forward pass of its pairs: ``ranking``, the
+    softmax cross-entropy of each in-scope question's gold passage among its passages (the cross-encoder
+    ``MultipleNegativesRankingLoss`` on raw logits, scale 1), and ``level``, the binary cross-entropy of the gold
+    pairs (1) against every out-of-scope pair (0). The trainer adds the two and logs each."""
+
+    def __init__(self, model: Any) -> None:
+        super().__init__()
+        self.model = model  # the trainer's optimiser takes the parameters from here
+
+    def forward(self, inputs: list[list[Any]], labels: torch.Tensor, prompt: str | None = None, task: str | None = None) -> dict[str, torch.Tensor]:
+        """``inputs``: the columns (queries, passages ``p0``.., how many passages a row reads); ``labels``: 1 for an
+        in-scope row, 0 for an out-of-scope one."""
+        from sentence_transformers.util import batch_to_device
+
+        queries, columns, read = inputs[0], inputs[1:-1], inputs[-1]
+        flags = [bool(x) for x in labels.tolist()]
+        ins = [i for i, f in enumerate(flags) if f]
+        outs = [i for i, f in enumerate(flags) if not f]
+        b = len(ins)
+        # in-scope pairs column by column (golds, in-batch negatives, hard negatives), then the out-of-scope pairs
+        pairs = [(queries[i], col[i]) for col in columns for i in ins]
+        pairs += [(queries[i], col[i]) for i in outs for col in columns[: int(read[i])]]
+        features = batch_to_device(self.model.preprocess(pairs, prompt=prompt, task=task), self.model.device)
+        logits = self.model(features)["scores"].reshape(-1).float()
+        grouped = logits[: len(columns) * b].reshape(len(columns), b).T  # (question, passage): the gold first
+        ranking = torch.nn.functional.cross_entropy(grouped, torch.zeros(b, dtype=torch.long, device=logits.device))
+        level = torch.cat([logits[:b], logits[len(columns) * b :]])
+        target = torch.zeros_like(level)
+        target[:b] = 1.0
+        return {"ranking": ranking, "level": torch.nn.functional.binary_cross_entropy_with_logits(level, target)}
+
+
+def _stop_callback(stop: StopFlag, save: bool) -> Any:
+    """A trainer callback for Ctrl-C (the :class:`StopFlag`): end training after the current step, with a
+    checkpoint where there is a folder (``save``)."""
+    from transformers import TrainerCallback
+
+    class StopCallback(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+            if stop.requested:
+                control.should_training_stop = True
+                control.should_save = save
+            return control
+
+    return StopCallback()
 
 
 def train_reranker(
@@ -106,74 +185,75 @@ def train_reranker(
     checkpoint_dir: Path | None = None,
     resume: Path | None = None,
     device: str = "cpu",
+    log_history: list[dict[str, float]] | None = None,
 ):  # noqa: ANN201 - a CrossEncoder
     """Fine-tune the cross-encoder for ``config.steps`` steps on ``device``; returns the trained model.
 
-    Checkpoints go to ``checkpoint_dir/last`` every ``checkpoint_every`` steps and when ``stop`` is requested
-    (which then raises :class:`TrainingInterrupted`); ``resume`` continues from one."""
-    from sentence_transformers.cross_encoder.losses import MultipleNegativesRankingLoss
+    Checkpoints go to ``checkpoint_dir/checkpoint-<step>`` (the newest kept) every ``checkpoint_every`` steps and
+    when ``stop`` is requested (which then raises :class:`TrainingInterrupted` naming it); ``resume`` continues from
+    one. ``log_history``, when given, receives the trainer's log entries (step, loss and its two terms)."""
+    from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
+    from transformers.trainer_callback import PrinterCallback
 
     usable = [c for c in in_scope if any(c.gold)]
     if not usable:
         raise ValueError("no reranker question has a gold passage among its candidates")
-    torch.manual_seed(config.seed)
-    state = {"global_step": 0}
-    source: str | Path | None = base_model
-    if resume:
-        state.update(load_checkpoint_state(resume))
-        source = Path(resume) / "model"
-    model = cross_encoder(source, config.max_length, device, layers=config.layers, dropout=config.dropout)
+    torch.manual_seed(config.seed)  # the new classification head's initial weights
+    model = cross_encoder(Path(resume) if resume else base_model, config.max_length, device, layers=config.layers, dropout=config.dropout)
     if config.freeze_embeddings:
         model.model.get_input_embeddings().weight.requires_grad_(False)
-    ranking_loss = MultipleNegativesRankingLoss(model, num_negatives=None, scale=1.0, activation_fn=None)
-    opt, sched = _optimizer(model, config, resume)
-    stop = stop or StopFlag()
+    dataset, per_step = _dataset(usable, oos, config)
     precision = resolve(config.precision, device)  # once: ``auto`` reads the CPU's flags
-    model.train()
-    with MODEL_LOCK, tqdm(total=config.steps, initial=state["global_step"], desc="training reranker", unit="step", disable=not progress) as bar:
-        while state["global_step"] < config.steps:
-            rng = random.Random(f"{config.seed}:{state['global_step']}")
-            pairs, b = _batch(usable, oos, config, rng)
-            with autocast(precision, device):
-                loss = _loss(model, pairs, b, config, ranking_loss)
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
-            opt.step()
-            sched.step()
-            state["global_step"] += 1
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss.item():.4f}")
-            if stop.requested or (checkpoint_dir and config.checkpoint_every and state["global_step"] % config.checkpoint_every == 0):
-                where = _checkpoint(checkpoint_dir, model, state, config, opt, sched)
-                if stop.requested:
-                    model.eval()
-                    raise TrainingInterrupted(where)
-    model.eval()
+    stop = stop or StopFlag()
+    with tempfile.TemporaryDirectory(prefix="fedqa-reranker-") as scratch:
+        out = Path(checkpoint_dir) if checkpoint_dir else Path(scratch)
+        if checkpoint_dir:
+            _drop_stale_checkpoints(out, keep=Path(resume) if resume else None)
+        args = CrossEncoderTrainingArguments(
+            output_dir=str(out),
+            max_steps=config.steps,
+            per_device_train_batch_size=per_step,
+            batch_sampler=_in_order,
+            learning_rate=config.lr,
+            lr_scheduler_type="linear",
+            warmup_steps=int(config.warmup_ratio * config.steps),
+            weight_decay=0.01,
+            max_grad_norm=1.0,
+            bf16=precision is TrainingPrecision.BF16,
+            use_cpu=torch.device(device).type == "cpu",
+            seed=config.seed,
+            save_strategy="steps" if checkpoint_dir and config.checkpoint_every else "no",
+            save_steps=config.checkpoint_every or config.steps,
+            save_total_limit=1,
+            logging_steps=max(1, config.steps // 20),
+            report_to="none",
+            disable_tqdm=not progress,
+            dataloader_drop_last=False,
+        )
+        trainer = CrossEncoderTrainer(
+            model=model,
+            args=args,
+            train_dataset=dataset,
+            loss=RerankerLoss(model),
+            callbacks=[_stop_callback(stop, save=checkpoint_dir is not None)],
+        )
+        trainer.remove_callback(PrinterCallback)  # without a progress bar: no printed log lines
+        with MODEL_LOCK:
+            trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+        if log_history is not None:
+            log_history.extend(trainer.state.log_history)
+        model.eval()
+        if stop.requested:
+            saved = out / f"checkpoint-{trainer.state.global_step}" if checkpoint_dir else None
+            raise TrainingInterrupted(saved if saved and saved.is_dir() else None)
     return model
 
 
-def _optimizer(model, cfg: RerankerConfig, resume: Path | None) -> tuple[Any, Any]:  # noqa: ANN001
-    """AdamW over the trainable weights with a linear warm-up schedule (restored when resuming)."""
-    from transformers import get_linear_schedule_with_warmup
-
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=0.01)
-    sched = get_linear_schedule_with_warmup(opt, int(cfg.warmup_ratio * cfg.steps), cfg.steps)
-    if resume:
-        for obj, name in ((opt, "optimizer"), (sched, "scheduler")):
-            saved = load_extra(Path(resume), name)
-            if saved is not None:
-                obj.load_state_dict(saved)
-    return opt, sched
-
-
-def _checkpoint(checkpoint_dir: Path | None, model, state: dict[str, int], cfg: RerankerConfig, opt: Any, sched: Any) -> Path | None:  # noqa: ANN001
-    """Save the run so far (model, optimizer, scheduler, position); None without a checkpoint folder."""
-    if checkpoint_dir is None:
-        return None
-    return save_checkpoint(
-        Path(checkpoint_dir),
-        lambda p: model.save(str(p)),
-        {**state, "config": asdict(cfg), "kind": "reranker", "saved": time.time()},
-        {"optimizer": opt.state_dict(), "scheduler": sched.state_dict()},
-    )
+def _drop_stale_checkpoints(folder: Path, keep: Path | None) -> None:
+    """Remove an earlier run's ``checkpoint-*`` folders (but ``keep``): the trainer keeps the newest by step, which
+    could otherwise be a stale one instead of this run's."""
+    if not folder.is_dir():
+        return
+    for old in folder.glob("checkpoint-*"):
+        if old.is_dir() and (keep is None or old.resolve() != keep.resolve()):
+            shutil.rmtree(old, ignore_errors=True)

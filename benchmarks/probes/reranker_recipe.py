@@ -8,7 +8,8 @@ through the serving pipeline, as ``fedqa train reranker`` computes them, and kep
 is then trained with the given recipe and its logits on the validation rankings give: the fitted combination
 (training/reranker_fit.py: weight, depth, Acc@1 before/after, the 5-fold figure) and, with ``--oos``, the AUC of the
 best combined score between the validation questions and those out-of-scope questions (what "not covered" can read).
-Prints one JSON object.
+Prints one JSON object (with ``loss_log``: the training loss and its two terms, ranking and level, averaged over
+each twentieth of the steps).
 """
 
 from __future__ import annotations
@@ -101,12 +102,17 @@ def main() -> None:
     t0 = time.perf_counter()
     cands = _load(args, cfg)
     t_train = time.perf_counter()
-    model = train_reranker(cands["in_scope"], cands["oos"], config=cfg, base_model=args.base_model, progress=False, device=args.device)
+    history: list[dict[str, float]] = []
+    model = train_reranker(
+        cands["in_scope"], cands["oos"], config=cfg, base_model=args.base_model, progress=False, device=args.device, log_history=history
+    )
     train_s = time.perf_counter() - t_train
     val = cands["val"]
     ces = [np.asarray(model.predict([(c.query, t) for t in c.texts], activation_fn=None, batch_size=32)).reshape(-1) for c in val]
     fit = fit_combination(val, ces, max_depth=30, seed=0)
     out = {"recipe": vars(args), "train_s": round(train_s, 1), "total_s": round(time.perf_counter() - t0, 1), "fit": fit.__dict__}
+    # the training loss (and its two terms) averaged over each logging interval, by step
+    out["loss_log"] = [{k: h[k] for k in ("step", "loss", "ranking", "level") if k in h} for h in history if "loss" in h]
     ce_only = float(np.mean([c.gold[int(np.argmax(ce[:20]))] for c, ce in zip(val, ces, strict=True)]))
     out["ce_alone_acc1_top20"] = ce_only
     if "test_oos" in cands:
