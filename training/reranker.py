@@ -192,7 +192,7 @@ def train_reranker(
     Checkpoints go to ``checkpoint_dir/checkpoint-<step>`` (the newest kept) every ``checkpoint_every`` steps and
     when ``stop`` is requested (which then raises :class:`TrainingInterrupted` naming it); ``resume`` continues from
     one. ``log_history``, when given, receives the trainer's log entries (step, loss and its two terms)."""
-    from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
+    from sentence_transformers.cross_encoder import CrossEncoderTrainer
     from transformers.trainer_callback import PrinterCallback
 
     usable = [c for c in in_scope if any(c.gold)]
@@ -209,27 +209,7 @@ def train_reranker(
         out = Path(checkpoint_dir) if checkpoint_dir else Path(scratch)
         if checkpoint_dir:
             _drop_stale_checkpoints(out, keep=Path(resume) if resume else None)
-        args = CrossEncoderTrainingArguments(
-            output_dir=str(out),
-            max_steps=config.steps,
-            per_device_train_batch_size=per_step,
-            batch_sampler=_in_order,
-            learning_rate=config.lr,
-            lr_scheduler_type="linear",
-            warmup_steps=int(config.warmup_ratio * config.steps),
-            weight_decay=0.01,
-            max_grad_norm=1.0,
-            bf16=precision is TrainingPrecision.BF16,
-            use_cpu=torch.device(device).type == "cpu",
-            seed=config.seed,
-            save_strategy="steps" if checkpoint_dir and config.checkpoint_every else "no",
-            save_steps=config.checkpoint_every or config.steps,
-            save_total_limit=1,
-            logging_steps=max(1, config.steps // 20),
-            report_to="none",
-            disable_tqdm=not progress,
-            dataloader_drop_last=False,
-        )
+        args = _arguments(config, out, per_step, precision, device, checkpoints=checkpoint_dir is not None, progress=progress)
         trainer = CrossEncoderTrainer(
             model=model,
             args=args,
@@ -247,6 +227,37 @@ def train_reranker(
             saved = out / f"checkpoint-{trainer.state.global_step}" if checkpoint_dir else None
             raise TrainingInterrupted(saved if saved and saved.is_dir() else None)
     return model
+
+
+def _arguments(
+    config: RerankerConfig, out: Path, per_step: int, precision: TrainingPrecision, device: str, *, checkpoints: bool, progress: bool
+) -> Any:
+    """The trainer's arguments for the recipe: ``per_step`` rows a step read in order, AdamW (weight decay 0.01) with a
+    linear warm-up, clipping at 1.0, bf16 autocast where chosen, checkpoints in ``out`` every ``checkpoint_every``
+    steps (with ``checkpoints``; the newest kept), no reporting integration."""
+    from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments
+
+    return CrossEncoderTrainingArguments(
+        output_dir=str(out),
+        max_steps=config.steps,
+        per_device_train_batch_size=per_step,
+        batch_sampler=_in_order,
+        learning_rate=config.lr,
+        lr_scheduler_type="linear",
+        warmup_steps=int(config.warmup_ratio * config.steps),
+        weight_decay=0.01,
+        max_grad_norm=1.0,
+        bf16=precision is TrainingPrecision.BF16,
+        use_cpu=torch.device(device).type == "cpu",
+        seed=config.seed,
+        save_strategy="steps" if checkpoints and config.checkpoint_every else "no",
+        save_steps=config.checkpoint_every or config.steps,
+        save_total_limit=1,
+        logging_steps=max(1, config.steps // 20),
+        report_to="none",
+        disable_tqdm=not progress,
+        dataloader_drop_last=False,
+    )
 
 
 def _drop_stale_checkpoints(folder: Path, keep: Path | None) -> None:
