@@ -109,33 +109,23 @@ class Reranker:
         score with a lexical index; each with its calibrated score, its logit as the feature ``rerank`` and the combined
         score as its ``rank_score``), then the rest in their order (their ``rank_score`` at most the last reranked one's:
         :func:`~service.retrieval.passage.descending`); the first ``top_k``."""
-        head = list(hits[: self.params.depth])
-        ce = self._head_logits(query, head)
-        keys = [h.order_key for h in head]
-        combined = self.params.combined(keys, ce).tolist()
-        order = order_by(combined)
-        scored = [
-            replace(
-                head[i],
-                rerank_score=round(self.params.calibrated(ce[i]), 6),
-                rank_score=combined[i],
-                features=replace(head[i].features, rerank=ce[i]),
-            )
-            for i in order
-        ]
+        head = self._scored_head(query, hits)
+        combined = self.params.combined([h.order_key for h in head], [h.features.rerank or 0.0 for h in head]).tolist()
+        scored = [replace(head[i], rank_score=combined[i]) for i in order_by(combined)]
         return descending(scored + list(hits[self.params.depth :]))[:top_k]
 
     def scored(self, query: str, hits: Sequence[RankedHit], top_k: int) -> list[RankedHit]:
         """The first ``top_k`` of ``hits`` in their order, the top ``params.depth`` with the reranker's calibrated score
         and its logit as the feature ``rerank`` (what "not covered" reads), their ``rank_score`` unchanged: for an
         order that stands (a ranking model's, whose score does not read the logit)."""
-        head = list(hits[: self.params.depth])
-        ce = self._head_logits(query, head)
-        scored = [
+        return (self._scored_head(query, hits) + list(hits[self.params.depth :]))[:top_k]
+
+    def _scored_head(self, query: str, hits: Sequence[RankedHit]) -> list[RankedHit]:
+        """The top ``params.depth`` of ``hits`` in their order, each with its calibrated score and its logit as the
+        feature ``rerank``."""
+        head = hits[: self.params.depth]
+        ce = self.logits(query, [self.params.passage_text(h.passage.title, h.passage.text) for h in head]).tolist()
+        return [
             replace(h, rerank_score=round(self.params.calibrated(v), 6), features=replace(h.features, rerank=v))
             for h, v in zip(head, ce, strict=True)
         ]
-        return (scored + list(hits[self.params.depth :]))[:top_k]
-
-    def _head_logits(self, query: str, head: Sequence[RankedHit]) -> list[float]:
-        return self.logits(query, [self.params.passage_text(h.passage.title, h.passage.text) for h in head]).tolist()
