@@ -32,21 +32,21 @@ from service.generation.abstention import FEATURES  # noqa: E402
 from service.queries import load_queries  # noqa: E402
 from training.abstention import SOURCED, choose_features, confidences, fit  # noqa: E402
 from training.data.general import general_negatives  # noqa: E402
+from training.guard import assigned_folds, permuted_folds  # noqa: E402
 
 
 def _rates(ev_in: np.ndarray, ev_out: np.ndarray, target: np.ndarray, *, false_refusal: float, folds: int, seed: int) -> tuple[float, np.ndarray]:
     """k-fold over the in-scope questions: (in-scope refusal rate, per-target-question refused share over the folds)."""
-    fold = np.random.default_rng(seed).permutation(len(ev_in)) % folds
     refused_in = 0
     refused_target = np.zeros(len(target))
-    for k in range(folds):
-        train_in = ev_in[fold != k]
-        feats = choose_features(train_in, ev_out, false_refusal=false_refusal, folds=folds, seed=seed)["features"]
-        model = fit(train_in, ev_out, false_refusal=false_refusal, features=feats)
-        refused_in += int((confidences(model, ev_in[fold == k]) < model.threshold).sum())
+    splits = assigned_folds(permuted_folds(len(ev_in), folds, np.random.default_rng(seed)))
+    for train, test in splits:
+        feats = choose_features(ev_in[train], ev_out, false_refusal=false_refusal, folds=folds, seed=seed)["features"]
+        model = fit(ev_in[train], ev_out, false_refusal=false_refusal, features=feats)
+        refused_in += int((confidences(model, ev_in[test]) < model.threshold).sum())
         if len(target):
             refused_target += confidences(model, target) < model.threshold
-    return refused_in / len(ev_in), refused_target / folds
+    return refused_in / len(ev_in), refused_target / max(1, len(splits))
 
 
 def main(argv: list[str] | None = None) -> int:

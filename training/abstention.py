@@ -27,6 +27,7 @@ from service.generation.abstention import FEATURES, AbstentionModel, Evidence, a
 from service.queries import LabelledQuery
 from service.retrieval.strategies import DEFAULT_STRATEGY
 from training.fallback import decide
+from training.guard import assigned_folds, permuted_folds
 from training.page_prior import unseen
 from training.versions import fitted_on, save_beside_router
 
@@ -125,16 +126,17 @@ def out_of_fold(
     """k-fold decisions: whether each in-scope question is refused and each out-of-scope one answered not_covered by
     a model fitted on the other folds; and each fold's figures."""
     rng = np.random.default_rng(seed)
-    fin = rng.permutation(len(in_scope)) % folds
-    fout = rng.permutation(len(out_of_scope)) % folds
-    refused = np.zeros(len(in_scope), dtype=bool)
+    n = len(in_scope)
+    fold = np.concatenate([permuted_folds(n, folds, rng), permuted_folds(len(out_of_scope), folds, rng)])
+    refused = np.zeros(n, dtype=bool)
     abstained = np.zeros(len(out_of_scope), dtype=bool)
     per_fold = []
-    for k in range(folds):
-        model = fit(in_scope[fin != k], out_of_scope[fout != k], false_refusal=false_refusal, features=features)
-        refused[fin == k] = confidences(model, in_scope[fin == k]) < model.threshold
-        abstained[fout == k] = confidences(model, out_of_scope[fout == k]) < model.threshold
-        per_fold.append(measure(model, in_scope[fin == k], out_of_scope[fout == k]))
+    for train, test in assigned_folds(fold):  # indices into in-scope then out-of-scope rows
+        model = fit(in_scope[train[train < n]], out_of_scope[train[train >= n] - n], false_refusal=false_refusal, features=features)
+        held_in, held_out = in_scope[test[test < n]], out_of_scope[test[test >= n] - n]
+        refused[test[test < n]] = confidences(model, held_in) < model.threshold
+        abstained[test[test >= n] - n] = confidences(model, held_out) < model.threshold
+        per_fold.append(measure(model, held_in, held_out))
     return refused, abstained, per_fold
 
 

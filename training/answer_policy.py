@@ -27,6 +27,7 @@ from service.generation.extractive import ExtractConfig, SentenceVectors, by_mea
 from service.queries import LabelledQuery
 from service.retrieval.passage import RankedHit
 from training.fallback import decide
+from training.guard import assigned_folds, permuted_folds
 from training.page_prior import unseen
 from training.versions import fitted_on, save_beside_router
 
@@ -110,11 +111,9 @@ def best_row(matrix: np.ndarray, columns: np.ndarray | None = None) -> int:
 
 def cross_fitted_f1(matrix: np.ndarray, *, folds: int = 5, seed: int = 0) -> float:
     """Mean F1 over the cases, each answered by the policy chosen on the other folds."""
-    fold = np.random.default_rng(seed).permutation(matrix.shape[1]) % folds
     scores = np.zeros(matrix.shape[1])
-    for k in range(folds):
-        if (fold == k).any() and (fold != k).any():
-            scores[fold == k] = matrix[best_row(matrix, fold != k), fold == k]
+    for train, test in assigned_folds(permuted_folds(matrix.shape[1], folds, np.random.default_rng(seed))):
+        scores[test] = matrix[best_row(matrix, train), test]
     return float(scores.mean())
 
 

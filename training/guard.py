@@ -31,4 +31,17 @@ def crossfit_folds(n: int, folds: int, seed: int = 0) -> list[tuple[np.ndarray, 
     random.Random(seed).shuffle(order)
     test_fold = np.empty(n, dtype=np.int64)
     test_fold[order] = np.arange(n) % folds
-    return [(train, test) for train, test in PredefinedSplit(test_fold).split() if len(train)]
+    return assigned_folds(test_fold)
+
+
+def permuted_folds(n: int, folds: int, rng: np.random.Generator) -> np.ndarray:
+    """Each of ``n`` items' fold: a permutation drawn from ``rng`` dealt round-robin into ``folds`` folds."""
+    return rng.permutation(n) % max(1, folds)
+
+
+def assigned_folds(test_fold: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(train, test) indices of each fold of the assignment ``test_fold`` (scikit-learn's PredefinedSplit), in fold
+    order; a fold with no item, or with nothing to train on, is left out."""
+    if not len(test_fold):
+        return []
+    return [(train, test) for train, test in PredefinedSplit(np.asarray(test_fold)).split() if len(train)]

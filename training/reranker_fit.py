@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from service.reranking.params import RerankParams, reranked_order
-from training.guard import pays
+from training.guard import assigned_folds, pays, permuted_folds
 from training.reranker_data import Candidates
 
 #: The grid the combination is chosen from (the weight of the cross-encoder's logit beside U, the depth reranked).
@@ -69,11 +69,8 @@ def fit_combination(cands: Sequence[Candidates], ces: Sequence[np.ndarray], *, m
     weight, depth, acc = _choose(cands, ces, depths)
     crossfit, wins, losses = None, 0, 0
     if len(cands) >= 2 * folds:
-        fold = np.random.default_rng(seed).permutation(len(cands)) % folds
         held = np.zeros(len(cands), dtype=bool)
-        for k in range(folds):
-            train = [i for i in range(len(cands)) if fold[i] != k]
-            test = [i for i in range(len(cands)) if fold[i] == k]
+        for train, test in assigned_folds(permuted_folds(len(cands), folds, np.random.default_rng(seed))):
             w, d, _ = _choose([cands[i] for i in train], [ces[i] for i in train], depths)
             held[test] = top1_correct([cands[i] for i in test], [ces[i] for i in test], w, d)
         crossfit = float(held.mean())

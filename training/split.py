@@ -30,6 +30,7 @@ from service.config import Settings
 from service.queries import LabelledQuery
 from service.routing.split import SplitRule, best_score, save_split, split_path
 from training.fallback import decide
+from training.guard import assigned_folds, permuted_folds
 from training.page_prior import unseen
 from training.versions import fitted_on, report_in_metrics, save_beside_router
 
@@ -154,13 +155,10 @@ def choose(cases: Sequence[SplitCase]) -> SplitRule:
 
 def cross_validate(cases: Sequence[SplitCase], *, folds: int = 5, seed: int = 0) -> dict[str, Any]:
     """k-fold figures: each fold's questions decided by the rule chosen on the other folds."""
-    fold = np.random.default_rng(seed).permutation(len(cases)) % max(1, folds)
-    decided: list[dict[str, Any]] = []
-    for k in range(folds):
-        test = [c for c, f in zip(cases, fold, strict=True) if f == k]
-        train = [c for c, f in zip(cases, fold, strict=True) if f != k]
-        if test and train:
-            decided.append(measure(choose(train), test))
+    decided = [
+        measure(choose([cases[i] for i in train]), [cases[i] for i in test])
+        for train, test in assigned_folds(permuted_folds(len(cases), folds, np.random.default_rng(seed)))
+    ]
     n = sum(m["questions"] for m in decided)
     keys = ("hit_by_product", "acc_at_top1", "mean_groups", "one_group_share")
     return {"folds": folds, "questions": n, **{k: round(sum(m[k] * m["questions"] for m in decided) / max(1, n), 4) for k in keys}}

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from service.config import get_settings  # noqa: E402
 from service.loading import load_pipeline  # noqa: E402
 from training.data.dataset import TrainingData  # noqa: E402
+from training.guard import assigned_folds, permuted_folds  # noqa: E402
 from training.reranker_data import with_candidates  # noqa: E402
 
 WEIGHTS = [0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0]
@@ -89,16 +90,13 @@ def main() -> None:
         "bm25_alone_candidates": float(np.mean([c.gold[int(np.argmax(b))] for c, b in zip(cands, bm, strict=True) if c.texts])),
         "acc1_by_weight": {str(w): round(float(_acc(cands, bm, w).mean()), 3) for w in WEIGHTS},
     }
-    rng = np.random.default_rng(0)
-    fold = rng.permutation(len(cands)) % args.folds
     per_weight = np.stack([_acc(cands, bm, w) for w in WEIGHTS])  # weights x questions
     held = np.zeros(len(cands), dtype=bool)
     chosen = []
-    for k in range(args.folds):
-        train = fold != k
+    for train, test in assigned_folds(permuted_folds(len(cands), args.folds, np.random.default_rng(0))):
         w = int(np.argmax(per_weight[:, train].mean(axis=1)))
         chosen.append(WEIGHTS[w])
-        held[~train] = per_weight[w, ~train]
+        held[test] = per_weight[w, test]
     out["crossfit"] = {"acc1": float(held.mean()), "weights": chosen}
     by_id = {d["doc_id"]: d for d in docs}
     missed = [(q, c) for q, c in zip(qs, cands, strict=True) if not (c.gold and c.gold[0])]

@@ -36,6 +36,7 @@ from service.queries import load_queries  # noqa: E402
 from service.retrieval.strategies import DEFAULT_STRATEGY  # noqa: E402
 from service.retrieval.vocabulary import Vocabulary, passage_terms  # noqa: E402
 from training.data.general import general_negatives  # noqa: E402
+from training.guard import assigned_folds, permuted_folds  # noqa: E402
 from training.page_prior import unseen  # noqa: E402
 
 BASE = [f for f in FEATURES if f != "uncovered"]
@@ -84,9 +85,8 @@ def _decision(x_in: np.ndarray, x_out: np.ndarray, target: float, model: str, oo
     score = _fit(x_in, x_out, model)
     conf = score(x_in)
     if oof:  # each in-scope fitting question scored by a model fitted without its fold
-        fold = np.random.default_rng(0).permutation(len(x_in)) % 5
-        for k in range(5):
-            conf[fold == k] = _fit(x_in[fold != k], x_out, model)(x_in[fold == k])
+        for train, test in assigned_folds(permuted_folds(len(x_in), 5, np.random.default_rng(0))):
+            conf[test] = _fit(x_in[train], x_out, model)(x_in[test])
     return score, float(np.quantile(conf, target, method="lower"))
 
 
@@ -116,7 +116,7 @@ def main() -> None:
     variants += [("base + uncovered, poly2", served, "poly2", False), ("base + uncovered, gbm", served, "gbm", False)]
     variants += [("base + uncovered, oof threshold", served, "logistic", True)]
     products = sorted({product[q.qid] for q in oos})
-    fold = np.random.default_rng(0).permutation(len(x_in)) % 5
+    splits = assigned_folds(permuted_folds(len(x_in), 5, np.random.default_rng(0)))
     for target in args.false_refusal:
         for label, cols, model, oof in variants:
             refused_in, shares = 0, {}
@@ -124,13 +124,13 @@ def main() -> None:
                 mine = np.array([product[q.qid] == p for q in oos])
                 neg = np.vstack([x_oos[~mine], x_gen])[:, cols]
                 hit = np.zeros(int(mine.sum()))
-                for k in range(5):
-                    score, threshold = _decision(x_in[fold != k][:, cols], neg, target, model, oof)
-                    refused_in += int((score(x_in[fold == k][:, cols]) < threshold).sum())
+                for train, test in splits:
+                    score, threshold = _decision(x_in[train][:, cols], neg, target, model, oof)
+                    refused_in += int((score(x_in[test][:, cols]) < threshold).sum())
                     hit += score(x_oos[mine][:, cols]) < threshold
                 is_named = np.array([q.qid in named for q, m in zip(oos, mine, strict=True) if m])
                 if is_named.any():
-                    shares[p] = float((hit / 5)[is_named].mean())
+                    shares[p] = float((hit / len(splits))[is_named].mean())
             mean = float(np.mean(list(shares.values()))) if shares else float("nan")
             per = " ".join(f"{p} {v:.3f}" for p, v in shares.items())
             fr = refused_in / (len(x_in) * len(products))

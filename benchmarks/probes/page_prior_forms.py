@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from service.config import get_settings  # noqa: E402
 from service.loading import load_pipeline  # noqa: E402
 from training.data.dataset import TrainingData  # noqa: E402
+from training.guard import assigned_folds, permuted_folds  # noqa: E402
 from training.reranker_data import with_candidates  # noqa: E402
 
 WEIGHTS = [0.0, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5]
@@ -50,7 +51,7 @@ def main() -> None:
         cands = with_candidates(pipeline, qs, ["labelled"] * len(qs), depth=args.depth, passages=None)
     finally:
         pipeline.close()
-    fold = np.random.default_rng(0).permutation(len(cands)) % args.folds
+    splits = assigned_folds(permuted_folds(len(cands), args.folds, np.random.default_rng(0)))
     out: dict = {"questions": len(cands), "depth": args.depth}
     for count_name, origins in COUNTS.items():
         counts: dict[str, int] = {}
@@ -69,9 +70,8 @@ def main() -> None:
                 ]
             ).astype(float)
             held = np.zeros(len(cands))
-            for k in range(args.folds):
-                rest = fold != k
-                held[~rest] = per[int(np.argmax(per[:, rest].mean(axis=1))), ~rest]
+            for rest, test in splits:
+                held[test] = per[int(np.argmax(per[:, rest].mean(axis=1))), test]
             out[f"{form_name} / {count_name}"] = {
                 "by_weight": {str(w): round(float(a), 3) for w, a in zip(WEIGHTS, per.mean(axis=1), strict=True)},
                 "crossfit": round(float(held.mean()), 3),

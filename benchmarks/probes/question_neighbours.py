@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from service.config import get_settings  # noqa: E402
 from service.loading import load_pipeline  # noqa: E402
 from training.data.dataset import TrainingData  # noqa: E402
+from training.guard import assigned_folds, permuted_folds  # noqa: E402
 from training.reranker_data import with_candidates  # noqa: E402
 
 A_GRID = [0.0, 0.02, 0.03, 0.05, 0.075]
@@ -34,11 +35,9 @@ B_GRID = [0.0, 0.01, 0.02, 0.05, 0.1, 0.2]
 
 def _crossfit(per: np.ndarray, folds: int) -> float:
     """per: (settings, questions) 0/1; the setting chosen on k-1 folds, scored on the k-th."""
-    fold = np.random.default_rng(0).permutation(per.shape[1]) % folds
     held = np.zeros(per.shape[1])
-    for k in range(folds):
-        rest = fold != k
-        held[~rest] = per[int(np.argmax(per[:, rest].mean(axis=1))), ~rest]
+    for rest, test in assigned_folds(permuted_folds(per.shape[1], folds, np.random.default_rng(0))):
+        held[test] = per[int(np.argmax(per[:, rest].mean(axis=1))), test]
     return round(float(held.mean()), 3)
 
 
