@@ -11,16 +11,16 @@ half-relevant, far down.
 sentence-transformers' ``CrossEncoderTrainer`` runs the steps: AdamW with a linear warm-up, gradient clipping,
 bf16 autocast (``--precision``), checkpoints every ``checkpoint_every`` steps (``checkpoint_dir/checkpoint-N``,
 the newest kept), ``--resume`` and the random state (dropout) come from the library. The steps' batches are drawn
-here, each from a generator seeded by its step, written out in order as one row per question
-(:func:`_step_rows`) and handed to the trainer unshuffled (:func:`_in_order`), so a resumed run sees the batches
+here, each from a generator seeded by its step, written out in order as one row per question (:func:`_step_rows`)
+and handed to the trainer unshuffled (:func:`~training.trainer_parts.in_order`), so a resumed run sees the batches
 an uninterrupted one does; :class:`RerankerLoss` turns a batch's rows into the pairs of its one forward pass.
-Ctrl-C (:class:`~training.checkpoint.StopFlag`) ends the step with a checkpoint through a trainer callback (:func:`_stop_callback`).
+Ctrl-C (:class:`~training.checkpoint.StopFlag`) ends the step with a checkpoint through a trainer callback
+(:func:`~training.trainer_parts.stop_callback`).
 """
 
 from __future__ import annotations
 
 import random
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -29,11 +29,12 @@ import torch
 
 from service.compute import MODEL_LOCK
 from service.retrieval.encoder import packaged_minilm_path
-from training.checkpoint import StopFlag, TrainingInterrupted
+from training.checkpoint import StopFlag
 from training.configs import RerankerConfig
 from training.dropout import NO_DROPOUT
 from training.precision import TrainingPrecision, resolve
 from training.reranker_data import Candidates
+from training.trainer_parts import check_resumable, drop_stale_checkpoints, in_order, interrupted, stop_callback
 
 
 def cross_encoder(source: str | Path | None, max_length: int, device: str = "cpu", *, layers: int | None = None, dropout: bool = True):  # noqa: ANN201 - a sentence_transformers CrossEncoder
@@ -112,20 +113,6 @@ def _dataset(in_scope: list[Candidates], oos: list[Candidates], cfg: RerankerCon
     return Dataset.from_dict(columns, features=features), per_step
 
 
-def _in_order(dataset: Any, batch_size: int, drop_last: bool, valid_label_columns: list[str] | None = None, **kwargs: Any) -> Any:
-    """The trainer's batch sampler: the rows in their order (a step's batch is the rows :func:`_step_rows` drew for it)."""
-    from sentence_transformers.base.sampler import DefaultBatchSampler
-    from torch.utils.data import SequentialSampler
-
-    return DefaultBatchSampler(
-        SequentialSampler(range(len(dataset))),  # its first argument is the sampler of indices
-        batch_size=batch_size,
-        drop_last=drop_last,
-        valid_label_columns=valid_label_columns,
-        **kwargs,  # the generator and seed, unused: nothing is shuffled
-    )
-
-
 class RerankerLoss(torch.nn.Module):
     """The reranker's loss on one batch of :func:`_step_rows`, in one forward pass of its pairs: ``ranking``, the
     softmax cross-entropy of each in-scope question's gold passage among its passages (the cross-encoder
@@ -159,21 +146,6 @@ class RerankerLoss(torch.nn.Module):
         return {"ranking": ranking, "level": torch.nn.functional.binary_cross_entropy_with_logits(level, target)}
 
 
-def _stop_callback(stop: StopFlag, save: bool) -> Any:
-    """A trainer callback for Ctrl-C (the :class:`StopFlag`): end training after the current step, with a
-    checkpoint where there is a folder (``save``)."""
-    from transformers import TrainerCallback
-
-    class StopCallback(TrainerCallback):
-        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-            if stop.requested:
-                control.should_training_stop = True
-                control.should_save = save
-            return control
-
-    return StopCallback()
-
-
 def train_reranker(
     in_scope: list[Candidates],
     oos: list[Candidates],
@@ -198,6 +170,8 @@ def train_reranker(
     usable = [c for c in in_scope if any(c.gold)]
     if not usable:
         raise ValueError("no reranker question has a gold passage among its candidates")
+    if resume:
+        check_resumable(Path(resume))
     torch.manual_seed(config.seed)  # the new classification head's initial weights
     model = cross_encoder(Path(resume) if resume else base_model, config.max_length, device, layers=config.layers, dropout=config.dropout)
     if config.freeze_embeddings:
@@ -208,14 +182,14 @@ def train_reranker(
     with tempfile.TemporaryDirectory(prefix="fedqa-reranker-") as scratch:
         out = Path(checkpoint_dir) if checkpoint_dir else Path(scratch)
         if checkpoint_dir:
-            _drop_stale_checkpoints(out, keep=Path(resume) if resume else None)
+            drop_stale_checkpoints(out, keep=Path(resume) if resume else None)
         args = _arguments(config, out, per_step, precision, device, checkpoints=checkpoint_dir is not None, progress=progress)
         trainer = CrossEncoderTrainer(
             model=model,
             args=args,
             train_dataset=dataset,
             loss=RerankerLoss(model),
-            callbacks=[_stop_callback(stop, save=checkpoint_dir is not None)],
+            callbacks=[stop_callback(stop, save=checkpoint_dir is not None)],
         )
         trainer.remove_callback(PrinterCallback)  # without a progress bar: no printed log lines
         with MODEL_LOCK:
@@ -224,8 +198,7 @@ def train_reranker(
             log_history.extend(trainer.state.log_history)
         model.eval()
         if stop.requested:
-            saved = out / f"checkpoint-{trainer.state.global_step}" if checkpoint_dir else None
-            raise TrainingInterrupted(saved if saved and saved.is_dir() else None)
+            raise interrupted(out, trainer.state.global_step, saved=checkpoint_dir is not None)
     return model
 
 
@@ -241,7 +214,7 @@ def _arguments(
         output_dir=str(out),
         max_steps=config.steps,
         per_device_train_batch_size=per_step,
-        batch_sampler=_in_order,
+        batch_sampler=in_order,
         learning_rate=config.lr,
         lr_scheduler_type="linear",
         warmup_steps=int(config.warmup_ratio * config.steps),
@@ -258,13 +231,3 @@ def _arguments(
         disable_tqdm=not progress,
         dataloader_drop_last=False,
     )
-
-
-def _drop_stale_checkpoints(folder: Path, keep: Path | None) -> None:
-    """Remove an earlier run's ``checkpoint-*`` folders (but ``keep``): the trainer keeps the newest by step, which
-    could otherwise be a stale one instead of this run's."""
-    if not folder.is_dir():
-        return
-    for old in folder.glob("checkpoint-*"):
-        if old.is_dir() and (keep is None or old.resolve() != keep.resolve()):
-            shutil.rmtree(old, ignore_errors=True)

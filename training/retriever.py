@@ -6,17 +6,22 @@ passages (up to ``max_positives``) and ``negatives_per_query`` hard negatives; e
 query's passages are in-batch negatives. The loss is
 :class:`training.losses.SymmetricInfoNCELoss` (several positives per query count as positives).
 
-A plain torch loop rather than ``SentenceTransformerTrainer``: batches are built per query with
-a variable number of gold passages and a positive mask over deduplicated passages, which the
-trainer's fixed-column collator cannot express, and the loop keeps the CPU path lean (no
-datasets conversion, no evaluator plumbing) with a checkpoint every N steps and a clean Ctrl-C.
+sentence-transformers' ``SentenceTransformerTrainer`` runs the steps: AdamW with a linear warm-up, gradient
+clipping, bf16 autocast (``--precision``), checkpoints every ``checkpoint_every`` steps
+(``checkpoint_dir/checkpoint-N``, the newest kept), ``--resume`` and the random state (dropout) come from the
+library. The batches are built here, as the hand-written loop this replaced built them: each epoch shuffles the
+examples with a generator seeded by the epoch, and a step's batch (its queries, the deduplicated passages of
+their gold and hard-negative sets, the positive mask between them) is one row of the dataset (:func:`_dataset`),
+read in order one row a step (:func:`~training.trainer_parts.in_order`) and tokenised by :func:`_collator` into
+the two columns and the label the loss takes. Ctrl-C (:class:`~training.checkpoint.StopFlag`) ends the step with
+a checkpoint through a trainer callback (:func:`~training.trainer_parts.stop_callback`).
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import random
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -26,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from service.artifacts import Registry
 from service.compute import MODEL_LOCK
@@ -35,12 +39,13 @@ from service.evaluation.retrieval_metrics import ranking_means
 from service.queries import LabelledQuery
 from service.retrieval.encoder import packaged_minilm_path
 from service.retrieval.passage import Passage
-from training.checkpoint import StopFlag, TrainingInterrupted, load_checkpoint_state, load_extra, save_checkpoint
+from training.checkpoint import StopFlag, TrainingInterrupted
 from training.configs import RetrieverConfig
 from training.data.dataset import RetrieverExample, TrainingData
 from training.dropout import NO_DROPOUT
 from training.losses.symmetric_infonce import SymmetricInfoNCELoss, positive_mask
-from training.precision import TrainingPrecision, autocast, resolve
+from training.precision import TrainingPrecision, resolve
+from training.trainer_parts import check_resumable, drop_stale_checkpoints, in_order, interrupted, stop_callback
 from training.versions import save_version
 
 if TYPE_CHECKING:
@@ -88,6 +93,44 @@ def _batch_texts(
     return queries, golds, doc_ids, [passages[d].text for d in doc_ids]
 
 
+def _dataset(usable: Sequence[RetrieverExample], passages: dict[str, Passage], cfg: RetrieverConfig) -> Any:
+    """Every step's batch, epoch after epoch, as one row of a ``datasets.Dataset``: ``queries``, ``passages`` (the
+    batch's deduplicated passage texts) and ``label`` (the positive mask, queries by passages). Each epoch's order
+    is the examples shuffled by a generator seeded by the epoch, cut into ``batch_size`` questions (the last batch
+    shorter)."""
+    from datasets import Dataset, Features, List, Value
+
+    columns: dict[str, list[Any]] = {"queries": [], "passages": [], "label": []}
+    for epoch in range(cfg.epochs):
+        order = list(range(len(usable)))
+        random.Random(f"{cfg.seed}:{epoch}").shuffle(order)
+        for start in range(0, len(order), cfg.batch_size):
+            queries, golds, doc_ids, texts = _batch_texts([usable[i] for i in order[start : start + cfg.batch_size]], passages, cfg)
+            columns["queries"].append(queries)
+            columns["passages"].append(texts)
+            columns["label"].append(positive_mask(golds, doc_ids).tolist())
+    features = Features({"queries": List(Value("string")), "passages": List(Value("string")), "label": List(List(Value("bool")))})
+    return Dataset.from_dict(columns, features=features)
+
+
+def _collator(model: SentenceTransformer) -> Any:
+    """The trainer's collator for :func:`_dataset`'s rows, one a step: the row's queries and passages tokenised as
+    the columns ``queries`` and ``passages`` (which the trainer hands to the loss in that order) and its mask as the
+    label. The library's own collator tokenises one text per row and column, where a step has its own number of
+    queries, of passages and a mask between them."""
+    from sentence_transformers.sentence_transformer.data_collator import SentenceTransformerDataCollator
+
+    class StepCollator(SentenceTransformerDataCollator):
+        def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+            (row,) = features
+            batch: dict[str, Any] = {"label": torch.tensor(row["label"], dtype=torch.bool)}
+            for column in ("queries", "passages"):
+                batch.update({f"{column}_{key}": value for key, value in self.preprocess_fn(row[column]).items()})
+            return batch
+
+    return StepCollator(preprocess_fn=model.preprocess)
+
+
 def train_retriever(
     examples: Sequence[RetrieverExample],
     passages: dict[str, Passage],
@@ -101,53 +144,72 @@ def train_retriever(
 ) -> SentenceTransformer:
     """Fine-tune the bi-encoder on ``examples``; returns the trained SentenceTransformer.
 
-    Checkpoints (model, optimizer, scheduler, position) go to ``checkpoint_dir/last`` every
-    ``checkpoint_every`` steps and when ``stop`` is requested, which then raises
-    :class:`TrainingInterrupted`. ``resume`` continues from a checkpoint with the same examples.
+    Checkpoints go to ``checkpoint_dir/checkpoint-<step>`` (the newest kept) every ``checkpoint_every`` steps and
+    when ``stop`` is requested (which then raises :class:`TrainingInterrupted` naming it); ``resume`` continues
+    from one with the same examples.
     """
+    from sentence_transformers import SentenceTransformerTrainer
+    from transformers.trainer_callback import PrinterCallback
+
     cfg = config or RetrieverConfig()
     usable = [e for e in examples if any(p in passages for p in e.positives)]
     if not usable:
         raise ValueError("no retriever example has a gold passage in the training set's passages")
-    random.seed(cfg.seed)
-    np.random.seed(cfg.seed)
-    torch.manual_seed(cfg.seed)
-    state = {"epoch": 0, "step_in_epoch": 0, "global_step": 0}
-    source = Path(base_model) if base_model else packaged_minilm_path()
     if resume:
-        state.update(load_checkpoint_state(resume))
-        source = Path(resume) / "model"
-    model = sentence_transformer(source, cfg)
+        check_resumable(Path(resume))
+    model = sentence_transformer(Path(resume) if resume else Path(base_model) if base_model else packaged_minilm_path(), cfg)
     if cfg.freeze_embeddings:  # half the weights; frozen, CPU steps are faster and few examples overfit less
         model[0].auto_model.get_input_embeddings().weight.requires_grad_(False)
-    per_epoch = (len(usable) + cfg.batch_size - 1) // cfg.batch_size
-    total_steps = per_epoch * cfg.epochs
-    opt, sched = _optimizer(model, cfg, total_steps, resume)
-    step = functools.partial(_step, model, SymmetricInfoNCELoss(model, temperature=cfg.temperature), opt, sched, precision=resolve(cfg.precision))
+    dataset = _dataset(usable, passages, cfg)
     stop = stop or StopFlag()
-    checkpoint = functools.partial(_checkpoint, checkpoint_dir, model, state, cfg, len(usable), opt, sched)
-
-    model.train()
-    with MODEL_LOCK, tqdm(total=total_steps, initial=state["global_step"], desc="training retriever", unit="step", disable=not progress) as bar:
-        while state["epoch"] < cfg.epochs:
-            order = list(range(len(usable)))
-            random.Random(f"{cfg.seed}:{state['epoch']}").shuffle(order)
-            running = None
-            for b in range(state["step_in_epoch"], per_epoch):
-                batch = [usable[i] for i in order[b * cfg.batch_size : (b + 1) * cfg.batch_size]]
-                value = step(_batch_texts(batch, passages, cfg))
-                running = value if running is None else 0.9 * running + 0.1 * value
-                state["step_in_epoch"], state["global_step"] = b + 1, state["global_step"] + 1
-                bar.update(1)
-                bar.set_postfix(epoch=state["epoch"] + 1, loss=f"{running:.4f}")
-                if stop.requested:
-                    model.eval()
-                    raise TrainingInterrupted(checkpoint())
-                if cfg.checkpoint_every and state["global_step"] % cfg.checkpoint_every == 0:
-                    checkpoint()
-            state["epoch"], state["step_in_epoch"] = state["epoch"] + 1, 0
-    model.eval()
+    with tempfile.TemporaryDirectory(prefix="fedqa-retriever-") as scratch:
+        out = Path(checkpoint_dir) if checkpoint_dir else Path(scratch)
+        if checkpoint_dir:
+            drop_stale_checkpoints(out, keep=Path(resume) if resume else None)
+        trainer = SentenceTransformerTrainer(
+            model=model,
+            args=_arguments(cfg, out, len(dataset), checkpoints=checkpoint_dir is not None, progress=progress),
+            train_dataset=dataset,
+            loss=SymmetricInfoNCELoss(model, temperature=cfg.temperature),
+            data_collator=_collator(model),
+            callbacks=[stop_callback(stop, save=checkpoint_dir is not None)],
+        )
+        trainer.remove_callback(PrinterCallback)  # without a progress bar: no printed log lines
+        with MODEL_LOCK:
+            trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+        model.eval()
+        if stop.requested:
+            raise interrupted(out, trainer.state.global_step, saved=checkpoint_dir is not None)
     return model
+
+
+def _arguments(cfg: RetrieverConfig, out: Path, steps: int, *, checkpoints: bool, progress: bool) -> Any:
+    """The trainer's arguments for the recipe: ``steps`` rows read in order, one a step, AdamW (weight decay 0.01)
+    with a linear warm-up, clipping at 1.0, bf16 autocast where chosen, checkpoints in ``out`` every
+    ``checkpoint_every`` steps (with ``checkpoints``; the newest kept), no reporting integration."""
+    from sentence_transformers import SentenceTransformerTrainingArguments
+
+    return SentenceTransformerTrainingArguments(
+        output_dir=str(out),
+        max_steps=steps,
+        per_device_train_batch_size=1,
+        batch_sampler=in_order,
+        learning_rate=cfg.lr,
+        lr_scheduler_type="linear",
+        warmup_steps=int(cfg.warmup_ratio * steps),
+        weight_decay=0.01,
+        max_grad_norm=1.0,
+        bf16=resolve(cfg.precision) is TrainingPrecision.BF16,
+        use_cpu=True,
+        seed=cfg.seed,
+        save_strategy="steps" if checkpoints and cfg.checkpoint_every else "no",
+        save_steps=cfg.checkpoint_every or steps,
+        save_total_limit=1,
+        logging_steps=max(1, steps // 20),
+        report_to="none",
+        disable_tqdm=not progress,
+        dataloader_drop_last=False,
+    )
 
 
 def sentence_transformer(source: str | Path, cfg: RetrieverConfig) -> SentenceTransformer:
@@ -158,58 +220,6 @@ def sentence_transformer(source: str | Path, cfg: RetrieverConfig) -> SentenceTr
     model = SentenceTransformer(str(source), device="cpu", local_files_only=True, config_kwargs=None if cfg.dropout else NO_DROPOUT)
     model.max_seq_length = cfg.max_seq_length
     return model
-
-
-def _optimizer(model: SentenceTransformer, cfg: RetrieverConfig, total_steps: int, resume: Path | None) -> tuple[Any, Any]:
-    """AdamW over the trainable weights and a linear warm-up schedule (both restored when resuming), and on
-    resume the random state, so dropout draws continue where the interrupted run stopped."""
-    from transformers import get_linear_schedule_with_warmup
-
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=0.01)
-    sched = get_linear_schedule_with_warmup(opt, int(cfg.warmup_ratio * total_steps), total_steps)
-    if resume:
-        for obj, name in ((opt, "optimizer"), (sched, "scheduler")):
-            saved = load_extra(Path(resume), name)
-            if saved is not None:
-                obj.load_state_dict(saved)
-        if (rng := load_extra(Path(resume), "rng")) is not None:
-            torch.set_rng_state(rng)
-    return opt, sched
-
-
-def _step(
-    model: SentenceTransformer,
-    loss_fn: SymmetricInfoNCELoss,
-    opt: Any,
-    sched: Any,
-    texts: tuple[list[str], list[set[str]], list[str], list[str]],
-    precision: TrainingPrecision = TrainingPrecision.FP32,
-) -> float:
-    """One optimisation step on a batch (queries, their gold doc_ids, the batch's doc_ids and texts), its forward pass in
-    ``precision``; returns the loss."""
-    queries, golds, doc_ids, passage_texts = texts
-    with autocast(precision):
-        loss = loss_fn(model.preprocess(queries), model.preprocess(passage_texts), positive_mask(golds, doc_ids))
-    opt.zero_grad()
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
-    opt.step()
-    sched.step()
-    return loss.item()
-
-
-def _checkpoint(
-    checkpoint_dir: Path | None, model: SentenceTransformer, state: dict[str, int], cfg: RetrieverConfig, examples: int, opt: Any, sched: Any
-) -> Path | None:
-    """Save the run so far (model, optimizer, scheduler, random state, position); None without a checkpoint folder."""
-    if checkpoint_dir is None:
-        return None
-    return save_checkpoint(
-        Path(checkpoint_dir),
-        lambda p: model.save(str(p)),
-        {**state, "config": asdict(cfg), "examples": examples, "kind": "retriever"},
-        {"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "rng": torch.get_rng_state()},
-    )
 
 
 def rank_pool(

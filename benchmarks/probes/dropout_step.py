@@ -72,7 +72,8 @@ def main() -> int:
     def retriever_step(model, opt, loss_fn, precision) -> None:  # noqa: ANN001
         qs, ids = [rng.choice(questions) for _ in range(16)], [str(i) for i in range(48)]
         with autocast(precision):
-            loss = loss_fn(model.preprocess(qs), model.preprocess([rng.choice(docs) for _ in ids]), positive_mask([{str(i)} for i in range(16)], ids))
+            columns = [model.preprocess(qs), model.preprocess([rng.choice(docs) for _ in ids])]
+            loss = loss_fn(columns, positive_mask([{str(i)} for i in range(16)], ids))
         opt.zero_grad()
         loss.backward()
         opt.step()

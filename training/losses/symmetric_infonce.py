@@ -49,9 +49,9 @@ def symmetric_infonce(queries: Tensor, docs: Tensor, positive_mask: Tensor, temp
 class SymmetricInfoNCELoss(nn.Module):
     """:func:`symmetric_infonce` on a sentence-transformers model (shared weights for queries and passages).
 
-    ``forward`` takes the tokenised queries, the tokenised passages of the batch and the mask, like
-    a sentence-transformers loss takes its columns; the bi-encoder is the model's own modules
-    (transformer, pooling, normalisation), so the trained model is saved and served unchanged.
+    A sentence-transformers loss: ``forward`` takes the batch's tokenised columns (the queries, then the batch's
+    passages) and its labels (the positive mask), as ``SentenceTransformerTrainer`` hands them over; the bi-encoder is
+    the model's own modules (transformer, pooling, normalisation), so the trained model is saved and served unchanged.
     """
 
     def __init__(self, model: nn.Module, temperature: float = 0.05) -> None:
@@ -65,8 +65,11 @@ class SymmetricInfoNCELoss(nn.Module):
         """Sentence embeddings of one tokenised batch."""
         return self.model(features)["sentence_embedding"]
 
-    def forward(self, query_features: dict[str, Tensor], doc_features: dict[str, Tensor], positive_mask: Tensor) -> Tensor:
-        return symmetric_infonce(self.embed(query_features), self.embed(doc_features), positive_mask, self.temperature)
+    def forward(self, sentence_features: Sequence[dict[str, Tensor]], labels: Tensor) -> Tensor:
+        """The loss of one batch: ``sentence_features`` the tokenised queries and passages, ``labels`` the (queries,
+        passages) positive mask."""
+        queries, docs = sentence_features
+        return symmetric_infonce(self.embed(queries), self.embed(docs), labels, self.temperature)
 
     def get_config_dict(self) -> dict[str, float | str]:
         """What the loss was configured with (saved beside the model)."""

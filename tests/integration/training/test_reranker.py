@@ -328,7 +328,7 @@ def test_a_home_without_out_of_scope_questions_still_refuses_off_topic_ones(demo
 def test_ctrl_c_keeps_a_checkpoint_that_training_resumes_from(tmp_path):
     """A stop request ends training after the current step with a checkpoint (the trainer's ``checkpoint-<step>``);
     --resume continues from its step and ends where an uninterrupted run does (same batches, optimizer and dropout)."""
-    from training.checkpoint import StopFlag, TrainingInterrupted, load_checkpoint_state
+    from training.checkpoint import StopFlag, TrainingInterrupted
     from training.reranker import RerankerConfig, train_reranker
 
     texts = ["Import contacts from a CSV file.", "Invoices are kept for seven years.", "Rotate keys in Settings.", "Refund from the invoice."]
@@ -342,7 +342,7 @@ def test_ctrl_c_keeps_a_checkpoint_that_training_resumes_from(tmp_path):
         train_reranker(in_scope, oos, config=cfg, progress=False, stop=stop, checkpoint_dir=tmp_path / "ckpt")
     checkpoint = info.value.checkpoint
     assert checkpoint is not None and checkpoint.name == "checkpoint-1" and (checkpoint / "config.json").is_file()
-    assert load_checkpoint_state(checkpoint)["global_step"] == 1
+    assert json.loads((checkpoint / "trainer_state.json").read_text())["global_step"] == 1
     model = train_reranker(in_scope, oos, config=cfg, progress=False, resume=checkpoint)
     whole = train_reranker(in_scope, oos, config=cfg, progress=False)
     pairs = [(q, t) for q, _ in qs for t in texts]

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from sentence_transformers import SentenceTransformer
 
 from service.artifacts import Registry
@@ -15,7 +19,7 @@ from service.queries import load_queries
 from service.retrieval.encoder import packaged_minilm_path
 from tests.conftest import make_settings
 from tests.utils import present
-from training.checkpoint import StopFlag, TrainingInterrupted, load_checkpoint_state
+from training.checkpoint import StopFlag, TrainingInterrupted
 from training.data.build import DataConfig, build_training_data
 from training.data.corpus import load_corpus
 from training.data.dataset import TrainingData
@@ -86,16 +90,26 @@ def test_train_and_save_makes_a_retriever_version_with_base_and_fine_tuned_metri
 
 
 @pytest.mark.slow
-def test_interrupted_retriever_training_keeps_a_checkpoint_and_resumes(tmp_path, demo_data):
+def test_interrupted_retriever_training_keeps_a_checkpoint_and_resumes(tmp_path, demo_data, caplog):
+    """A stop request ends training after the current step with the trainer's ``checkpoint-<step>``; a new run first
+    removes an earlier run's checkpoints (the old loop's ``last`` too); --resume ends where an uninterrupted run does."""
     examples = select_examples(demo_data.retriever_rows, TINY)
+    old_loop = tmp_path / "ckpt" / "last"
+    (old_loop / "model").mkdir(parents=True)
+    (old_loop / "trainer_state.json").write_text('{"global_step": 3}')
+    with pytest.raises(ValueError, match="earlier training loop"):
+        train_retriever(examples, demo_data.passages, config=TINY, progress=False, resume=old_loop)
+    (tmp_path / "ckpt" / "checkpoint-99").mkdir()
     stop = StopFlag()
     stop.request()  # Ctrl-C arrived during the first step
-    with pytest.raises(TrainingInterrupted) as info:
+    with caplog.at_level(logging.INFO, logger="fedqa.training"), pytest.raises(TrainingInterrupted) as info:
         train_retriever(examples, demo_data.passages, config=TINY, progress=False, stop=stop, checkpoint_dir=tmp_path / "ckpt")
-    last = present(info.value.checkpoint)
-    assert last == tmp_path / "ckpt" / "last" and load_checkpoint_state(last)["global_step"] == 1
-    assert (last / "model" / "modules.json").is_file() and (last / "optimizer.pt").is_file()
-    model = train_retriever(examples, demo_data.passages, config=TINY, progress=False, resume=last)
+    checkpoint = present(info.value.checkpoint)
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["checkpoint-1"]
+    assert f"removing the earlier run's checkpoint {old_loop}" in caplog.text
+    assert json.loads((checkpoint / "trainer_state.json").read_text())["global_step"] == 1
+    assert (checkpoint / "modules.json").is_file() and (checkpoint / "optimizer.pt").is_file()
+    model = train_retriever(examples, demo_data.passages, config=TINY, progress=False, resume=checkpoint)
     # Resumed training ends where an uninterrupted run with the same seed ends (weights, optimizer, schedule
     # and the dropout RNG all continue), and training moved the model away from where it started.
     whole = train_retriever(examples, demo_data.passages, config=TINY, progress=False)
@@ -105,13 +119,27 @@ def test_interrupted_retriever_training_keeps_a_checkpoint_and_resumes(tmp_path,
     assert np.allclose(resumed_vecs, whole_vecs, atol=1e-5)
     base = SentenceTransformer(str(packaged_minilm_path()), device="cpu", local_files_only=True)
     assert not np.allclose(base.encode(probe), whole_vecs, atol=1e-3)
+    # --resume reads the checkpoint's optimizer as tensors and plain values only: a crafted file does not run.
+    marker = tmp_path / "ran"
+    torch.save({"state": {}, "param_groups": [], "payload": _Payload(marker)}, checkpoint / "optimizer.pt")
+    with pytest.raises(Exception, match="(?i)weights_only|unpickl"):
+        train_retriever(examples, demo_data.passages, config=TINY, progress=False, resume=checkpoint)
+    assert not marker.exists()
+
+
+class _Payload:
+    """Pickles as a call that creates ``marker``: what a crafted checkpoint would run on load."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str, int]]:
+        return (os.open, (str(self.marker), os.O_CREAT | os.O_WRONLY))
 
 
 def test_without_dropout_a_model_in_training_encodes_the_same_text_the_same_way_twice():
     """``dropout=False`` loads the MiniLM without dropout, so a training step's forward pass is the served one
     (and cheaper on the CPU); with it, two passes over the same text differ."""
-    import torch
-
     texts = ["How do I refund a payment?"]
     for dropout in (False, True):
         model = sentence_transformer(packaged_minilm_path(), replace(TINY, dropout=dropout))
