@@ -32,9 +32,9 @@ from service.retrieval.encoder import packaged_minilm_path
 from training.checkpoint import StopFlag
 from training.configs import RerankerConfig
 from training.dropout import NO_DROPOUT
-from training.precision import TrainingPrecision, resolve
+from training.precision import resolve
 from training.reranker_data import Candidates
-from training.trainer_parts import check_resumable, drop_stale_checkpoints, in_order, interrupted, stop_callback
+from training.trainer_parts import check_resumable, drop_stale_checkpoints, interrupted, recipe_arguments, stop_callback
 
 
 def cross_encoder(source: str | Path | None, max_length: int, device: str = "cpu", *, layers: int | None = None, dropout: bool = True):  # noqa: ANN201 - a sentence_transformers CrossEncoder
@@ -164,7 +164,7 @@ def train_reranker(
     Checkpoints go to ``checkpoint_dir/checkpoint-<step>`` (the newest kept) every ``checkpoint_every`` steps and
     when ``stop`` is requested (which then raises :class:`TrainingInterrupted` naming it); ``resume`` continues from
     one. ``log_history``, when given, receives the trainer's log entries (step, loss and its two terms)."""
-    from sentence_transformers.cross_encoder import CrossEncoderTrainer
+    from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
     from transformers.trainer_callback import PrinterCallback
 
     usable = [c for c in in_scope if any(c.gold)]
@@ -183,7 +183,9 @@ def train_reranker(
         out = Path(checkpoint_dir) if checkpoint_dir else Path(scratch)
         if checkpoint_dir:
             drop_stale_checkpoints(out, keep=Path(resume) if resume else None)
-        args = _arguments(config, out, per_step, precision, device, checkpoints=checkpoint_dir is not None, progress=progress)
+        args = recipe_arguments(
+            CrossEncoderTrainingArguments, config, out, config.steps, per_step, precision, device, checkpoint_dir is not None, progress
+        )
         trainer = CrossEncoderTrainer(
             model=model,
             args=args,
@@ -200,34 +202,3 @@ def train_reranker(
         if stop.requested:
             raise interrupted(out, trainer.state.global_step, saved=checkpoint_dir is not None)
     return model
-
-
-def _arguments(
-    config: RerankerConfig, out: Path, per_step: int, precision: TrainingPrecision, device: str, *, checkpoints: bool, progress: bool
-) -> Any:
-    """The trainer's arguments for the recipe: ``per_step`` rows a step read in order, AdamW (weight decay 0.01) with a
-    linear warm-up, clipping at 1.0, bf16 autocast where chosen, checkpoints in ``out`` every ``checkpoint_every``
-    steps (with ``checkpoints``; the newest kept), no reporting integration."""
-    from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments
-
-    return CrossEncoderTrainingArguments(
-        output_dir=str(out),
-        max_steps=config.steps,
-        per_device_train_batch_size=per_step,
-        batch_sampler=in_order,
-        learning_rate=config.lr,
-        lr_scheduler_type="linear",
-        warmup_steps=int(config.warmup_ratio * config.steps),
-        weight_decay=0.01,
-        max_grad_norm=1.0,
-        bf16=precision is TrainingPrecision.BF16,
-        use_cpu=torch.device(device).type == "cpu",
-        seed=config.seed,
-        save_strategy="steps" if checkpoints and config.checkpoint_every else "no",
-        save_steps=config.checkpoint_every or config.steps,
-        save_total_limit=1,
-        logging_steps=max(1, config.steps // 20),
-        report_to="none",
-        disable_tqdm=not progress,
-        dataloader_drop_last=False,
-    )

@@ -44,8 +44,8 @@ from training.configs import RetrieverConfig
 from training.data.dataset import RetrieverExample, TrainingData
 from training.dropout import NO_DROPOUT
 from training.losses.symmetric_infonce import SymmetricInfoNCELoss, positive_mask
-from training.precision import TrainingPrecision, resolve
-from training.trainer_parts import check_resumable, drop_stale_checkpoints, in_order, interrupted, stop_callback
+from training.precision import resolve
+from training.trainer_parts import check_resumable, drop_stale_checkpoints, interrupted, recipe_arguments, stop_callback
 from training.versions import save_version
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ def train_retriever(
     when ``stop`` is requested (which then raises :class:`TrainingInterrupted` naming it); ``resume`` continues
     from one with the same examples.
     """
-    from sentence_transformers import SentenceTransformerTrainer
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from transformers.trainer_callback import PrinterCallback
 
     cfg = config or RetrieverConfig()
@@ -168,7 +168,9 @@ def train_retriever(
             drop_stale_checkpoints(out, keep=Path(resume) if resume else None)
         trainer = SentenceTransformerTrainer(
             model=model,
-            args=_arguments(cfg, out, len(dataset), checkpoints=checkpoint_dir is not None, progress=progress),
+            args=recipe_arguments(
+                SentenceTransformerTrainingArguments, cfg, out, len(dataset), 1, resolve(cfg.precision), "cpu", checkpoint_dir is not None, progress
+            ),
             train_dataset=dataset,
             loss=SymmetricInfoNCELoss(model, temperature=cfg.temperature),
             data_collator=_collator(model),
@@ -181,35 +183,6 @@ def train_retriever(
         if stop.requested:
             raise interrupted(out, trainer.state.global_step, saved=checkpoint_dir is not None)
     return model
-
-
-def _arguments(cfg: RetrieverConfig, out: Path, steps: int, *, checkpoints: bool, progress: bool) -> Any:
-    """The trainer's arguments for the recipe: ``steps`` rows read in order, one a step, AdamW (weight decay 0.01)
-    with a linear warm-up, clipping at 1.0, bf16 autocast where chosen, checkpoints in ``out`` every
-    ``checkpoint_every`` steps (with ``checkpoints``; the newest kept), no reporting integration."""
-    from sentence_transformers import SentenceTransformerTrainingArguments
-
-    return SentenceTransformerTrainingArguments(
-        output_dir=str(out),
-        max_steps=steps,
-        per_device_train_batch_size=1,
-        batch_sampler=in_order,
-        learning_rate=cfg.lr,
-        lr_scheduler_type="linear",
-        warmup_steps=int(cfg.warmup_ratio * steps),
-        weight_decay=0.01,
-        max_grad_norm=1.0,
-        bf16=resolve(cfg.precision) is TrainingPrecision.BF16,
-        use_cpu=True,
-        seed=cfg.seed,
-        save_strategy="steps" if checkpoints and cfg.checkpoint_every else "no",
-        save_steps=cfg.checkpoint_every or steps,
-        save_total_limit=1,
-        logging_steps=max(1, steps // 20),
-        report_to="none",
-        disable_tqdm=not progress,
-        dataloader_drop_last=False,
-    )
 
 
 def sentence_transformer(source: str | Path, cfg: RetrieverConfig) -> SentenceTransformer:

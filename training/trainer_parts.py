@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from training.checkpoint import StopFlag, TrainingInterrupted
+from training.configs import RerankerConfig, RetrieverConfig
+from training.precision import TrainingPrecision
 
 log = logging.getLogger("fedqa.training")
 
@@ -78,3 +80,43 @@ def interrupted(out: Path, global_step: int, saved: bool) -> TrainingInterrupted
     """The exception for a run stopped at ``global_step``, naming its checkpoint where one was written (``saved``)."""
     folder = out / f"checkpoint-{global_step}"
     return TrainingInterrupted(folder if saved and folder.is_dir() else None)
+
+
+def recipe_arguments(
+    arguments: type,
+    config: RetrieverConfig | RerankerConfig,
+    out: Path,
+    steps: int,
+    per_step: int,
+    precision: TrainingPrecision,
+    device: str,
+    checkpoints: bool,
+    progress: bool,
+) -> Any:
+    """A trainer's arguments (``arguments``: the library's training-arguments class) for the recipe both trainers
+    share: ``steps`` steps of ``per_step`` rows read in order, AdamW (weight decay 0.01) with a linear warm-up,
+    clipping at 1.0, bf16 autocast where chosen, checkpoints in ``out`` every ``checkpoint_every`` steps (with
+    ``checkpoints``; the newest kept), no reporting integration."""
+    import torch
+
+    return arguments(
+        output_dir=str(out),
+        max_steps=steps,
+        per_device_train_batch_size=per_step,
+        batch_sampler=in_order,
+        learning_rate=config.lr,
+        lr_scheduler_type="linear",
+        warmup_steps=int(config.warmup_ratio * steps),
+        weight_decay=0.01,
+        max_grad_norm=1.0,
+        bf16=precision is TrainingPrecision.BF16,
+        use_cpu=torch.device(device).type == "cpu",
+        seed=config.seed,
+        save_strategy="steps" if checkpoints and config.checkpoint_every else "no",
+        save_steps=config.checkpoint_every or steps,
+        save_total_limit=1,
+        logging_steps=max(1, steps // 20),
+        report_to="none",
+        disable_tqdm=not progress,
+        dataloader_drop_last=False,
+    )
