@@ -205,6 +205,13 @@ class Pipeline:
             "reranker": self.reranker.version if self.reranker else None,
         }
 
+    def settle(self) -> None:
+        """Wait for the sentence embedding started in the background at load (if any) to end: a fit then reads the
+        sentence vectors a served answer reads whatever the threads' timing (an int8 encoder's vectors vary slightly
+        with the batch they were computed in)."""
+        if self._warm_thread is not None and self._warm_thread is not threading.current_thread():
+            self._warm_thread.join()
+
     def close(self, *, close_store: bool = True) -> None:
         """Release the search threads and (unless a newer pipeline shares it) the store.
 

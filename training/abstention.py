@@ -54,6 +54,7 @@ def collect_evidence(
     """Evidence of each question through the serving path (default strategy, deterministic gate); shape
     (n, len(FEATURES)). ``gold``: each question's gold passages, left out of the page prior's counts while it is
     ranked (a labelled question the prior counted, scored as a new one)."""
+    pipeline.settle()
     rows: list[list[float]] = []
     for start in range(0, len(queries), BATCH):
         window = list(queries[start : start + BATCH])

@@ -60,6 +60,7 @@ class PolicyReport:
 def collect_cases(pipeline, queries: Sequence[LabelledQuery], *, top_k: int = 5) -> list[Case]:  # noqa: ANN001
     """Retrieve every question with a reference answer through the serving path (default strategy,
     deterministic gate)."""
+    pipeline.settle()
     usable = [q for q in queries if q.answer]
     cases: list[Case] = []
     for start in range(0, len(usable), 32):
@@ -92,10 +93,17 @@ def mean_f1(policy: AnswerPolicy, cases: Sequence[Case], vectors: SentenceVector
 
 
 def f1_matrix(policies: Sequence[AnswerPolicy], cases: Sequence[Case], vectors: SentenceVectors | None, max_words: int) -> np.ndarray:
-    """Token F1 of each policy's answer (rows) to each case (columns)."""
-    return np.array([[token_f1(answer_text(pol, c, vectors, max_words), c.reference) for c in cases] for pol in policies]).reshape(
-        len(policies), len(cases)
-    )
+    """Token F1 of each policy's answer (rows) to each case (columns); a text several policies quote for a case is
+    scored once."""
+    matrix = np.zeros((len(policies), len(cases)))
+    scored: list[dict[str, float]] = [{} for _ in cases]
+    for i, policy in enumerate(policies):
+        for j, case in enumerate(cases):
+            text = answer_text(policy, case, vectors, max_words)
+            if text not in scored[j]:
+                scored[j][text] = token_f1(text, case.reference)
+            matrix[i, j] = scored[j][text]
+    return matrix
 
 
 def usable(top_k: int, vectors: SentenceVectors | None) -> list[AnswerPolicy]:

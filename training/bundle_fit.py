@@ -84,10 +84,13 @@ def fit_split_on(settings: Settings, val: Sequence[LabelledQuery], pipeline: Pip
 
 @contextmanager
 def bundle_pipeline(settings: Settings, bundle: Bundle, store: Store) -> Iterator[Pipeline]:
-    """The serving pipeline of ``bundle`` (no LLM) over its index's open ``store`` (left open)."""
+    """The serving pipeline of ``bundle`` (no LLM) over its index's open ``store`` (left open), embedding sentences
+    as the fits ask for them (no background embedding of the whole index: each fit opens its own pipeline, and the
+    fit's vectors do not depend on a thread's timing)."""
     from service.loading import load_pipeline
 
-    pipeline = load_pipeline(settings, with_llm=False, store=store, bundle=bundle)
+    fitting = settings.model_copy(update={"sentence_vectors_precompute": 0})
+    pipeline = load_pipeline(fitting, with_llm=False, store=store, bundle=bundle)
     try:
         yield pipeline
     finally:

@@ -19,6 +19,7 @@ version's folder, or the index version's without a router); it serves only when 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -56,7 +57,7 @@ class AnswerPolicy:
         """The chosen passage is quoted whole (no sentence scoring needed for the text)."""
         return self.margin >= WHOLE
 
-    def choose(self, query_terms: set[str], hits: Sequence[RankedHit], passage_terms: Sequence[set[str]]) -> int:
+    def choose(self, query_terms: AbstractSet[str], hits: Sequence[RankedHit], passage_terms: Sequence[AbstractSet[str]]) -> int:
         """Index (0-based) of the candidate to quote: similarity plus ``term_weight`` x share of query terms."""
         best, best_z = 0, float("-inf")
         for i, (h, t) in enumerate(zip(hits[: self.sources], passage_terms, strict=False)):
