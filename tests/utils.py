@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import socketserver
 import subprocess
@@ -76,6 +77,16 @@ def wait_ready(url: str, proc: subprocess.Popen | None = None, timeout: float = 
 
     wait_until(settled, timeout, interval)
     return last
+
+
+def json_documents(text: str) -> list[Any]:
+    """The JSON documents printed one after another in ``text`` (``fedqa ask`` with several questions prints one each)."""
+    decoder, out, rest = json.JSONDecoder(), [], text.strip()
+    while rest:
+        obj, end = decoder.raw_decode(rest)
+        out.append(obj)
+        rest = rest[end:].strip()
+    return out
 
 
 def free_port() -> int:

@@ -1,4 +1,5 @@
-"""``fedqa ask``: answer a question in-process, or through a running service with ``--url``."""
+"""``fedqa ask``: answer one or more questions in-process (one model load for all), or through a running service
+with ``--url``."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
 def register(sub: Subparsers) -> None:
     """Add ``ask`` to the parser."""
     s = sub.add_parser("ask", help="answer a question (in-process, or through a running service with --url)")
-    s.add_argument("query", help="the question")
+    s.add_argument("query", nargs="+", help="the question (several: each answered in turn, one JSON object each, the models loaded once)")
     s.add_argument("--top-k", type=int, help="passages in the ranking (default: FEDQA_DEFAULT_TOP_K)")
     s.add_argument("--seed", type=int, help="seed of the stochastic gate")
     s.add_argument("--no-generate", action="store_true", help="ranking only")
@@ -24,9 +25,9 @@ def register(sub: Subparsers) -> None:
     s.set_defaults(func=cmd_ask)
 
 
-def request_body(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``/ask`` request the options describe (unset options left to the service's defaults)."""
-    body: dict[str, Any] = {"query": args.query, "generate": not args.no_generate}
+def request_body(args: argparse.Namespace, query: str) -> dict[str, Any]:
+    """The ``/ask`` request for ``query`` the options describe (unset options left to the service's defaults)."""
+    body: dict[str, Any] = {"query": query, "generate": not args.no_generate}
     if args.top_k is not None:
         body["top_k"] = args.top_k
     if args.seed is not None:
@@ -39,10 +40,12 @@ def request_body(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    """Print the answer as the service's JSON response (an unreachable or refusing service: ServiceError)."""
-    body = request_body(args)
+    """Print each question's answer as the service's JSON response, in order (an unreachable or refusing service:
+    ServiceError)."""
+    bodies = [request_body(args, q) for q in args.query]
     if args.url:
-        print_json(ask_remote(args.url, body), ensure_ascii=False)
+        for body in bodies:
+            print_json(ask_remote(args.url, body), ensure_ascii=False)
         return 0
     from service.artifacts import Registry
 
@@ -53,12 +56,13 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from service.loading import load_pipeline
     from service.schemas import AskRequest
 
+    requests = [AskRequest(**body) for body in bodies]  # every question checked before the models load
     pipeline = load_pipeline(s, with_llm=not args.no_generate)
     try:
-        resp = answer(pipeline, AskRequest(**body))
+        for request in requests:
+            print_json(answer(pipeline, request).model_dump(), ensure_ascii=False)
     finally:
         pipeline.close()
-    print_json(resp.model_dump(), ensure_ascii=False)
     return 0
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from service.feedback.review import confirmation
 from service.feedback.store import FeedbackBounds, FeedbackStore, Rating, Vote
-from tests.utils import ROOT, make_settings
+from tests.utils import ROOT, json_documents, make_settings
 
 DATA = ROOT / "tests" / "data" / "fewlabel"
 CONFIRMED = ("How do I pick a theme for my site?", "sitewright/themes#000")
@@ -41,14 +41,13 @@ def _router(home: Path) -> dict[str, Any]:
     return json.loads((home / "routers" / active["router"] / "manifest.json").read_text(encoding="utf-8"))
 
 
-def _first_source(home: Path, question: str) -> str:
-    """The doc_id of the first source ``fedqa ask`` serves for ``question``."""
-    return str(json.loads(_fedqa(home, "ask", question, stderr=False))["sources"][0]["doc_id"])
+def _ask(home: Path, *questions: str) -> list[dict[str, Any]]:
+    """``fedqa ask``'s answers to ``questions`` (one process)."""
+    return json_documents(_fedqa(home, "ask", *questions, stderr=False))
 
 
-def _router_probability(home: Path, question: str) -> float:
-    """The router's highest product probability for ``question`` as ``fedqa ask`` serves it."""
-    answer = json.loads(_fedqa(home, "ask", question, stderr=False))
+def _router_probability(answer: dict[str, Any]) -> float:
+    """The router's highest product probability in a served answer."""
     return float(answer["confidence"]["evidence"]["max_prob"])
 
 
@@ -81,8 +80,9 @@ def test_refresh_fits_on_the_feedback_records_it_and_skips_when_it_is_unchanged(
     assert router["feedback"] == counts
     assert router["train_by_group"].get("out-of-scope") == 1  # the question marked not covered: fitted to no product
     assert router["metrics"]["page_prior"]["known_answers"] == 1  # the confirmed passage: a known answer of its question
-    with_feedback = _router_probability(home, NOT_COVERED)
-    assert _first_source(home, SPAM[0]) != SPAM[1]  # the 30 votes neither labelled the question nor moved its passage
+    marked, spammed = _ask(home, NOT_COVERED, SPAM[0])
+    with_feedback = _router_probability(marked)
+    assert spammed["sources"][0]["doc_id"] != SPAM[1]  # the 30 votes neither labelled the question nor moved its passage
 
     out = _fedqa(home, "refresh", "--quiet")  # no arguments: the recorded files, the same feedback
     assert "activated together: nothing (every stage unchanged)" in out, out
@@ -98,5 +98,5 @@ def test_refresh_fits_on_the_feedback_records_it_and_skips_when_it_is_unchanged(
     plain = _router(home)
     assert plain["feedback"]["read"] is False and "out-of-scope" not in plain["train_by_group"]
     assert "page_prior" not in plain["metrics"]  # no labelled question has a gold passage
-    without_feedback = _router_probability(home, NOT_COVERED)
+    without_feedback = _router_probability(*_ask(home, NOT_COVERED))
     assert with_feedback < 0.5 <= without_feedback, (with_feedback, without_feedback)

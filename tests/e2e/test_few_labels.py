@@ -37,7 +37,7 @@ def test_few_labels_refuse_off_topic_and_answer_in_scope_and_say_the_defaults_se
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("FEDQA_")}
     env.update(HOME=str(tmp_path), FEDQA_PORT=str(port), FEDQA_ENCODER_BACKEND="torch", FEDQA_LLM_BACKEND="none", HF_HUB_OFFLINE="1")
-    asks = "\n".join(f'fedqa ask "{q}"' for q in (*IN_SCOPE, OFF_TOPIC))
+    asks = "fedqa ask " + " ".join(f'"{q}"' for q in (*IN_SCOPE, OFF_TOPIC))  # one process answers each in turn
     script = f"{block_without_asks()}\n{asks}\n"
     run = subprocess.run(["bash", "-e", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     out = run.stdout + run.stderr
@@ -95,7 +95,7 @@ def test_a_few_questions_marked_out_of_scope_make_a_near_one_refused_on_a_small_
         shutil.copy(DATA / name, tmp_path / "acme" / name)
     env = {k: v for k, v in os.environ.items() if not k.startswith("FEDQA_")}
     env.update(HOME=str(tmp_path), FEDQA_ENCODER_BACKEND="torch", FEDQA_LLM_BACKEND="none", HF_HUB_OFFLINE="1")
-    asks = "\n".join(f'fedqa ask "{q}"' for q in ASKED)
+    asks = "fedqa ask " + " ".join(f'"{q}"' for q in ASKED)
     again = "fedqa refresh --queries ~/acme/queries.jsonl --out-of-scope ~/acme/out_of_scope.jsonl"
     script = f"{block_without_asks()}\n{asks}\necho MARKED >&2\n{again} >&2\n{asks}\n"
     run = subprocess.run(["bash", "-e", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from service.cli import main
+from tests.utils import json_documents
 
 
 @pytest.mark.slow
@@ -42,6 +43,16 @@ def test_ingest_train_ask_from_the_command_line(tmp_path, monkeypatch, capsys):
         assert main(["ask", "How do I refund a payment?", "--no-generate", "--top-k", "1"]) == 0
         answer = json.loads(capsys.readouterr().out)
         assert answer["sources"][0]["doc_id"] == "ledger/page#000"
+
+        # several questions: one JSON answer each, in the order asked
+        assert main(["ask", "How do I import contacts?", "How do I refund a payment?", "--no-generate", "--top-k", "1"]) == 0
+        answers = json_documents(capsys.readouterr().out)
+        assert [(a["query"], a["sources"][0]["doc_id"]) for a in answers] == [
+            ("How do I import contacts?", "orbit/page#000"),
+            ("How do I refund a payment?", "ledger/page#000"),
+        ]
+        assert main(["ask", "How do I import contacts?", ""]) == 2  # an empty question is refused before any is answered
+        assert capsys.readouterr().out == ""
 
         assert main(["ingest", str(tmp_path / "missing")]) == 2
         assert "no such file" in capsys.readouterr().err
