@@ -97,12 +97,12 @@ def english_stemmer():  # noqa: ANN201 - PyStemmer's Stemmer
     return Stemmer.Stemmer("english")
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=1024)
 def terms(text: str) -> frozenset[str]:
     """Case-folded content words of ``text`` (:func:`words` less :data:`STOPWORDS`: a CJK character is a word).
 
-    Cached (the most recent 8,192 texts): answering and fitting the answer policy read the same passages' terms
-    again and again, and the word pattern is most of that time."""
+    Cached (the most recent 1,024 texts, a few MB): fitting the answer policy reads a question's passages' terms once
+    per policy it tries, and the word pattern is most of that time."""
     return frozenset(w for w in words(text) if w not in STOPWORDS)
 
 

@@ -96,13 +96,13 @@ def f1_matrix(policies: Sequence[AnswerPolicy], cases: Sequence[Case], vectors: 
     """Token F1 of each policy's answer (rows) to each case (columns); a text several policies quote for a case is
     scored once."""
     matrix = np.zeros((len(policies), len(cases)))
-    scored: list[dict[str, float]] = [{} for _ in cases]
-    for i, policy in enumerate(policies):
-        for j, case in enumerate(cases):
+    for j, case in enumerate(cases):  # case by case: the texts whose terms service.text.terms caches stay few
+        scored: dict[str, float] = {}
+        for i, policy in enumerate(policies):
             text = answer_text(policy, case, vectors, max_words)
-            if text not in scored[j]:
-                scored[j][text] = token_f1(text, case.reference)
-            matrix[i, j] = scored[j][text]
+            if text not in scored:
+                scored[text] = token_f1(text, case.reference)
+            matrix[i, j] = scored[text]
     return matrix
 
 
