@@ -209,8 +209,12 @@ class Pipeline:
         """Wait for the sentence embedding started in the background at load (if any) to end: a fit then reads the
         sentence vectors a served answer reads whatever the threads' timing (an int8 encoder's vectors vary slightly
         with the batch they were computed in)."""
+        self._join_warm(None)
+
+    def _join_warm(self, timeout: float | None) -> None:
+        """Wait up to ``timeout`` seconds (None: until it ends) for the background sentence embedding, if any."""
         if self._warm_thread is not None and self._warm_thread is not threading.current_thread():
-            self._warm_thread.join()
+            self._warm_thread.join(timeout)
 
     def close(self, *, close_store: bool = True) -> None:
         """Release the search threads and (unless a newer pipeline shares it) the store.
@@ -221,8 +225,7 @@ class Pipeline:
         if not self._owner:
             return
         self._closed.set()
-        if self._warm_thread is not None and self._warm_thread is not threading.current_thread():
-            self._warm_thread.join(timeout=60)
+        self._join_warm(60)
         self._pool.shutdown(wait=False)
         if close_store:
             self.store.close()
