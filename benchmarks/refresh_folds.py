@@ -3,7 +3,7 @@ on the other, so every question is scored once by a home whose every fitted part
 ranking model, answer policy, split, "not covered") never saw it.
 
     python benchmarks/refresh_folds.py --home BASE --work DIR --queries Q.jsonl [...] [--corpus C ...] \
-        [--out-of-scope OOS.jsonl ...] [--fold 0 1]
+        [--out-of-scope OOS.jsonl ...] [--fold 0 1] [--refresh-seed N]
     python benchmarks/quality.py --combine DIR/fold0/quality.json DIR/fold1/quality.json
 
 ``BASE`` is a home after `fedqa ingest` (copied per fold, never changed). The single-product questions are halved per
@@ -60,6 +60,7 @@ def run_fold(fold: int, args: argparse.Namespace) -> dict:
     cmd = [sys.executable, "-m", "service.cli", "refresh", "--quiet", "--queries", str(work / "train.jsonl")]
     cmd += ["--corpus", *args.corpus] if args.corpus else []
     cmd += ["--out-of-scope", *args.out_of_scope] if args.out_of_scope else []
+    cmd += ["--seed", str(args.refresh_seed)] if args.refresh_seed is not None else []
     print(f"fold {fold}: {len(train)} training questions, {len(held)} held out; {' '.join(cmd[2:])}", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     with open(work / "refresh.log", "w", encoding="utf-8") as log:
@@ -87,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-of-scope", nargs="+", default=[], help="passed to `fedqa refresh --out-of-scope`")
     ap.add_argument("--fold", nargs="+", type=int, default=[0, 1], choices=[0, 1])
     ap.add_argument("--seed", type=int, default=0, help="seed of the halving")
+    ap.add_argument("--refresh-seed", type=int, default=None, help="passed to `fedqa refresh --seed` (its training and sampling)")
     ap.add_argument("--strategies", default="fused,uis,oracle", help="quality.py's --strategies")
     args = ap.parse_args(argv)
     for fold in args.fold:
