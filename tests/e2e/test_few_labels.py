@@ -8,10 +8,12 @@ import os
 import shutil
 import signal
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from service.files import copytree_sparse
 from tests.e2e.test_readme import free_port, own_documentation_block
 from tests.utils import ROOT, wait_ready
 
@@ -27,35 +29,70 @@ def block_without_asks() -> str:
     return "\n".join(line for line in lines if not line.startswith(("fedqa ask", "fedqa serve")))
 
 
+#: A question about hosting a Sitewright site, which the pages do not cover (``out_of_scope.jsonl``: four others
+#: about publishing one, which a curator marks not covered), and the in-scope questions asked beside it.
+NEAR = "How do I host my Sitewright site on my own server?"
+ASKED = (NEAR, *IN_SCOPE, "How do I export a campaign report?", "How do I add a navigation menu?")
+
+
+def answers(stdout: str) -> list[dict]:
+    """The ``fedqa ask`` outputs of ``stdout`` in order."""
+    return [json.loads('{\n  "query"' + part.split("\n}\n", 1)[0] + "\n}") for part in stdout.split('{\n  "query"')[1:]]
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FEDQA_")}
+    env.update(HOME=str(home), FEDQA_ENCODER_BACKEND="torch", FEDQA_LLM_BACKEND="none", HF_HUB_OFFLINE="1")
+    return env
+
+
+@dataclass(frozen=True)
+class BlockRun:
+    """The README block run once in ``home`` (its ``~``): its output and the answers to ``ASKED`` and ``OFF_TOPIC``."""
+
+    home: Path
+    output: str
+    asked: dict[str, dict]
+
+
+@pytest.fixture(scope="module")
+def block_run(tmp_path_factory: pytest.TempPathFactory) -> BlockRun:
+    """The README's own-documentation commands (ingest, refresh with the 16 labelled questions, status) on the six
+    pages, then ``fedqa ask`` with the questions both tests read (one process answers each in turn)."""
+    home = tmp_path_factory.mktemp("fewlabels")
+    shutil.copytree(DATA / "docs", home / "acme" / "docs")
+    for name in ("queries.jsonl", "out_of_scope.jsonl"):  # the out-of-scope file is read by the second test only
+        shutil.copy(DATA / name, home / "acme" / name)
+    asks = "fedqa ask " + " ".join(f'"{q}"' for q in (*ASKED, OFF_TOPIC))
+    run = subprocess.run(
+        ["bash", "-e", "-c", f"{block_without_asks()}\n{asks}\n"], cwd=ROOT, env=_env(home), capture_output=True, text=True, timeout=900
+    )
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    said = answers(run.stdout)
+    assert [a["query"] for a in said] == [*ASKED, OFF_TOPIC]
+    return BlockRun(home, run.stdout + run.stderr, {a["query"]: a for a in said})
+
+
 @pytest.mark.slow
-def test_few_labels_refuse_off_topic_and_answer_in_scope_and_say_the_defaults_serve(tmp_path: Path) -> None:
+def test_few_labels_refuse_off_topic_and_answer_in_scope_and_say_the_defaults_serve(block_run: BlockRun) -> None:
     """With 16 labelled questions (4 held out by ``train router``) "not covered" and the answer policy are too few to
     fit: their defaults serve, ``fedqa status`` and ``/readyz`` say so, the off-topic question is refused and the
     in-scope ones are answered with a quote."""
-    shutil.copytree(DATA / "docs", tmp_path / "acme" / "docs")
-    shutil.copy(DATA / "queries.jsonl", tmp_path / "acme" / "queries.jsonl")
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FEDQA_")}
-    env.update(HOME=str(tmp_path), FEDQA_PORT=str(port), FEDQA_ENCODER_BACKEND="torch", FEDQA_LLM_BACKEND="none", HF_HUB_OFFLINE="1")
-    asks = "fedqa ask " + " ".join(f'"{q}"' for q in (*IN_SCOPE, OFF_TOPIC))  # one process answers each in turn
-    script = f"{block_without_asks()}\n{asks}\n"
-    run = subprocess.run(["bash", "-e", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    out = run.stdout + run.stderr
-    assert run.returncode == 0, out[-3000:]
+    out, asked = block_run.output, block_run.asked
     said = "questions the documentation does not cover are answered not_covered (default: 4 labelled questions, too few to fit (need 30))"
     assert f"has      not-covered decision: {said}" in out
     assert "has      answer policy: extractive answers use the unfitted rule (FEDQA_EXTRACTIVE_*) (default: 16 labelled questions" in out
-    asked = {a["query"]: a for a in (json.loads('{\n  "query"' + part.split("\n}\n", 1)[0] + "\n}") for part in run.stdout.split('{\n  "query"')[1:])}
     assert asked[OFF_TOPIC]["answer_mode"] == "not_covered", asked[OFF_TOPIC]["confidence"]
     for q in IN_SCOPE:
         assert asked[q]["answer_mode"] == "extractive" and "[1]" in asked[q]["answer"], asked[q]["confidence"]
     assert asked[IN_SCOPE[0]]["sources"][0]["doc_id"].startswith("sitewright/themes#")
     assert asked[IN_SCOPE[1]]["sources"][0]["doc_id"].startswith("mailpost/subscribers#")
 
+    port = free_port()
     serve = subprocess.Popen(
-        ["bash", "-c", f'export PATH="{ROOT}/.venv/bin:$PATH" FEDQA_HOME="{tmp_path}/fedqa-acme"; exec fedqa serve'],
+        ["bash", "-c", f'export PATH="{ROOT}/.venv/bin:$PATH" FEDQA_HOME="{block_run.home}/fedqa-acme"; exec fedqa serve'],
         cwd=ROOT,
-        env=env,
+        env={**_env(block_run.home), "FEDQA_PORT": str(port)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -71,38 +108,24 @@ def test_few_labels_refuse_off_topic_and_answer_in_scope_and_say_the_defaults_se
         serve.wait(timeout=60)
 
 
-#: A question about hosting a Sitewright site, which the pages do not cover (``out_of_scope.jsonl``: four others
-#: about publishing one, which a curator marks not covered), and the in-scope questions asked beside it.
-NEAR = "How do I host my Sitewright site on my own server?"
-ASKED = (NEAR, *IN_SCOPE, "How do I export a campaign report?", "How do I add a navigation menu?")
-
-
-def answers(stdout: str) -> list[dict]:
-    """The ``fedqa ask`` outputs of ``stdout`` in order."""
-    return [json.loads('{\n  "query"' + part.split("\n}\n", 1)[0] + "\n}") for part in stdout.split('{\n  "query"')[1:]]
-
-
 @pytest.mark.slow
-def test_a_few_questions_marked_out_of_scope_make_a_near_one_refused_on_a_small_home(tmp_path: Path) -> None:
+def test_a_few_questions_marked_out_of_scope_make_a_near_one_refused_on_a_small_home(block_run: BlockRun, tmp_path: Path) -> None:
     """Issue 49: with 16 labelled questions the "not covered" default serves. A question about hosting the site is
     answered before four questions about publishing it are given to ``fedqa refresh --out-of-scope``, and refused
     after; the in-scope questions are answered both times. (What refuses it is the router the refresh calibrates on
     held-out questions that now include those four: its probability for the product falls to about 0.01; the
     default's fit also reads them. A fit that weighed those four as much as the 300 general questions refused
-    "Which themes come with Sitewright?" here.)"""
-    shutil.copytree(DATA / "docs", tmp_path / "acme" / "docs")
-    for name in ("queries.jsonl", "out_of_scope.jsonl"):
-        shutil.copy(DATA / name, tmp_path / "acme" / name)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FEDQA_")}
-    env.update(HOME=str(tmp_path), FEDQA_ENCODER_BACKEND="torch", FEDQA_LLM_BACKEND="none", HF_HUB_OFFLINE="1")
-    asks = "fedqa ask " + " ".join(f'"{q}"' for q in ASKED)
+    "Which themes come with Sitewright?" here.) The refresh runs in a copy of the shared run's home."""
+    for name in ("acme", "fedqa-acme"):
+        copytree_sparse(block_run.home / name, tmp_path / name)
     again = "fedqa refresh --queries ~/acme/queries.jsonl --out-of-scope ~/acme/out_of_scope.jsonl"
-    script = f"{block_without_asks()}\n{asks}\necho MARKED >&2\n{again} >&2\n{asks}\n"
-    run = subprocess.run(["bash", "-e", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    asks = "fedqa ask " + " ".join(f'"{q}"' for q in ASKED)
+    script = f'export PATH="{ROOT}/.venv/bin:$PATH" FEDQA_HOME=~/fedqa-acme\n{again} >&2\n{asks}\n'
+    run = subprocess.run(["bash", "-e", "-c", script], cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
-    said = answers(run.stdout)
-    assert [a["query"] for a in said] == [*ASKED, *ASKED]
-    before, after = ({a["query"]: a for a in half} for half in (said[: len(ASKED)], said[len(ASKED) :]))
+    after = {a["query"]: a for a in answers(run.stdout)}
+    assert list(after) == list(ASKED)
+    before = block_run.asked
     assert before[NEAR]["answer_mode"] != "not_covered", before[NEAR]["confidence"]
     assert after[NEAR]["answer_mode"] == "not_covered", after[NEAR]["confidence"]
     for q in ASKED[1:]:
