@@ -123,19 +123,24 @@ def quiet_progress_bars() -> None:
 
     Commands run on a terminal keep their bars; ``fedqa serve`` with JSON logs calls this.
     """
-    import os
-
-    os.environ["TQDM_DISABLE"] = "1"  # tqdm's default for bars not explicitly enabled
+    no_progress_bars()
     logging.captureWarnings(True)
-    try:
-        from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()
-    except ImportError:  # pragma: no cover - transformers is a dependency
-        pass
-    try:
+
+def no_progress_bars() -> None:
+    """No library's progress bar in this process or its children: tqdm's default (``TQDM_DISABLE``), Hugging Face
+    Hub's and transformers' (``HF_HUB_DISABLE_PROGRESS_BARS``, read when transformers is imported; switched off in
+    place where it already is). What a command's ``--quiet`` asks beside its own bars."""
+    import os
+    import sys
+
+    os.environ["TQDM_DISABLE"] = "1"
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    if "huggingface_hub" in sys.modules:
         from huggingface_hub.utils import disable_progress_bars
 
         disable_progress_bars()
-    except ImportError:  # pragma: no cover
-        pass
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()

@@ -8,6 +8,7 @@ import sys
 
 from service.cli import ask, data, demo, domains, evaluate, feedback, index, ingest, models, refresh, serve, status, train
 from service.cli.common import quiet_threads
+from service.logs import no_progress_bars
 from service.queries import LabelError
 from training.checkpoint import TrainingInterrupted
 
@@ -35,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command in COMPUTE_COMMANDS:
         quiet_threads()
+    if getattr(args, "quiet", False):  # no library's bar either (model loading, the model card's examples)
+        no_progress_bars()
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

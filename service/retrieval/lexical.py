@@ -28,9 +28,16 @@ LEXICAL_DIR = "lexical"
 _IDS = "point_ids.json"
 
 
-def _tokens(texts: Sequence[str], stemmer, *, ids: bool):  # noqa: ANN001, ANN202 - bm25s's Tokenized or token lists
+def _bm25s():  # noqa: ANN202 - the bm25s module
+    """bm25s, imported on first use; its logger (which bm25s sets to DEBUG on import) says warnings only."""
     import bm25s
 
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
+    return bm25s
+
+
+def _tokens(texts: Sequence[str], stemmer, *, ids: bool):  # noqa: ANN001, ANN202 - bm25s's Tokenized or token lists
+    bm25s = _bm25s()
     return bm25s.tokenize(list(texts), stopwords="en", stemmer=stemmer, return_ids=ids, show_progress=False)
 
 
@@ -79,7 +86,7 @@ class LexicalIndex:
     @classmethod
     def build(cls, passages: Iterable[Passage]) -> LexicalIndex:
         """Index ``passages`` (title and text), one BM25 index per domain."""
-        import bm25s
+        bm25s = _bm25s()
 
         by_domain: dict[str, list[Passage]] = {}
         for p in passages:
@@ -116,7 +123,7 @@ class LexicalIndex:
     @classmethod
     def load(cls, folder: Path) -> LexicalIndex | None:
         """The indexes stored with an index version, or None when it has none (built before them)."""
-        import bm25s
+        bm25s = _bm25s()
 
         root = Path(folder) / LEXICAL_DIR
         if not root.is_dir():

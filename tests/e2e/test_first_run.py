@@ -55,8 +55,8 @@ def test_the_service_log_keeps_absl_chatter_out():
 
 
 def test_an_ingest_shows_its_progress_and_its_seconds_through_a_real_process(tmp_path):
-    """Issue 29 item 8: a step over a few seconds shows progress (the passages' bar on stderr, unless ``--quiet``),
-    and the reported seconds cover the whole command, model loading included."""
+    """Issue 29 item 8: a step over a few seconds shows progress (the passages' bar on stderr, unless ``--quiet``, which
+    silences the libraries' bars too), and the reported seconds cover the whole command, model loading included."""
     import time
 
     from tests.integration.cli.test_cli_errors import fedqa
@@ -77,3 +77,6 @@ def test_an_ingest_shows_its_progress_and_its_seconds_through_a_real_process(tmp
     quiet = fedqa("ingest", str(tmp_path / "docs"), "--quiet", home=tmp_path / "home")
     assert quiet.returncode == 0, quiet.stderr[-2000:]
     assert "embedding passages" not in quiet.stderr
+    # nor a library's bar (the PyTorch encoder's "Loading weights") or bm25s's debug lines
+    assert "%|" not in quiet.stderr and "Loading weights" not in quiet.stderr and " DEBUG " not in quiet.stderr, quiet.stderr[-2000:]
+    assert "Loading weights" in shown.stderr  # which the command shows without --quiet

@@ -24,7 +24,8 @@ def fedqa(*args: str, home: Path, timeout: float = 900, **env: str) -> subproces
     # PyTorch encoder and a cache beside the home: no ONNX export in these tests (nor in the user's cache)
     full.update(FEDQA_HOME=str(home), FEDQA_CACHE=str(home.parent / "cache"), FEDQA_ENCODER_BACKEND="torch", FEDQA_LLM_BACKEND="none")
     full.update(HF_HUB_OFFLINE="1", **env)
-    full.pop("TQDM_DISABLE", None)  # set in this process by an in-process JSON-logging server; the commands show their bars
+    for quiet in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS"):  # set in this process by an in-process JSON-logging server
+        full.pop(quiet, None)  # the commands show their bars
     return subprocess.run([sys.executable, "-m", "service.cli", *args], cwd=ROOT, env=full, capture_output=True, text=True, timeout=timeout)
 
 
