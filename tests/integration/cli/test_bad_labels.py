@@ -99,12 +99,13 @@ def test_questions_without_domains_are_listed_across_files(tmp_path):
 
 # ------------------------------------------------------------------ the commands, as real processes
 def _commands(tmp_path: Path, bad: Path, good: Path) -> list[list[str]]:
+    # no --quiet: a model loaded would show its "Loading weights" bar, which the tests look for
     return [
-        ["train", "router", "--queries", str(bad), "--epochs", "1", "--quiet"],
+        ["train", "router", "--queries", str(bad), "--epochs", "1"],
         ["train", "answer", "--queries", str(good), str(bad), "--dry-run"],
         ["train", "split", "--queries", str(bad), "--dry-run"],
         ["train", "abstention", "--queries", str(good), "--out-of-scope", str(bad), "--dry-run"],
-        ["data", "build", "--queries", str(bad), "--out", str(tmp_path / "data"), "--quiet"],
+        ["data", "build", "--queries", str(bad), "--out", str(tmp_path / "data")],
         ["models", "evaluate", "--queries", str(bad)],
     ]
 
@@ -132,7 +133,7 @@ def test_lenient_warns_with_the_same_lines_and_leaves_those_labels_out(home, tmp
     rows = {r["qid"]: r for r in map(json.loads, (tmp_path / "data" / "router_train.jsonl").read_text().splitlines())}
     assert "b2" not in rows and rows["b3"]["domains"] == ["ledger"] and rows["g1"]["domains"] == ["orbit"]
 
-    out = fedqa("train", "router", "--queries", str(bad), "--lenient", "--epochs", "1", "--quiet", "--no-activate", home=home)
+    out = fedqa("train", "router", "--queries", str(bad), "--lenient", "--epochs", "1", "--no-activate", home=home)
     assert out.returncode == 0, out.stderr[-3000:]
     assert f"fedqa: warning: {_expected_lines(bad)[0]} (left out)" in out.stderr
     assert "Loading weights" in out.stderr  # the strict runs above would show this line had they loaded the encoder
@@ -143,7 +144,7 @@ def test_lenient_warns_with_the_same_lines_and_leaves_those_labels_out(home, tmp
 def test_evaluate_refuses_questions_without_domains_before_the_pipeline_loads(home, tmp_path):
     none = _write(tmp_path / "none.jsonl", [{"qid": "a", "query": "How do I import contacts?"}, {"qid": "b", "query": "Refunds?"}])
     mixed = _write(tmp_path / "mixed.jsonl", [GOOD[0], {"qid": "m2", "query": "Refunds?"}, {"qid": "m3", "query": "Weather?", "domains": []}])
-    out = fedqa("evaluate", "--queries", str(none), "--strategies", "uis", "--quiet", home=home)
+    out = fedqa("evaluate", "--queries", str(none), "--strategies", "uis", home=home)  # no --quiet: see _commands
     assert_one_line_failure(out, "2 of 2 questions", 'no "domains" field', '"domains": []', "out of scope")
     assert out.stderr.strip().splitlines()[:2] == [f'{none}:1: qid a: no "domains" field', f'{none}:2: qid b: no "domains" field']
     assert "Loading weights" not in out.stderr
