@@ -10,6 +10,7 @@ served by its vectors alone (rebuild it to add one). It lives in the data home, 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import shutil
@@ -28,8 +29,10 @@ LEXICAL_DIR = "lexical"
 _IDS = "point_ids.json"
 
 
+@functools.cache
 def _bm25s():  # noqa: ANN202 - the bm25s module
-    """bm25s, imported on first use; its logger (which bm25s sets to DEBUG on import) says warnings only."""
+    """bm25s, imported on first use; its logger (which bm25s sets to DEBUG on import) says warnings only (set once:
+    a logger's level change clears every logger's cache, and questions are tokenised through here)."""
     import bm25s
 
     logging.getLogger("bm25s").setLevel(logging.WARNING)
