@@ -89,6 +89,12 @@ def json_documents(text: str) -> list[Any]:
     return out
 
 
+def ask_outputs(text: str) -> list[dict[str, Any]]:
+    """The ``fedqa ask`` answers in ``text``, in order, where other commands' output lies between them (a README
+    block's log): each is the JSON object that starts with its ``"query"`` field."""
+    return [json.loads('{\n  "query"' + part.split("\n}\n", 1)[0] + "\n}") for part in text.split('{\n  "query"')[1:]]
+
+
 def free_port() -> int:
     """A loopback port nothing listens on (bound once by the OS, then released)."""
     with socket.socket() as s:

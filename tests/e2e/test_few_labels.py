@@ -3,7 +3,6 @@ demo's (six Markdown pages of two products, 16 labelled questions, no out-of-sco
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -14,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from service.files import copytree_sparse
-from tests.e2e.test_readme import free_port, own_documentation_block
-from tests.utils import ROOT, wait_ready
+from tests.e2e.test_readme import own_documentation_block
+from tests.utils import ROOT, ask_outputs, free_port, wait_ready
 
 DATA = ROOT / "tests" / "data" / "fewlabel"
 #: Questions the pages answer that are not among the labelled ones, and the README's off-topic one.
@@ -33,11 +32,6 @@ def block_without_asks() -> str:
 #: about publishing one, which a curator marks not covered), and the in-scope questions asked beside it.
 NEAR = "How do I host my Sitewright site on my own server?"
 ASKED = (NEAR, *IN_SCOPE, "How do I export a campaign report?", "How do I add a navigation menu?")
-
-
-def answers(stdout: str) -> list[dict]:
-    """The ``fedqa ask`` outputs of ``stdout`` in order."""
-    return [json.loads('{\n  "query"' + part.split("\n}\n", 1)[0] + "\n}") for part in stdout.split('{\n  "query"')[1:]]
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -68,7 +62,7 @@ def block_run(tmp_path_factory: pytest.TempPathFactory) -> BlockRun:
         ["bash", "-e", "-c", f"{block_without_asks()}\n{asks}\n"], cwd=ROOT, env=_env(home), capture_output=True, text=True, timeout=900
     )
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
-    said = answers(run.stdout)
+    said = ask_outputs(run.stdout)
     assert [a["query"] for a in said] == [*ASKED, OFF_TOPIC]
     return BlockRun(home, run.stdout + run.stderr, {a["query"]: a for a in said})
 
@@ -123,7 +117,7 @@ def test_a_few_questions_marked_out_of_scope_make_a_near_one_refused_on_a_small_
     script = f'export PATH="{ROOT}/.venv/bin:$PATH" FEDQA_HOME=~/fedqa-acme\n{again} >&2\n{asks}\n'
     run = subprocess.run(["bash", "-e", "-c", script], cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
-    after = {a["query"]: a for a in answers(run.stdout)}
+    after = {a["query"]: a for a in ask_outputs(run.stdout)}
     assert list(after) == list(ASKED)
     before = block_run.asked
     assert before[NEAR]["answer_mode"] != "not_covered", before[NEAR]["confidence"]

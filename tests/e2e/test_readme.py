@@ -6,14 +6,13 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from service.demo import DOCS, QUERIES
-from tests.utils import ROOT, wait_ready
+from tests.utils import ROOT, ask_outputs, free_port, wait_ready
 
 PAGES = (
     "orbit/import-export",
@@ -53,12 +52,6 @@ def write_acme(home: Path) -> None:
     (home / "acme" / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in keep) + "\n", encoding="utf-8")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.slow
 def test_own_documentation_block_runs_as_written(tmp_path):
     """From the clone after ./scripts/setup.sh, with no fedqa on PATH: every command of the block works, the in-scope
@@ -92,7 +85,7 @@ def test_own_documentation_block_runs_as_written(tmp_path):
     assert (tmp_path / "fedqa-acme" / "active.json").is_file()
     # fedqa status, in plain words: the router's training fitted "not covered" against the shipped general questions
     assert "has      answer policy" in output and "has      not-covered decision" in output
-    asked = [json.loads('{\n  "query"' + part.split("\n}\n", 1)[0] + "\n}") for part in output.split('{\n  "query"')[1:]]  # fedqa ask's JSON
+    asked = ask_outputs(output)
     assert [a["query"] for a in asked] == ["How do I rotate an API key?", "How do I bake sourdough bread?"]
     rotate, bread = asked
     assert rotate["answer_mode"] == "extractive" and rotate["sources"][0]["doc_id"].startswith("beacon/api-keys#") and "[1]" in rotate["answer"]
