@@ -88,12 +88,16 @@ def test_slow_bodies_without_a_key_take_no_answer_slot(demo_pipeline):
     assert chat.status_code == 200 and chat.json()["choices"][0]["message"]["content"], chat.text
 
 
-def test_the_answer_cap_still_holds_for_keyed_answers(demo_pipeline):
+def test_the_answer_cap_still_holds_for_keyed_answers(demo_pipeline, streaming_llm):
     """The slot is taken after the key check, and still refuses answers beyond the cap (0 free: the cap of 1 is held
-    by a stream that is being read)."""
-    with _serve(demo_pipeline, api_keys="good-key", max_concurrent_answers=1) as url, httpx.Client(base_url=url, timeout=60, headers=KEY) as c:
+    by a stream that is being read). The held stream's LLM takes 30 s, so the slot is still held when the second
+    question comes (the demo's own LLM could finish the answer first on a loaded machine: CI failed so)."""
+    pipeline = pipeline_with(demo_pipeline, llm=OpenAILLM(streaming_llm.url, "m"))
+    served = _serve(pipeline, api_keys="good-key", max_concurrent_answers=1, llm_timeout_s=120)
+    with served as url, httpx.Client(base_url=url, timeout=60, headers=KEY) as c:
         with c.stream("POST", "/ask", json={"query": QUESTION, "stream": True}) as held:
             assert held.status_code == 200
+            assert any(line == "event: token" for line in held.iter_lines())  # the answer is being generated
             refused = c.post("/ask", json={"query": QUESTION, "generate": False})
             unkeyed = c.post("/ask", json={"query": QUESTION}, headers={"X-API-Key": "wrong"})
         t0 = time.monotonic()  # the server sees the stream's client go, and gives its slot back
