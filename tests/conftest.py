@@ -94,12 +94,20 @@ def demo_onnx_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def demo_home(tmp_path_factory: pytest.TempPathFactory, encoder: Encoder) -> Path:
-    """A home with the shipped demo knowledge base ingested and a router trained on its questions
-    (FEDQA_TEST_DEMO_HOME: copy one built before instead, to iterate quickly on a busy machine)."""
+def demo_home(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    """A home with the shipped demo knowledge base ingested and a router trained on its questions, as ``fedqa demo``
+    builds it: embedded by the ONNX encoder (the default runtime), whose export lies in the home's ``cache/`` (the
+    session's, copied: the same calibration). A process on a copy finds it with FEDQA_CACHE=<copy>/cache; without
+    it, it would export again from the home's calibration passages (30-70 s).
+    FEDQA_TEST_DEMO_HOME: copy one built before by this fixture (its ``cache/`` too) instead, to iterate quickly on
+    a busy machine."""
+    import shutil
+
     from indexes.ingest import ingest
     from service.cli.demo import setup_demo
     from service.demo import DOCS
+    from service.retrieval.encoder import base_onnx_dir, packaged_minilm_path
+    from tests.utils import ingest_calibration
 
     home = tmp_path_factory.mktemp("demo-home")
     prebuilt = os.environ.get("FEDQA_TEST_DEMO_HOME")
@@ -110,7 +118,9 @@ def demo_home(tmp_path_factory: pytest.TempPathFactory, encoder: Encoder) -> Pat
         split_in_force(home)
         return home
     settings = make_settings(home)
-    ingest([DOCS], settings, encoder=encoder, progress=False)  # the session's encoder: embedded once per session
+    demo_onnx_dir = request.getfixturevalue("demo_onnx_dir")  # not made for a prebuilt home
+    shutil.copytree(demo_onnx_dir, base_onnx_dir(settings, packaged_minilm_path(), ingest_calibration(DOCS).fingerprint))
+    ingest([DOCS], settings, progress=False)  # a first ingest: the ONNX runtime, its export found in the cache
     setup_demo(settings, progress=False)  # then what 'fedqa demo' does: router (held-out split), "not covered" fit
     split_in_force(home)
     return home

@@ -19,7 +19,7 @@ def test_feedback_answered_202_survives_kill_9(demo_home, tmp_path):
     copytree_sparse(demo_home, home)
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("FEDQA_")}
-    env.update(FEDQA_HOME=str(home), FEDQA_PORT=str(port), FEDQA_LLM_BACKEND="none", HF_HUB_OFFLINE="1")
+    env.update(FEDQA_HOME=str(home), FEDQA_CACHE=str(home / "cache"), FEDQA_PORT=str(port), FEDQA_LLM_BACKEND="none", HF_HUB_OFFLINE="1")
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -7,6 +7,7 @@ these only prove that the scripts work end to end and stay bounded.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -134,6 +135,7 @@ def test_soak_script_reports_memory(demo_home, tmp_path):
         timeout=240,
         check=False,
         cwd=ROOT,
+        env={**os.environ, "FEDQA_CACHE": str(home / "cache")},  # the copy's encoder export (tests/conftest.py demo_home)
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])

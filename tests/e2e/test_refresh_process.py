@@ -29,7 +29,8 @@ SOURDOUGH = "How do I bake sourdough bread?"
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FEDQA_")}
-    env.update(FEDQA_HOME=str(home), FEDQA_LLM_BACKEND="none", HF_HUB_OFFLINE="1", FEDQA_ADMIN_KEY="admin-secret", **extra)
+    env.update(FEDQA_HOME=str(home), FEDQA_CACHE=str(home / "cache"), FEDQA_LLM_BACKEND="none", HF_HUB_OFFLINE="1")
+    env.update(FEDQA_ADMIN_KEY="admin-secret", **extra)
     return env
 
 

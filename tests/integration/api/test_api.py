@@ -55,13 +55,17 @@ def test_retrieval_path_returns_ranked_sources_and_routing(client, demo_pipeline
 
 @pytest.mark.parametrize("strategy", ["fused", "uis"])
 def test_sources_say_the_routers_p_j_and_the_merge_weight_apart(client, strategy):
-    """domain_prob is the router's p_j (as in routing.probabilities) under every strategy; the merge weight is domain_weight."""
+    """domain_prob is the router's p_j (as in routing.probabilities) under every strategy; the merge weight is domain_weight:
+    U = domain_weight * max(s, 0), under the fused strategy plus the page prior's bonus less the known answers' demotion
+    where the demo's fit made the prior active (both shown in the source's features)."""
     r = client.post("/ask", json={"query": "How do I enforce SSO for my CRM users?", "generate": False, "strategy": strategy})
     body = r.json()
     probabilities = body["routing"]["probabilities"]
     for s in body["sources"]:
         assert s["domain_prob"] == pytest.approx(probabilities[s["domain"]], abs=1e-5)
-        assert s["unified_score"] == pytest.approx(s["domain_weight"] * max(s["score"], 0.0), abs=1e-5)
+        prior = s["features"].get("page_prior", 0.0) - s["features"].get("known_answer_penalty", 0.0)
+        assert prior == 0.0 or strategy == "fused"
+        assert s["unified_score"] == pytest.approx(s["domain_weight"] * max(s["score"], 0.0) + prior, abs=1e-5)
     if strategy == "uis":
         assert all(s["domain_weight"] == 1.0 for s in body["sources"])
         assert {s["domain_prob"] for s in body["sources"]} <= {round(v, 6) for v in probabilities.values()}  # the weight is 1, p_j the router's

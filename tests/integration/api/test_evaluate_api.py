@@ -202,6 +202,7 @@ def test_cli_evaluate_writes_summary_and_report(demo_home, reference, tmp_path, 
     if (home / "eval").exists():
         shutil.rmtree(home / "eval")
     monkeypatch.setenv("FEDQA_HOME", str(home))
+    monkeypatch.setenv("FEDQA_CACHE", str(home / "cache"))
     monkeypatch.setenv("FEDQA_LLM_BACKEND", "none")
     from service.config import get_settings
 
@@ -273,6 +274,7 @@ def test_kill_9_mid_job_then_restart_resumes(demo_home, reference, tmp_path):
     env = {
         **os.environ,
         "FEDQA_HOME": str(home),
+        "FEDQA_CACHE": str(home / "cache"),
         "FEDQA_LLM_BACKEND": "openai",
         "FEDQA_LLM_BASE_URL": llm.url,
         "FEDQA_LLM_MODEL": "scripted",

@@ -71,7 +71,7 @@ def test_encoder_weights_deleted_at_startup(home_copy, encoder, tmp_path):
 
 
 def test_llm_that_cannot_start_still_serves_sources(home_copy):
-    settings = Settings(home=home_copy, llm_backend="openai", llm_base_url=None)  # no base URL: the backend cannot start
+    settings = Settings(home=home_copy, cache=home_copy / "cache", llm_backend="openai", llm_base_url=None)  # no base URL: the backend cannot start
     with TestClient(create_app(settings)) as c:
         ready = c.get("/readyz").json()
         assert ready["status"] == "ready" and any("LLM backend could not start" in w for w in ready["warnings"])

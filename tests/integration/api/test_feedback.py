@@ -66,16 +66,18 @@ def _cli(home: Path, *argv: str) -> int:
     """``fedqa ARGV`` in this process on ``home``."""
     import os
 
-    before = os.environ.get("FEDQA_HOME")
-    os.environ["FEDQA_HOME"] = str(home)
+    names = ("FEDQA_HOME", "FEDQA_CACHE")
+    before = {name: os.environ.get(name) for name in names}
+    os.environ.update(FEDQA_HOME=str(home), FEDQA_CACHE=str(home / "cache"))  # the copy's encoder export
     get_settings.cache_clear()
     try:
         return main(list(argv))
     finally:
-        if before is None:
-            os.environ.pop("FEDQA_HOME")
-        else:
-            os.environ["FEDQA_HOME"] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name)
+            else:
+                os.environ[name] = value
         get_settings.cache_clear()
 
 

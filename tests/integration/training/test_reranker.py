@@ -306,6 +306,7 @@ def test_a_home_without_out_of_scope_questions_still_refuses_off_topic_ones(demo
     home = tmp_path / "own"
     copytree_sparse(demo_home, home)
     monkeypatch.setenv("FEDQA_HOME", str(home))
+    monkeypatch.setenv("FEDQA_CACHE", str(home / "cache"))
     monkeypatch.setenv("FEDQA_LLM_BACKEND", "none")
     get_settings.cache_clear()
     try:
