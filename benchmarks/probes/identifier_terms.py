@@ -1,0 +1,60 @@
+"""Probe: "not covered" with compound identifiers counted whole in the index's vocabulary (tried for issue 48, not
+adopted: docs/decisions/quality-log.md, "Identifiers counted whole").
+
+    HF_HUB_OFFLINE=1 python benchmarks/probes/identifier_terms.py manuals --data ../shared/data/manuals_dev \
+        --home <new home> --out m.json
+    HF_HUB_OFFLINE=1 FEDQA_HOME=<refresh fold home> python benchmarks/probes/identifier_terms.py not_covered \
+        --in-scope W/foldN/heldout.jsonl --oos ../shared/data/oos_dev.jsonl ../shared/data/oos_family_dev.jsonl \
+        --named ../shared/data/oos_family_dev_named.jsonl --false-refusal 0.02 0.03
+
+Runs ``benchmarks/manuals.py`` (no-label condition only: ``--labelled`` refreshes in child processes, which would not
+see the change) or ``benchmarks/not_covered.py`` with its arguments, in this process, after making
+:func:`service.retrieval.vocabulary.passage_terms` also return the compound identifiers of a text: runs of letters
+and digits joined by ``-``, ``_`` or ``.``, at least one ``_`` or ``.`` among the joins, holding a letter, of 3 or
+more characters, not the host of an e-mail address (``least_conn``, ``sendmail.mc``, ``main.cf``; not ``x-axis``,
+``2.4.1`` or ``me@box.localdomain``), case-folded, unstemmed. The vocabulary's form line changes with it, so a
+stored vocabulary is counted again and the same homes serve both arms; ``rare_word`` and ``uncovered`` then read the
+identifiers (a question naming another product's setting, "least_conn", splits into words the manual holds, "least"
+and "conn", while the setting itself is in no passage).
+"""
+
+from __future__ import annotations
+
+import runpy
+import sys
+import unicodedata
+from pathlib import Path
+
+import regex
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from service.retrieval import vocabulary  # noqa: E402
+
+BENCHMARKS = Path(__file__).resolve().parents[1]
+IDENTIFIER = regex.compile(r"(?<![@\p{L}\p{N}_.-])[\p{L}\p{N}]+(?:[-_.][\p{L}\p{N}]+)+")
+LETTER = regex.compile(r"\p{L}")
+
+
+def identifiers(text: str) -> set[str]:
+    """The compound identifiers of ``text`` (the module docstring's rule)."""
+    if "_" not in text and "." not in text:
+        return set()
+    found = IDENTIFIER.findall(unicodedata.normalize("NFC", text).casefold())
+    return {t for t in found if len(t) >= vocabulary.MIN_CHARS and LETTER.search(t) and ("_" in t or "." in t)}
+
+
+def main(argv: list[str]) -> None:
+    if not argv or argv[0] not in ("manuals", "not_covered"):
+        sys.exit("usage: identifier_terms.py manuals|not_covered <that benchmark's arguments>")
+    if argv[0] == "manuals" and "--labelled" in argv:
+        sys.exit("--labelled refreshes in child processes, which would count words without identifiers")
+    stems = vocabulary.passage_terms
+    vocabulary.passage_terms = lambda text: stems(text) | identifiers(text)  # read by Vocabulary.of and _words
+    vocabulary._FORM = "#form\tstem+identifier"  # a vocabulary stored by the product is counted again
+    sys.argv = [str(BENCHMARKS / f"{argv[0]}.py"), *argv[1:]]
+    runpy.run_path(sys.argv[0], run_name="__main__")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
