@@ -1,7 +1,9 @@
-"""Probe: "not covered" with compound identifiers counted whole in the index's vocabulary (tried for issue 48, not
-adopted: docs/decisions/quality-log.md, "Identifiers counted whole").
+"""Probe: "not covered" with compound identifiers counted whole in the index's vocabulary (issue 48:
+docs/decisions/quality-log.md, "Identifiers counted whole"). The product counts snake_case names whole
+(``service.retrieval.vocabulary.identifiers``, adopted from ``--underscore-only``); by default this probe also counts
+names joined by dots alone (``sendmail.mc``), the variant measured and not adopted.
 
-    HF_HUB_OFFLINE=1 python benchmarks/probes/identifier_terms.py manuals --data ../shared/data/manuals_dev \
+    HF_HUB_OFFLINE=1 python benchmarks/probes/identifier_terms.py [--underscore-only] manuals --data ../shared/data/manuals_dev \
         --home <new home> --out m.json
     HF_HUB_OFFLINE=1 FEDQA_HOME=<refresh fold home> python benchmarks/probes/identifier_terms.py not_covered \
         --in-scope W/foldN/heldout.jsonl --oos ../shared/data/oos_dev.jsonl ../shared/data/oos_family_dev.jsonl \
@@ -36,21 +38,23 @@ IDENTIFIER = regex.compile(r"(?<![@\p{L}\p{N}_.-])[\p{L}\p{N}]+(?:[-_.][\p{L}\p{
 LETTER = regex.compile(r"\p{L}")
 
 
-def identifiers(text: str) -> set[str]:
-    """The compound identifiers of ``text`` (the module docstring's rule)."""
-    if "_" not in text and "." not in text:
+def identifiers(text: str, marks: str = "_.") -> set[str]:
+    """The compound identifiers of ``text`` (the module docstring's rule; ``marks``: the joins one of which it needs)."""
+    if not any(m in text for m in marks):
         return set()
     found = IDENTIFIER.findall(unicodedata.normalize("NFC", text).casefold())
-    return {t for t in found if len(t) >= vocabulary.MIN_CHARS and LETTER.search(t) and ("_" in t or "." in t)}
+    return {t for t in found if len(t) >= vocabulary.MIN_CHARS and LETTER.search(t) and any(m in t for m in marks)}
 
 
 def main(argv: list[str]) -> None:
+    marks = "_" if argv[:1] == ["--underscore-only"] else "_."  # only snake_case names (least_conn, not sendmail.mc)
+    argv = argv[1:] if marks == "_" else argv
     if not argv or argv[0] not in ("manuals", "not_covered"):
-        sys.exit("usage: identifier_terms.py manuals|not_covered <that benchmark's arguments>")
+        sys.exit("usage: identifier_terms.py [--underscore-only] manuals|not_covered <that benchmark's arguments>")
     if argv[0] == "manuals" and "--labelled" in argv:
         sys.exit("--labelled refreshes in child processes, which would count words without identifiers")
     stems = vocabulary.passage_terms
-    vocabulary.passage_terms = lambda text: stems(text) | identifiers(text)  # read by Vocabulary.of and _words
+    vocabulary.passage_terms = lambda text: stems(text) | identifiers(text, marks)  # read by Vocabulary.of and _words
     vocabulary._FORM = "#form\tstem+identifier"  # a vocabulary stored by the product is counted again
     sys.argv = [str(BENCHMARKS / f"{argv[0]}.py"), *argv[1:]]
     runpy.run_path(sys.argv[0], run_name="__main__")

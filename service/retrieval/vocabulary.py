@@ -10,7 +10,10 @@ only (:meth:`Vocabulary.within`): the counts of the others would tell it which w
 Words are :func:`service.text.terms` of 3 or more characters (shorter ones are names of nothing in particular),
 counted by their English stem (PyStemmer's Snowball stemmer, as the lexical index stems): a question's "clogging" is
 the documentation's "clogged", so a user's inflection of a word the manual holds does not read as a word it never
-uses (``benchmarks/probes/unseen_terms.py --stems``). A file stored before words were stemmed is counted again.
+uses (``benchmarks/probes/unseen_terms.py --stems``). A snake_case identifier as written (``least_conn``,
+``masquerade_as``: :func:`identifiers`) is counted whole beside its parts: a question naming another product's setting
+splits into words the documentation holds ("least", "conn"), while the setting itself is in no passage. A file stored
+before words were stemmed, or before identifiers were counted, is counted again.
 It also weighs how much of a question the passage placed first leaves unsaid (:meth:`Vocabulary.uncovered`): a
 question about a neighbouring product ("Does sed issue an exit code?") often finds a passage on the topic that never
 names the product it asks about, while a question the documentation answers shares its specific words with it.
@@ -22,11 +25,14 @@ import gzip
 import logging
 import math
 import threading
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+
+import regex
 
 from service.retrieval.passage import Passage
 from service.text import english_stemmer, terms
@@ -36,7 +42,9 @@ log = logging.getLogger("fedqa.store")
 VOCABULARY_FILE = "vocabulary.tsv.gz"
 MIN_CHARS = 3
 _PRODUCT = "#product"  # a product's section in VOCABULARY_FILE
-_FORM = "#form\tstem"  # the first line of a file that counts stems by product (older files are counted again)
+_FORM = "#form\tstem+snake"  # the first line of a file that counts stems and snake_case names by product (older: counted again)
+_IDENTIFIER = regex.compile(r"(?<![@\p{L}\p{N}_.-])[\p{L}\p{N}]+(?:[-_.][\p{L}\p{N}]+)+")
+_LETTER = regex.compile(r"\p{L}")
 _local = threading.local()
 
 
@@ -50,8 +58,18 @@ def stem(word: str) -> str:
 
 
 def passage_terms(text: str) -> set[str]:
-    """The stems of the words of ``text`` that the vocabulary counts."""
-    return {stem(t) for t in terms(text) if len(t) >= MIN_CHARS}
+    """The stems of the words of ``text`` that the vocabulary counts, and its compound identifiers (:func:`identifiers`)."""
+    return {stem(t) for t in terms(text) if len(t) >= MIN_CHARS} | identifiers(text)
+
+
+def identifiers(text: str) -> set[str]:
+    """The snake_case identifiers of ``text``, case-folded: runs of letters and digits joined by ``-``, ``_`` or ``.``,
+    at least one ``_`` among them, holding a letter (``least_conn``, ``masquerade_as``, ``mod_proxy_balancer``). Names
+    joined by dots alone are not counted (``sendmail.mc``, ``socket.ph``, ``me@box.localdomain``): users quote their own
+    files, hosts and error messages, which no manual spells (``benchmarks/probes/identifier_terms.py``: counting them
+    cost faq6's in-scope questions what it found in manuals_dev's neighbours)."""
+    found = _IDENTIFIER.findall(unicodedata.normalize("NFC", text).casefold()) if "_" in text else ()
+    return {t for t in found if len(t) >= MIN_CHARS and _LETTER.search(t) and "_" in t}
 
 
 def _words(texts: Sequence[str]) -> set[str]:
@@ -144,7 +162,7 @@ class Vocabulary:
         counts: dict[str, int] = {}
         with gzip.open(path, "rt", encoding="utf-8") as f:
             if f.readline().rstrip("\n") != _FORM:
-                log.info("%s counts words as written (stored before it counted stems)", path)
+                log.info("%s was stored before it counted stems and identifiers: counted again", path)
                 return None
             for line in f:
                 fields = line.rstrip("\n").split("\t")

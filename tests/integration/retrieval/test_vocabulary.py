@@ -11,7 +11,7 @@ from service.ask import answer
 from service.loading import load_pipeline
 from service.retrieval.edge_store import EdgeBackend
 from service.retrieval.passage import Passage
-from service.retrieval.vocabulary import VOCABULARY_FILE, Vocabulary, stem
+from service.retrieval.vocabulary import VOCABULARY_FILE, Vocabulary, identifiers, stem
 from service.schemas import AskRequest
 from tests.conftest import make_settings
 from tests.utils import present
@@ -86,6 +86,28 @@ def test_a_word_the_documentation_holds_in_another_form_is_not_unseen():
     assert vocab.rarity(["Why is my queue clogging?"]) == 1 / 2  # every word in a passage: "clogging" as "clogged"
     assert vocab.rarity(["Why is my queue jammed?"]) == 1.0  # a word no passage holds in any form
     assert vocab.uncovered(["Why is my queue clogging?"], ["A clogged queue drains slowly; flush it."]) == 0.0
+
+
+def test_a_setting_of_another_product_is_unseen_though_its_parts_are_not(tmp_path):
+    """A question naming another product's setting ("least_conn") splits into words the documentation holds; the
+    snake_case name itself is counted whole, so it reads as a word no passage holds, and is left unsaid. One the
+    documentation writes is seen; names joined by dots (a user's own files and hosts) are not counted whole."""
+    text = "balance leastconn sends each request to the server with the least active conn count; see use_backend in main.cf."
+    vocab = Vocabulary.of([_passage("a", "Balancing", text), _passage("b", "Contacts", "Import contacts.")])
+    assert vocab.counts["use_backend"] == 1 and vocab.counts[stem("least")] == 1 and "main.cf" not in vocab.counts
+    assert vocab.rarity(["How do I use least_conn balancing?"]) == 1.0  # was 1/2: "least" and "conn" are in passage a
+    assert vocab.rarity(["Which balance is leastconn in use_backend?"]) == 1 / 2
+    assert vocab.rarity(["Is balance leastconn in main.cf?"]) == 1 / 2  # "main.cf" is "main" (and "cf", too short)
+    assert vocab.uncovered(["least_conn balancing"], [text]) > vocab.uncovered(["least conn balancing"], [text])
+    assert identifiers("FEATURE(masquerade_envelope), MASQUERADE_AS, sendmail.mc, me@box.localdomain, x-axis") == {
+        "masquerade_envelope",
+        "masquerade_as",
+    }
+    # a file stored before snake_case names were counted (stems by product) is counted again
+    with gzip.open(tmp_path / VOCABULARY_FILE, "wt", encoding="utf-8") as f:
+        f.write("#form\tstem\n#product\torbit\t2\nleast\t1\n")
+    assert Vocabulary.load(tmp_path) is None
+    assert Vocabulary.load(vocab.save(tmp_path).parent) == vocab
 
 
 def _site(root: Path) -> Path:
