@@ -58,7 +58,7 @@ def stem(word: str) -> str:
 
 
 def passage_terms(text: str) -> set[str]:
-    """The stems of the words of ``text`` that the vocabulary counts, and its compound identifiers (:func:`identifiers`)."""
+    """The stems of the words of ``text`` that the vocabulary counts, and its snake_case names (:func:`identifiers`)."""
     return {stem(t) for t in terms(text) if len(t) >= MIN_CHARS} | identifiers(text)
 
 
@@ -162,7 +162,7 @@ class Vocabulary:
         counts: dict[str, int] = {}
         with gzip.open(path, "rt", encoding="utf-8") as f:
             if f.readline().rstrip("\n") != _FORM:
-                log.info("%s was stored before it counted stems and identifiers: counted again", path)
+                log.info("%s was stored before it counted stems and snake_case names: counted again", path)
                 return None
             for line in f:
                 fields = line.rstrip("\n").split("\t")
