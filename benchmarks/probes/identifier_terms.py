@@ -9,8 +9,8 @@ names joined by dots alone (``sendmail.mc``), the variant measured and not adopt
         --in-scope W/foldN/heldout.jsonl --oos ../shared/data/oos_dev.jsonl ../shared/data/oos_family_dev.jsonl \
         --named ../shared/data/oos_family_dev_named.jsonl --false-refusal 0.02 0.03
 
-Runs ``benchmarks/manuals.py`` (no-label condition only: ``--labelled`` refreshes in child processes, which would not
-see the change) or ``benchmarks/not_covered.py`` with its arguments, in this process, after making
+Runs ``benchmarks/manuals.py`` (its ``--labelled`` refreshes in this process too) or ``benchmarks/not_covered.py``
+with its arguments, in this process, after making
 :func:`service.retrieval.vocabulary.passage_terms` also return the compound identifiers of a text: runs of letters
 and digits joined by ``-``, ``_`` or ``.``, at least one ``_`` or ``.`` among the joins, holding a letter, of 3 or
 more characters, not the host of an e-mail address (``least_conn``, ``sendmail.mc``, ``main.cf``; not ``x-axis``,
@@ -51,8 +51,6 @@ def main(argv: list[str]) -> None:
     argv = argv[1:] if marks == "_" else argv
     if not argv or argv[0] not in ("manuals", "not_covered"):
         sys.exit("usage: identifier_terms.py [--underscore-only] manuals|not_covered <that benchmark's arguments>")
-    if argv[0] == "manuals" and "--labelled" in argv:
-        sys.exit("--labelled refreshes in child processes, which would count words without identifiers")
     stems = vocabulary.passage_terms
     vocabulary.passage_terms = lambda text: stems(text) | identifiers(text, marks)  # read by Vocabulary.of and _words
     vocabulary._FORM = "#form\tstem+identifier"  # a vocabulary stored by the product is counted again
