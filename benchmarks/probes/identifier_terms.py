@@ -1,7 +1,8 @@
 """Probe: "not covered" with compound identifiers counted whole in the index's vocabulary (issue 48:
 docs/decisions/quality-log.md, "Identifiers counted whole"). The product counts snake_case names whole
 (``service.retrieval.vocabulary.identifiers``, adopted from ``--underscore-only``); by default this probe also counts
-names joined by dots alone (``sendmail.mc``), the variant measured and not adopted.
+names joined by dots (``sendmail.mc``), the variant measured and not adopted; ``--underscore-only`` runs the benchmark
+on the product's own vocabulary (the figures measured before the product adopted it).
 
     HF_HUB_OFFLINE=1 python benchmarks/probes/identifier_terms.py [--underscore-only] manuals --data ../shared/data/manuals_dev \
         --home <new home> --out m.json
@@ -27,33 +28,32 @@ import sys
 import unicodedata
 from pathlib import Path
 
-import regex
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from service.retrieval import vocabulary  # noqa: E402
 
 BENCHMARKS = Path(__file__).resolve().parents[1]
-IDENTIFIER = regex.compile(r"(?<![@\p{L}\p{N}_.-])[\p{L}\p{N}]+(?:[-_.][\p{L}\p{N}]+)+")
-LETTER = regex.compile(r"\p{L}")
 
 
-def identifiers(text: str, marks: str = "_.") -> set[str]:
-    """The compound identifiers of ``text`` (the module docstring's rule; ``marks``: the joins one of which it needs)."""
-    if not any(m in text for m in marks):
+def dotted_names(text: str) -> set[str]:
+    """The names of ``text`` the product's pattern finds (:data:`service.retrieval.vocabulary._IDENTIFIER`, with a
+    letter, 3 or more characters) joined by ``.`` (``sendmail.mc``): what this probe adds to the product's vocabulary,
+    which counts those with an ``_`` (:func:`service.retrieval.vocabulary.identifiers`)."""
+    if "." not in text:
         return set()
-    found = IDENTIFIER.findall(unicodedata.normalize("NFC", text).casefold())
-    return {t for t in found if len(t) >= vocabulary.MIN_CHARS and LETTER.search(t) and any(m in t for m in marks)}
+    found = vocabulary._IDENTIFIER.findall(unicodedata.normalize("NFC", text).casefold())
+    return {t for t in found if len(t) >= vocabulary.MIN_CHARS and vocabulary._LETTER.search(t) and "." in t}
 
 
 def main(argv: list[str]) -> None:
-    marks = "_" if argv[:1] == ["--underscore-only"] else "_."  # only snake_case names (least_conn, not sendmail.mc)
-    argv = argv[1:] if marks == "_" else argv
+    product = argv[:1] == ["--underscore-only"]  # the product's own vocabulary: snake_case names (least_conn) only
+    argv = argv[1:] if product else argv
     if not argv or argv[0] not in ("manuals", "not_covered"):
         sys.exit("usage: identifier_terms.py [--underscore-only] manuals|not_covered <that benchmark's arguments>")
-    stems = vocabulary.passage_terms
-    vocabulary.passage_terms = lambda text: stems(text) | identifiers(text, marks)  # read by Vocabulary.of and _words
-    vocabulary._FORM = "#form\tstem+identifier"  # a vocabulary stored by the product is counted again
+    if not product:
+        counted = vocabulary.passage_terms
+        vocabulary.passage_terms = lambda text: counted(text) | dotted_names(text)  # read by Vocabulary.of and _words
+        vocabulary._FORM = "#form\tstem+snake+dotted"  # a vocabulary stored by the product is counted again
     sys.argv = [str(BENCHMARKS / f"{argv[0]}.py"), *argv[1:]]
     runpy.run_path(sys.argv[0], run_name="__main__")
 
