@@ -14,8 +14,9 @@ rule (a passage answers when its page is a gold page and an evidence span is in 
 - the same rankings from **BM25 alone** (bm25s, stemming and English stop words, over title + text of the same
   passages; computed here, independently of the service) and **dense alone** (``FEDQA_LEXICAL=off``, strategy uis:
   every product searched, ranked by s);
-- the mean passage length (words) beside every score, the share of passages that are mostly link labels (the page's
-  ``<a href>`` texts), and the share of extractive answers that begin and end on sentence or code-block boundaries.
+- the mean passage length (words) beside every score, the share of passages that are mostly link labels (the
+  page's ``<a href>`` texts, not matched inside its code blocks), and the share of extractive answers that begin
+  and end on sentence or code-block boundaries.
 
 ``--labelled``: also the half-labelled condition: the single questions are split in two folds (by qid parity); for
 each fold a copy of the home is fitted with ``fedqa refresh --queries`` (the README's own-documentation flow: router,
@@ -161,35 +162,34 @@ def on_boundaries(quote: str, passages: Sequence[Passage]) -> bool:
     return True  # a generated or re-worded answer is not a quote
 
 
-def link_label_share(passages: Sequence[Passage], docs: Path, *, in_code: bool = False) -> float:
-    """Share of passages whose text is mostly link labels of their page (the page's ``<a href>`` texts, 3+ chars;
-    those inside ``<pre>`` only with ``in_code``: haproxy's examples link every keyword they use)."""
+def link_label_share(passages: Sequence[Passage], docs: Path, *, code: bool = False) -> float:
+    """Share of passages whose text is mostly link labels of their page (the page's ``<a href>`` texts outside
+    ``<pre>``, 3+ chars): navigation. Labels are matched in the passage's lines that are not lines of the page's
+    ``<pre>`` blocks (haproxy's code examples are made of the keywords its keyword index links; code is not
+    navigation), against the passage's whole length; ``code``: in code lines too (the measure before 2026-11-30)."""
     import lxml.html
 
-    labels: dict[str, list[str]] = {}
+    pages: dict[str, tuple[list[str], set[str]]] = {}
     mostly = 0
     for p in passages:
-        if p.source not in labels:
-            path = docs / p.source
+        if p.source not in pages:
             try:
-                root = lxml.html.document_fromstring(path.read_bytes())
-                found = {
-                    collapse(a.text_content())
-                    for a in root.iter("a")
-                    if a.get("href") is not None and (in_code or not any(x.tag == "pre" for x in a.iterancestors()))
-                }
+                root = lxml.html.document_fromstring((docs / p.source).read_bytes())
+                linked = (a for a in root.iter("a") if a.get("href") is not None and not any(x.tag == "pre" for x in a.iterancestors()))
+                found = {collapse(a.text_content()) for a in linked}
+                pre = {line for el in root.iter("pre") for raw in el.text_content().splitlines() if (line := collapse(raw))}
             except (OSError, ValueError):
-                found = set()
-            labels[p.source] = sorted((t for t in found if len(t) >= 3), key=len, reverse=True)
-        text = collapse(p.text)
+                found, pre = set(), set()
+            pages[p.source] = (sorted((t for t in found if len(t) >= 3), key=len, reverse=True), pre)
+        labels, pre_lines = pages[p.source]
+        rest = collapse(p.text if code else "\n".join(line for line in p.text.splitlines() if collapse(line) not in pre_lines))
         covered = 0
-        rest = text
-        for label in labels[p.source]:
+        for label in labels:
             n = rest.count(label)
             if n:
                 covered += n * len(label)
                 rest = rest.replace(label, " ")
-        mostly += covered >= 0.5 * max(1, len(text))
+        mostly += covered >= 0.5 * max(1, len(collapse(p.text)))
     return mostly / max(1, len(passages))
 
 
@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         "count": len(passages),
         "mean_words": round(mean_words, 1),
         "mostly_link_labels": round(link_label_share(passages, args.data / "docs"), 4),
-        "mostly_link_labels_with_code_links": round(link_label_share(passages, args.data / "docs", in_code=True), 4),
+        "mostly_link_labels_code_as_prose": round(link_label_share(passages, args.data / "docs", code=True), 4),
     }
     rank = bm25_ranker(passages)
     in_scope = [q for q in questions if q.kind != "oos"]
