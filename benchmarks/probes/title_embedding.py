@@ -3,9 +3,10 @@
     python benchmarks/probes/title_embedding.py --docs ../shared/data/faq6/docs.jsonl \
         --queries $FEDQA_HOME/training-data/val.jsonl [--retriever $FEDQA_HOME/retrievers/<version>] [--backend onnx]
 
-Every passage of ``--docs`` is embedded twice with the same encoder (the shipped MiniLM, or a trained retriever's
-folder): its text alone (what `fedqa index build` stores today) and ``title: text`` (the reranker's ``--titles``
-format). Each question is then scored by exact dot product over all passages (uis: one unified ranking) and over its
+Every passage of ``--docs`` is embedded three times with the same encoder (the shipped MiniLM, or a trained retriever's
+folder): its text alone (what `fedqa index build` stores today), ``title: text`` (the reranker's ``--titles``
+format) and ``section: text`` (the title's last `` > `` part alone: the section's own heading, without the page path
+a page's passages share). Each question is then scored by exact dot product over all passages (uis: one unified ranking) and over its
 own domains' passages only (oracle), for both embeddings: Acc@1, Recall@20 and MRR@20, single and cross questions
 apart. Prints one JSON object. No index, router or gate: the ranking a passage's vector gives, nothing else.
 """
@@ -42,6 +43,14 @@ def _scores(q_vecs: np.ndarray, p_vecs: np.ndarray, queries, doc_ids: list[str],
     return {k: round(float(np.mean([x for x in v if x is not None])), 4) for k, v in out.items()}
 
 
+def _title(rec: dict) -> str:
+    return str(rec.get("title") or "")
+
+
+def _section(rec: dict) -> str:
+    return _title(rec).rsplit(" > ", 1)[-1]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--docs", required=True)
@@ -58,9 +67,9 @@ def main() -> None:
     queries = [q for q in load_queries(args.queries) if q.gold_doc_ids]
     q_vecs = np.stack([encoder.embed_query(q.query) for q in queries])
     out: dict[str, object] = {"docs": args.docs, "queries": args.queries, "n": len(queries), "retriever": str(path), "runtime": encoder.backend.value}
-    for name, fmt in (("text", False), ("title_text", True)):
+    for name, head in (("text", None), ("title_text", _title), ("section_text", _section)):
         t0 = time.perf_counter()
-        p_vecs = encoder.embed_passages([passage_text(r.get("title") or "", r["text"], titles=fmt) for r in recs], bulk=True)
+        p_vecs = encoder.embed_passages([passage_text(head(r) if head else "", r["text"], titles=head is not None) for r in recs], bulk=True)
         out[f"{name}_embed_s"] = round(time.perf_counter() - t0, 1)
         for group, qs in (("single", [q for q in queries if not q.is_cross]), ("cross", [q for q in queries if q.is_cross])):
             if not qs:
