@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import runpy
 import sys
-import unicodedata
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -36,13 +35,9 @@ BENCHMARKS = Path(__file__).resolve().parents[1]
 
 
 def dotted_names(text: str) -> set[str]:
-    """The names of ``text`` the product's pattern finds (:data:`service.retrieval.vocabulary._IDENTIFIER`, with a
-    letter, 3 or more characters) joined by ``.`` (``sendmail.mc``): what this probe adds to the product's vocabulary,
-    which counts those with an ``_`` (:func:`service.retrieval.vocabulary.identifiers`)."""
-    if "." not in text:
-        return set()
-    found = vocabulary._IDENTIFIER.findall(unicodedata.normalize("NFC", text).casefold())
-    return {t for t in found if len(t) >= vocabulary.MIN_CHARS and vocabulary._LETTER.search(t) and "." in t}
+    """The names of ``text`` joined by ``.`` (``sendmail.mc``): what this probe adds to the product's vocabulary, which
+    counts those with an ``_`` (:func:`service.retrieval.vocabulary.identifiers`, whose rule they follow)."""
+    return vocabulary.identifiers(text, join=".")
 
 
 def main(argv: list[str]) -> None:

@@ -82,7 +82,7 @@ def main() -> None:
     if {"text", "title_text"} <= set(vectors):  # both cosines summed: a passage stored with both vectors
         vectors["text+title_text"] = np.hstack([vectors["text"], vectors["title_text"]])
     for name, p_vecs in vectors.items():
-        both = p_vecs.shape[1] != q_vecs.shape[1]
+        both = name == "text+title_text"  # the question's vector beside itself: the sum of its two cosines
         for group, qs in (("single", [q for q in queries if not q.is_cross]), ("cross", [q for q in queries if q.is_cross])):
             if not qs:
                 continue

@@ -62,14 +62,14 @@ def passage_terms(text: str) -> set[str]:
     return {stem(t) for t in terms(text) if len(t) >= MIN_CHARS} | identifiers(text)
 
 
-def identifiers(text: str) -> set[str]:
+def identifiers(text: str, join: str = "_") -> set[str]:
     """The snake_case identifiers of ``text``, case-folded: runs of letters and digits joined by ``-``, ``_`` or ``.``,
-    at least one ``_`` among them, holding a letter (``least_conn``, ``masquerade_as``, ``mod_proxy_balancer``). Names
+    at least one ``join`` among them, holding a letter (``least_conn``, ``masquerade_as``, ``mod_proxy_balancer``). Names
     joined by dots alone are not counted (``sendmail.mc``, ``socket.ph``, ``me@box.localdomain``): users quote their own
-    files, hosts and error messages, which no manual spells (``benchmarks/probes/identifier_terms.py``: counting them
-    cost faq6's in-scope questions what it found in manuals_dev's neighbours)."""
-    found = _IDENTIFIER.findall(unicodedata.normalize("NFC", text).casefold()) if "_" in text else ()
-    return {t for t in found if len(t) >= MIN_CHARS and _LETTER.search(t) and "_" in t}
+    files, hosts and error messages, which no manual spells (``benchmarks/probes/identifier_terms.py``, which counts
+    them with ``join="."``: that cost faq6's in-scope questions what it found in manuals_dev's neighbours)."""
+    found = _IDENTIFIER.findall(unicodedata.normalize("NFC", text).casefold()) if join in text else ()
+    return {t for t in found if len(t) >= MIN_CHARS and _LETTER.search(t) and join in t}
 
 
 def _words(texts: Sequence[str]) -> set[str]:
