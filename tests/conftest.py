@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -27,8 +29,15 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "faq6"
 
 # Session fixtures that cost tens of seconds: a test using one is slow.
 SLOW_FIXTURES = frozenset({"demo_home", "demo_pipeline", "embedded_llm", "demo_onnx_dir"})
+DEMO_FIXTURES = frozenset({"demo_home", "demo_pipeline", "reranker_home"})  # built from the demo home
 TIERS = ("unit", "integration", "e2e")  # the folders under tests/, each the name of its marker
 TESTS = Path(__file__).resolve().parent
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (pyproject's addopts): a worker per CPU this process may run on, at most 4 (each holds its copy of
+    the demo home, a MiniLM and, for some files, the embedded LLM)."""
+    return max(1, min(4, len(os.sched_getaffinity(0))))
 
 
 def tier(path: Path) -> str | None:
@@ -53,6 +62,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             misplaced.append(item.nodeid)
     if misplaced:  # the fast tier stays fast: a test on the real encoder or the demo home belongs to tests/integration/
         raise pytest.UsageError("unit tests that load the real encoder or the demo home, or are marked slow:\n" + "\n".join(misplaced))
+    items.sort(key=_run_order)
+
+
+def _run_order(item: pytest.Item) -> int:
+    """Unit tests first, the tests on the demo home last (a stable sort: each group in collection order): while the
+    first worker to need the demo home builds it, the others run tests that do not wait for it."""
+    if tier(item.path) == "unit":
+        return 0
+    return 2 if DEMO_FIXTURES & set(getattr(item, "fixturenames", ())) else 1
 
 
 def _job_workers() -> set[threading.Thread]:
@@ -74,6 +92,24 @@ def no_job_worker_outlives_its_module() -> Iterator[None]:
         pytest.fail(f"{left} evaluation job worker(s) started by this module still run (stop: the app's lifespan, worker.stop())", pytrace=False)
 
 
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """The folder ``name``, made by ``build`` once per test run: in this process, or under pytest-xdist by the first
+    worker that asks, while the others wait on a file lock and then read the same folder (copy it to change it)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        path = tmp_path_factory.mktemp(name)
+        build(path)
+        return path
+    root = tmp_path_factory.getbasetemp().parent  # the run's folder, above each worker's
+    path, done = root / name, root / f"{name}.built"
+    with FileLock(root / f"{name}.lock"):
+        if not done.exists():  # not built, or a worker's build failed (then this one tries again and fails too)
+            shutil.rmtree(path, ignore_errors=True)
+            path.mkdir()
+            build(path)
+            done.touch()
+    return path
+
+
 @pytest.fixture(scope="session")
 def encoder() -> Encoder:
     return Encoder()
@@ -82,15 +118,17 @@ def encoder() -> Encoder:
 @pytest.fixture(scope="session")
 def demo_onnx_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The base encoder's ONNX export a first ingest of the shipped demo makes (calibrated on a sample of its passages),
-    made once per session (30-70 s on 2 cores) for every test that loads it: read it; copy it to change it."""
+    made once per run (30-70 s on 2 cores; :func:`built_once`) for every test that loads it: read it; copy it to
+    change it."""
     from service.demo import DOCS
     from service.retrieval.encoder import EncoderBackend
     from tests.utils import ingest_calibration
 
-    path = tmp_path_factory.mktemp("demo-onnx") / "onnx"
-    made = Encoder(backend="onnx", onnx_dir=path, calibration=ingest_calibration(DOCS))
-    assert made.backend is EncoderBackend.ONNX, made.backend_error
-    return path
+    def build(root: Path) -> None:
+        made = Encoder(backend="onnx", onnx_dir=root / "onnx", calibration=ingest_calibration(DOCS))
+        assert made.backend is EncoderBackend.ONNX, made.backend_error
+
+    return built_once(tmp_path_factory, "demo-onnx", build) / "onnx"
 
 
 @pytest.fixture(scope="session")
@@ -99,30 +137,36 @@ def demo_home(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureR
     builds it: embedded by the ONNX encoder (the default runtime), whose export lies in the home's ``cache/`` (the
     session's, copied: the same calibration). A process on a copy finds it with FEDQA_CACHE=<copy>/cache; without
     it, it would export again from the home's calibration passages (30-70 s).
+    Built once per run (:func:`built_once`); under pytest-xdist each worker copies it.
     FEDQA_TEST_DEMO_HOME: copy one built before by this fixture (its ``cache/`` too) instead, to iterate quickly on
     a busy machine."""
-    import shutil
-
     from indexes.ingest import ingest
     from service.cli.demo import setup_demo
     from service.demo import DOCS
+    from service.files import copytree_sparse
     from service.retrieval.encoder import base_onnx_dir, packaged_minilm_path
     from tests.utils import ingest_calibration
 
-    home = tmp_path_factory.mktemp("demo-home")
     prebuilt = os.environ.get("FEDQA_TEST_DEMO_HOME")
     if prebuilt:  # a demo home built by an earlier session (copied: the session's pipeline locks its index)
-        from service.files import copytree_sparse
-
+        home = tmp_path_factory.mktemp("demo-home")
         copytree_sparse(Path(prebuilt), home, dirs_exist_ok=True)
         split_in_force(home)
         return home
-    settings = make_settings(home)
-    demo_onnx_dir = request.getfixturevalue("demo_onnx_dir")  # not made for a prebuilt home
-    shutil.copytree(demo_onnx_dir, base_onnx_dir(settings, packaged_minilm_path(), ingest_calibration(DOCS).fingerprint))
-    ingest([DOCS], settings, progress=False)  # a first ingest: the ONNX runtime, its export found in the cache
-    setup_demo(settings, progress=False)  # then what 'fedqa demo' does: router (held-out split), "not covered" fit
-    split_in_force(home)
+
+    def build(built: Path) -> None:
+        settings = make_settings(built)
+        demo_onnx_dir = request.getfixturevalue("demo_onnx_dir")  # not made for a prebuilt home
+        shutil.copytree(demo_onnx_dir, base_onnx_dir(settings, packaged_minilm_path(), ingest_calibration(DOCS).fingerprint))
+        ingest([DOCS], settings, progress=False)  # a first ingest: the ONNX runtime, its export found in the cache
+        setup_demo(settings, progress=False)  # then what 'fedqa demo' does: router (held-out split), "not covered" fit
+        split_in_force(built)
+
+    built = built_once(tmp_path_factory, "demo-home", build)
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return built  # this process' own build
+    home = tmp_path_factory.mktemp("demo-home")
+    copytree_sparse(built, home, dirs_exist_ok=True)  # each worker its copy: a pipeline locks the home's index
     return home
 
 
@@ -207,10 +251,14 @@ def faq6_sample() -> list[dict]:
 
 @pytest.fixture(scope="session")
 def embedded_llm(tmp_path_factory: pytest.TempPathFactory):
-    """The real embedded LLM (SmolLM2-135M through transformers), dequantised once per test session."""
+    """The real embedded LLM (SmolLM2-135M through transformers), dequantised once per run."""
     from service.generation.local_llm import TransformersLLM
 
-    return TransformersLLM(cache_dir=tmp_path_factory.mktemp("llm-cache"))
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return TransformersLLM(cache_dir=tmp_path_factory.mktemp("llm-cache"))
+    root = tmp_path_factory.getbasetemp().parent  # shared by the workers: the first dequantises, the others read it
+    with FileLock(root / "llm-cache.lock"):
+        return TransformersLLM(cache_dir=root / "llm-cache")
 
 
 @pytest.fixture()
@@ -236,8 +284,6 @@ def selector_llm():
 @pytest.fixture(scope="module")
 def demo_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The shipped demo corpus in faq6's layout (docs.jsonl, queries_dev.jsonl)."""
-    import shutil
-
     from service.demo import DOCS, QUERIES
 
     root = tmp_path_factory.mktemp("demo-corpus")

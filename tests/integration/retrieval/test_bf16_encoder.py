@@ -13,16 +13,12 @@ from service.artifacts import Registry
 from service.demo import DOCS, QUERIES
 from service.retrieval.bf16_encoder import RUNTIME, cpu_flags, has_bf16_matrix_unit
 from service.retrieval.encoder import Encoder, EncoderBackend, base_onnx_dir, bulk_bf16, packaged_minilm_path
+from tests.conftest import built_once
 from tests.utils import ingest_calibration, make_settings, present
 
 
 def _read(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-@pytest.fixture(scope="module")
-def onnx_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("bf16-onnx") / "onnx"
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +30,20 @@ def docs60(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def onnx_dir(tmp_path_factory: pytest.TempPathFactory, docs60: Path) -> Path:
+    """The base encoder's ONNX export calibrated as a first ingest of ``docs60`` calibrates it, so the index tests
+    reuse it; made once per run (:func:`tests.conftest.built_once`): read it."""
+
+    def build(root: Path) -> None:
+        made = Encoder(backend="onnx", onnx_dir=root / "onnx", calibration=ingest_calibration(docs60))
+        assert made.backend is EncoderBackend.ONNX, made.backend_error
+
+    return built_once(tmp_path_factory, "bf16-onnx", build) / "onnx"
+
+
+@pytest.fixture(scope="module")
 def bf16_encoder(onnx_dir: Path, docs60: Path) -> Encoder:
-    """Its ONNX export calibrated as a first ingest of ``docs60`` calibrates it, so the index tests reuse it."""
+    """The encoder on that export, passages in bulk in bfloat16."""
     return Encoder(backend="onnx", onnx_dir=onnx_dir, bulk_bf16=True, calibration=ingest_calibration(docs60))
 
 
