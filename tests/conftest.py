@@ -37,7 +37,8 @@ TESTS = Path(__file__).resolve().parent
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto`` (pyproject's addopts): a worker per CPU this process may run on, at most 4 (each holds its copy of
     the demo home, a MiniLM and, for some files, the embedded LLM)."""
-    return max(1, min(4, len(os.sched_getaffinity(0))))
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)  # Linux; else all
+    return max(1, min(4, cpus))
 
 
 def tier(path: Path) -> str | None:
