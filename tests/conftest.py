@@ -22,6 +22,7 @@ from filelock import FileLock
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from service.files import copytree_sparse  # noqa: E402
 from service.retrieval.encoder import Encoder  # noqa: E402
 from tests.utils import make_settings  # noqa: E402  (also imported from here by test modules)
 
@@ -93,9 +94,10 @@ def no_job_worker_outlives_its_module() -> Iterator[None]:
         pytest.fail(f"{left} evaluation job worker(s) started by this module still run (stop: the app's lifespan, worker.stop())", pytrace=False)
 
 
-def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None], *, copied: bool = False) -> Path:
     """The folder ``name``, made by ``build`` once per test run: in this process, or under pytest-xdist by the first
-    worker that asks, while the others wait on a file lock and then read the same folder (copy it to change it)."""
+    worker that asks, while the others wait on a file lock and then read the same folder (copy it to change it);
+    ``copied``: under pytest-xdist each worker gets its own copy (a home: a pipeline locks its embedded index)."""
     if os.environ.get("PYTEST_XDIST_WORKER") is None:
         path = tmp_path_factory.mktemp(name)
         build(path)
@@ -108,6 +110,8 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Calla
             path.mkdir()
             build(path)
             done.touch()
+    if copied:
+        return copytree_sparse(path, tmp_path_factory.mktemp(name), dirs_exist_ok=True)
     return path
 
 
@@ -144,7 +148,6 @@ def demo_home(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureR
     from indexes.ingest import ingest
     from service.cli.demo import setup_demo
     from service.demo import DOCS
-    from service.files import copytree_sparse
     from service.retrieval.encoder import base_onnx_dir, packaged_minilm_path
     from tests.utils import ingest_calibration
 
@@ -163,12 +166,7 @@ def demo_home(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureR
         setup_demo(settings, progress=False)  # then what 'fedqa demo' does: router (held-out split), "not covered" fit
         split_in_force(built)
 
-    built = built_once(tmp_path_factory, "demo-home", build)
-    if os.environ.get("PYTEST_XDIST_WORKER") is None:
-        return built  # this process' own build
-    home = tmp_path_factory.mktemp("demo-home")
-    copytree_sparse(built, home, dirs_exist_ok=True)  # each worker its copy: a pipeline locks the home's index
-    return home
+    return built_once(tmp_path_factory, "demo-home", build, copied=True)
 
 
 def split_in_force(home: Path) -> None:

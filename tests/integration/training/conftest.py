@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -43,8 +42,6 @@ def reranker_home(demo_home, tmp_path_factory):
         version, metrics = train_and_save(make_settings(home), TrainingData.load(out), config=cfg, progress=False)
         (home / "reranker-fixture.json").write_text(json.dumps({"version": version, "metrics": metrics}), encoding="utf-8")
 
-    home = built_once(tmp_path_factory, "rerank-home", build)
-    if os.environ.get("PYTEST_XDIST_WORKER") is not None:  # each worker its copy: a pipeline locks the home's index
-        home = copytree_sparse(home, tmp_path_factory.mktemp("rerank-home"), dirs_exist_ok=True)
+    home = built_once(tmp_path_factory, "rerank-home", build, copied=True)
     trained = json.loads((home / "reranker-fixture.json").read_text(encoding="utf-8"))
     return make_settings(home), trained["version"], trained["metrics"]
