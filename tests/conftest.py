@@ -249,6 +249,28 @@ def faq6_sample() -> list[dict]:
 
 
 @pytest.fixture(scope="session")
+def faq6_sample_file(tmp_path_factory: pytest.TempPathFactory, faq6_sample: list[dict]) -> Path:
+    """``faq6_sample`` as the JSONL file an ingest reads (the same bytes in every worker)."""
+    path = tmp_path_factory.mktemp("faq6-sample") / "docs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in faq6_sample), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def sample_onnx_dir(tmp_path_factory: pytest.TempPathFactory, faq6_sample_file: Path) -> Path:
+    """The base encoder's ONNX export a first ingest of ``faq6_sample_file`` makes: another corpus than the demo's,
+    calibrated on its own passages. Made once per run (:func:`built_once`): read it; copy it to change it."""
+    from service.retrieval.encoder import EncoderBackend
+    from tests.utils import ingest_calibration
+
+    def build(root: Path) -> None:
+        made = Encoder(backend="onnx", onnx_dir=root / "onnx", calibration=ingest_calibration(faq6_sample_file))
+        assert made.backend is EncoderBackend.ONNX, made.backend_error
+
+    return built_once(tmp_path_factory, "sample-onnx", build) / "onnx"
+
+
+@pytest.fixture(scope="session")
 def embedded_llm(tmp_path_factory: pytest.TempPathFactory):
     """The real embedded LLM (SmolLM2-135M through transformers), dequantised once per run."""
     from service.generation.local_llm import TransformersLLM

@@ -13,7 +13,6 @@ from service.artifacts import Registry
 from service.demo import DOCS, QUERIES
 from service.retrieval.bf16_encoder import RUNTIME, cpu_flags, has_bf16_matrix_unit
 from service.retrieval.encoder import Encoder, EncoderBackend, base_onnx_dir, bulk_bf16, packaged_minilm_path
-from tests.conftest import built_once
 from tests.utils import ingest_calibration, make_settings, present
 
 
@@ -22,29 +21,16 @@ def _read(path: Path) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def docs60(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The first 60 demo passages, the corpus the index tests ingest."""
-    docs = tmp_path_factory.mktemp("bf16-docs") / "docs.jsonl"
-    docs.write_text("".join(json.dumps(d) + "\n" for d in _read(DOCS)[:60]), encoding="utf-8")
-    return docs
+def onnx_dir(sample_onnx_dir: Path) -> Path:
+    """The base encoder's ONNX export a first ingest of ``faq6_sample_file`` (the corpus the index tests ingest)
+    makes, so they reuse it: the session's (read it)."""
+    return sample_onnx_dir
 
 
 @pytest.fixture(scope="module")
-def onnx_dir(tmp_path_factory: pytest.TempPathFactory, docs60: Path) -> Path:
-    """The base encoder's ONNX export calibrated as a first ingest of ``docs60`` calibrates it, so the index tests
-    reuse it; made once per run (:func:`tests.conftest.built_once`): read it."""
-
-    def build(root: Path) -> None:
-        made = Encoder(backend="onnx", onnx_dir=root / "onnx", calibration=ingest_calibration(docs60))
-        assert made.backend is EncoderBackend.ONNX, made.backend_error
-
-    return built_once(tmp_path_factory, "bf16-onnx", build) / "onnx"
-
-
-@pytest.fixture(scope="module")
-def bf16_encoder(onnx_dir: Path, docs60: Path) -> Encoder:
+def bf16_encoder(onnx_dir: Path, faq6_sample_file: Path) -> Encoder:
     """The encoder on that export, passages in bulk in bfloat16."""
-    return Encoder(backend="onnx", onnx_dir=onnx_dir, bulk_bf16=True, calibration=ingest_calibration(docs60))
+    return Encoder(backend="onnx", onnx_dir=onnx_dir, bulk_bf16=True, calibration=ingest_calibration(faq6_sample_file))
 
 
 def test_bulk_bf16_passages_are_close_to_fp32_and_rank_as_well(bf16_encoder: Encoder, encoder: Encoder):
@@ -96,22 +82,22 @@ def test_cpu_flags_and_the_auto_choice(tmp_path: Path, monkeypatch: pytest.Monke
 
 @pytest.mark.parametrize(("choice", "runtime"), [("on", RUNTIME), ("off", "onnx")])
 def test_index_records_its_passage_runtime_and_serves_its_passages(
-    tmp_path: Path, bf16_encoder: Encoder, onnx_dir: Path, docs60: Path, choice: str, runtime: str
+    tmp_path: Path, bf16_encoder: Encoder, onnx_dir: Path, faq6_sample_file: Path, choice: str, runtime: str
 ):  # bf16_encoder: its export, in onnx_dir, is the one the ingest needs
     from indexes.ingest import ingest
     from service.loading import load_pipeline
 
     settings = make_settings(tmp_path / "home", encoder_backend="onnx", passage_bf16=choice)
-    cache = base_onnx_dir(settings, packaged_minilm_path(), ingest_calibration(docs60).fingerprint)
+    cache = base_onnx_dir(settings, packaged_minilm_path(), ingest_calibration(faq6_sample_file).fingerprint)
     cache.parent.mkdir(parents=True)
     shutil.copytree(onnx_dir, cache)
-    report = ingest([docs60], settings, progress=False)
+    report = ingest([faq6_sample_file], settings, progress=False)
     manifest = Registry(settings.home_dir).manifest("index", present(report.version))
     assert manifest["passage_runtime"] == runtime and manifest["encoder_backend"] == "onnx"
     pipeline = load_pipeline(settings, with_llm=False)
     try:
         assert pipeline.encoder.backend is EncoderBackend.ONNX
-        target = _read(DOCS)[7]
+        target = _read(faq6_sample_file)[7]
         hit = pipeline.retrieve(target["text"], top_k=1, strategy="uis").hits[0]
         assert hit.passage.doc_id == target["doc_id"]
     finally:
