@@ -33,6 +33,7 @@ SLOW_FIXTURES = frozenset({"demo_home", "demo_pipeline", "embedded_llm", "demo_o
 DEMO_FIXTURES = frozenset({"demo_home", "demo_pipeline", "reranker_home"})  # built from the demo home
 TIERS = ("unit", "integration", "e2e")  # the folders under tests/, each the name of its marker
 TESTS = Path(__file__).resolve().parent
+FEWLABEL_DOCS = TESTS / "data" / "fewlabel" / "docs"  # six Markdown pages of two products
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
@@ -249,25 +250,34 @@ def faq6_sample() -> list[dict]:
 
 
 @pytest.fixture(scope="session")
-def faq6_sample_file(tmp_path_factory: pytest.TempPathFactory, faq6_sample: list[dict]) -> Path:
-    """``faq6_sample`` as the JSONL file an ingest reads (the same bytes in every worker)."""
-    path = tmp_path_factory.mktemp("faq6-sample") / "docs.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in faq6_sample), encoding="utf-8")
-    return path
-
-
-@pytest.fixture(scope="session")
-def sample_onnx_dir(tmp_path_factory: pytest.TempPathFactory, faq6_sample_file: Path) -> Path:
-    """The base encoder's ONNX export a first ingest of ``faq6_sample_file`` makes: another corpus than the demo's,
-    calibrated on its own passages. Made once per run (:func:`built_once`): read it; copy it to change it."""
+def fewlabel_onnx_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The base encoder's ONNX export a first ingest of :data:`FEWLABEL_DOCS` makes: another corpus than the demo's,
+    calibrated on its own passages (a small one: ~15 s on 2 cores, where faq6's sample takes ~50).
+    Made once per run (:func:`built_once`): read it; copy it to change it."""
     from service.retrieval.encoder import EncoderBackend
     from tests.utils import ingest_calibration
 
     def build(root: Path) -> None:
-        made = Encoder(backend="onnx", onnx_dir=root / "onnx", calibration=ingest_calibration(faq6_sample_file))
+        made = Encoder(backend="onnx", onnx_dir=root / "onnx", calibration=ingest_calibration(FEWLABEL_DOCS))
         assert made.backend is EncoderBackend.ONNX, made.backend_error
 
-    return built_once(tmp_path_factory, "sample-onnx", build) / "onnx"
+    return built_once(tmp_path_factory, "fewlabel-onnx", build) / "onnx"
+
+
+@pytest.fixture(scope="session")
+def fewlabel_cache(tmp_path_factory: pytest.TempPathFactory, fewlabel_onnx_dir: Path) -> Path:
+    """A per-user cache (FEDQA_CACHE) holding :func:`fewlabel_onnx_dir` where a home ingesting :data:`FEWLABEL_DOCS`
+    on the ONNX encoder looks for it, so processes on such homes export nothing. Shared by every worker: read it."""
+    from service.retrieval.encoder import base_onnx_dir, packaged_minilm_path
+    from tests.utils import ingest_calibration
+
+    def build(root: Path) -> None:
+        target = base_onnx_dir(
+            make_settings(root / "home", cache=root / "cache"), packaged_minilm_path(), ingest_calibration(FEWLABEL_DOCS).fingerprint
+        )
+        shutil.copytree(fewlabel_onnx_dir, target)
+
+    return built_once(tmp_path_factory, "fewlabel-cache", build) / "cache"
 
 
 @pytest.fixture(scope="session")

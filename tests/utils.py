@@ -18,6 +18,7 @@ import uvicorn
 
 from service.config import Settings
 from service.retrieval.onnx_smoothing import Calibration, corpus_calibration
+from service.retrieval.passage import Passage
 
 T = TypeVar("T")
 
@@ -37,14 +38,18 @@ def make_settings(home: Path, **overrides: Any) -> Settings:
     return Settings(home=home, llm_backend="none", **overrides)
 
 
-def ingest_calibration(path: Path) -> Calibration:
-    """The :class:`~service.retrieval.onnx_smoothing.Calibration` a first ingest of ``path`` into an ONNX home
-    makes: a sample of its passages as the ingest segments them (its base-model export lies under that fingerprint)."""
+def ingested_passages(path: Path) -> list[Passage]:
+    """The passages an ingest of ``path`` (a file or a folder of products) stores, as it segments them."""
     from indexes.loaders import load_paths, segmentation_for
     from service.retrieval.encoder import packaged_minilm_path, token_counter
 
-    passages = load_paths([path], domain=None, segmentation=segmentation_for(Settings(), token_counter(packaged_minilm_path())))
-    return corpus_calibration(p.text for p in passages)
+    return list(load_paths([path], domain=None, segmentation=segmentation_for(Settings(), token_counter(packaged_minilm_path()))))
+
+
+def ingest_calibration(path: Path) -> Calibration:
+    """The :class:`~service.retrieval.onnx_smoothing.Calibration` a first ingest of ``path`` into an ONNX home
+    makes: a sample of its passages as the ingest segments them (its base-model export lies under that fingerprint)."""
+    return corpus_calibration(p.text for p in ingested_passages(path))
 
 
 def wait_until(condition: Callable[[], T], timeout: float = 30.0, interval: float = 0.02) -> T:

@@ -27,9 +27,10 @@ SPAM = ("How do I install a specific release of sitewright?", "mailpost/campaign
 
 
 def _fedqa(home: Path, *args: str, stderr: bool = True) -> str:
-    """Run ``fedqa ARGS`` on ``home``; its stdout and (``stderr``) stderr (it must succeed)."""
+    """Run ``fedqa ARGS`` on ``home`` on the ONNX encoder, whose export it finds in ``cache`` beside the home; its
+    stdout and (``stderr``) stderr (it must succeed)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FEDQA_")}
-    env.update(FEDQA_HOME=str(home), FEDQA_ENCODER_BACKEND="torch", FEDQA_LLM_BACKEND="none", HF_HUB_OFFLINE="1")
+    env.update(FEDQA_HOME=str(home), FEDQA_CACHE=str(home.parent / "cache"), FEDQA_LLM_BACKEND="none", HF_HUB_OFFLINE="1")
     run = subprocess.run([sys.executable, "-m", "service.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     return run.stdout + (run.stderr if stderr else "")
@@ -52,8 +53,9 @@ def _router_probability(answer: dict[str, Any]) -> float:
 
 
 @pytest.mark.slow
-def test_refresh_fits_on_the_feedback_records_it_and_skips_when_it_is_unchanged(tmp_path: Path) -> None:
+def test_refresh_fits_on_the_feedback_records_it_and_skips_when_it_is_unchanged(tmp_path: Path, fewlabel_cache: Path) -> None:
     home = tmp_path / "home"
+    (tmp_path / "cache").symlink_to(fewlabel_cache)  # the ONNX encoder's export for these pages: made once per run
     _fedqa(home, "ingest", str(DATA / "docs"))
     _fedqa(home, "feedback", "confirm", "--query", CONFIRMED[0], "--doc-id", CONFIRMED[1])
     _fedqa(home, "feedback", "confirm", "--query", NOT_COVERED, "--not-covered")
@@ -100,3 +102,4 @@ def test_refresh_fits_on_the_feedback_records_it_and_skips_when_it_is_unchanged(
     assert "page_prior" not in plain["metrics"]  # no labelled question has a gold passage
     without_feedback = _router_probability(*_ask(home, NOT_COVERED))
     assert with_feedback < 0.5 <= without_feedback, (with_feedback, without_feedback)
+    assert len(list((fewlabel_cache / "onnx").iterdir())) == 1  # every process loaded the one export

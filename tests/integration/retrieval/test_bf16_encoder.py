@@ -13,7 +13,8 @@ from service.artifacts import Registry
 from service.demo import DOCS, QUERIES
 from service.retrieval.bf16_encoder import RUNTIME, cpu_flags, has_bf16_matrix_unit
 from service.retrieval.encoder import Encoder, EncoderBackend, base_onnx_dir, bulk_bf16, packaged_minilm_path
-from tests.utils import ingest_calibration, make_settings, present
+from tests.conftest import FEWLABEL_DOCS
+from tests.utils import ingest_calibration, ingested_passages, make_settings, present
 
 
 def _read(path: Path) -> list[dict]:
@@ -21,16 +22,16 @@ def _read(path: Path) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def onnx_dir(sample_onnx_dir: Path) -> Path:
-    """The base encoder's ONNX export a first ingest of ``faq6_sample_file`` (the corpus the index tests ingest)
-    makes, so they reuse it: the session's (read it)."""
-    return sample_onnx_dir
+def onnx_dir(fewlabel_onnx_dir: Path) -> Path:
+    """The base encoder's ONNX export a first ingest of :data:`~tests.conftest.FEWLABEL_DOCS` (the corpus the index
+    tests ingest) makes, so they reuse it: the session's (read it)."""
+    return fewlabel_onnx_dir
 
 
 @pytest.fixture(scope="module")
-def bf16_encoder(onnx_dir: Path, faq6_sample_file: Path) -> Encoder:
+def bf16_encoder(onnx_dir: Path) -> Encoder:
     """The encoder on that export, passages in bulk in bfloat16."""
-    return Encoder(backend="onnx", onnx_dir=onnx_dir, bulk_bf16=True, calibration=ingest_calibration(faq6_sample_file))
+    return Encoder(backend="onnx", onnx_dir=onnx_dir, bulk_bf16=True, calibration=ingest_calibration(FEWLABEL_DOCS))
 
 
 def test_bulk_bf16_passages_are_close_to_fp32_and_rank_as_well(bf16_encoder: Encoder, encoder: Encoder):
@@ -82,24 +83,24 @@ def test_cpu_flags_and_the_auto_choice(tmp_path: Path, monkeypatch: pytest.Monke
 
 @pytest.mark.parametrize(("choice", "runtime"), [("on", RUNTIME), ("off", "onnx")])
 def test_index_records_its_passage_runtime_and_serves_its_passages(
-    tmp_path: Path, bf16_encoder: Encoder, onnx_dir: Path, faq6_sample_file: Path, choice: str, runtime: str
+    tmp_path: Path, bf16_encoder: Encoder, onnx_dir: Path, choice: str, runtime: str
 ):  # bf16_encoder: its export, in onnx_dir, is the one the ingest needs
     from indexes.ingest import ingest
     from service.loading import load_pipeline
 
     settings = make_settings(tmp_path / "home", encoder_backend="onnx", passage_bf16=choice)
-    cache = base_onnx_dir(settings, packaged_minilm_path(), ingest_calibration(faq6_sample_file).fingerprint)
+    cache = base_onnx_dir(settings, packaged_minilm_path(), ingest_calibration(FEWLABEL_DOCS).fingerprint)
     cache.parent.mkdir(parents=True)
     shutil.copytree(onnx_dir, cache)
-    report = ingest([faq6_sample_file], settings, progress=False)
+    report = ingest([FEWLABEL_DOCS], settings, progress=False)
     manifest = Registry(settings.home_dir).manifest("index", present(report.version))
     assert manifest["passage_runtime"] == runtime and manifest["encoder_backend"] == "onnx"
     pipeline = load_pipeline(settings, with_llm=False)
     try:
         assert pipeline.encoder.backend is EncoderBackend.ONNX
-        target = _read(faq6_sample_file)[7]
-        hit = pipeline.retrieve(target["text"], top_k=1, strategy="uis").hits[0]
-        assert hit.passage.doc_id == target["doc_id"]
+        target = ingested_passages(FEWLABEL_DOCS)[7]
+        hit = pipeline.retrieve(target.text, top_k=1, strategy="uis").hits[0]
+        assert hit.passage.doc_id == target.doc_id
     finally:
         pipeline.close()
 
