@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from service.demo import DOCS
+from tests.conftest import FEWLABEL_DOCS
 from tests.utils import ROOT, free_port, present
 
 UNSHARE = shutil.which("unshare")
@@ -27,10 +27,10 @@ DRIVER = r"""
 import json, os, subprocess, sys, time
 import httpx
 
-fs, docs, changed, out, port = sys.argv[1:6]
+fs, docs, changed, out, port, cache = sys.argv[1:7]
 subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", fs], check=True)
 env = {k: v for k, v in os.environ.items() if not k.startswith("FEDQA_")}
-env.update(FEDQA_HOME=fs + "/home", FEDQA_CACHE=out + "/cache", FEDQA_ENCODER_BACKEND="torch", FEDQA_LLM_BACKEND="none",
+env.update(FEDQA_HOME=fs + "/home", FEDQA_CACHE=cache, FEDQA_LLM_BACKEND="none",
            FEDQA_MIN_FREE_MB="8", FEDQA_LOG_FORMAT="text", FEDQA_PORT=port, HF_HUB_OFFLINE="1")
 cli = [sys.executable, "-m", "service.cli"]
 result = {}
@@ -91,17 +91,18 @@ def _namespaces_work() -> bool:
 
 @pytest.mark.timeout(1800)  # the driver alone may take 1500 s (its subprocess timeout) on a loaded machine
 @pytest.mark.skipif(not _namespaces_work(), reason="no user and mount namespace to mount a small tmpfs in (unshare -Urm)")
-def test_a_full_home_is_a_one_line_error_not_sigbus_and_keeps_the_active_version(tmp_path):
-    lines = DOCS.read_text(encoding="utf-8").splitlines()
-    docs, changed = tmp_path / "docs.jsonl", tmp_path / "changed.jsonl"
-    docs.write_text("\n".join(lines[:120]) + "\n", encoding="utf-8")
-    changed.write_text("\n".join(lines[60:]) + "\n", encoding="utf-8")  # new passages: the second ingest must write
+def test_a_full_home_is_a_one_line_error_not_sigbus_and_keeps_the_active_version(tmp_path, fewlabel_cache):
+    # Six pages on the ONNX encoder, whose export the run's shared cache holds (it stays outside the tmpfs).
+    docs, changed = FEWLABEL_DOCS, tmp_path / "changed"
+    shutil.copytree(docs, changed)
+    page = "# Backups\n\nSitewright copies the built site to the backup folder every night and keeps seven copies.\n"
+    (changed / "sitewright" / "backups.md").write_text(page, encoding="utf-8")  # a new passage: the second ingest must write
     fs, out = tmp_path / "fs", tmp_path / "out"
     fs.mkdir()
     out.mkdir()
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER, encoding="utf-8")
-    cmd = [present(UNSHARE), "-Urm", sys.executable, str(driver), str(fs), str(docs), str(changed), str(out), str(free_port())]
+    cmd = [present(UNSHARE), "-Urm", sys.executable, str(driver), str(fs), str(docs), str(changed), str(out), str(free_port()), str(fewlabel_cache)]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1500, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads((out / "result.json").read_text(encoding="utf-8"))
@@ -118,3 +119,4 @@ def test_a_full_home_is_a_one_line_error_not_sigbus_and_keeps_the_active_version
     ready = result["serve_ready"]
     assert result["free_at_serve"] < 8, result["free_at_serve"]
     assert ready is not None and ready["status"] == 503 and "no space left" in ready["body"], (ready, result["free_after_second"])
+    assert len(list((fewlabel_cache / "onnx").iterdir())) == 1  # no process exported again
