@@ -306,11 +306,11 @@ def test_another_corpus_calibrates_its_own_smoothing_and_stays_close_to_fp32(onn
     from onnx import numpy_helper
 
     texts = [p.text for p in ingested_passages(FEWLABEL_DOCS)]
-    other = ingest_calibration(FEWLABEL_DOCS)
-    enc = Encoder(backend="onnx", onnx_dir=fewlabel_onnx_dir, calibration=other)
+    calibration = ingest_calibration(FEWLABEL_DOCS)
+    enc = Encoder(backend="onnx", onnx_dir=fewlabel_onnx_dir, calibration=calibration)
     meta, demo_meta = (json.loads((d / META_FILE).read_text()) for d in (fewlabel_onnx_dir, onnx_dir))
-    assert enc.backend is EncoderBackend.ONNX and meta["recipe"] == recipe(other) != demo_meta["recipe"]
-    assert meta["calibration"] == other.record() != demo_meta["calibration"]
+    assert enc.backend is EncoderBackend.ONNX and meta["recipe"] == recipe(calibration) != demo_meta["recipe"]
+    assert meta["calibration"] == calibration.record() != demo_meta["calibration"]
 
     def inverses(path: Path) -> dict[str, np.ndarray]:
         graph = onnx.load(str(path / ONNX_FILE)).graph
