@@ -20,13 +20,9 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
+from service.compute import available_cpus  # os and threading only: PyTorch is not loaded yet
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-
-def available_cpus() -> int:
-    """The CPUs this process may run on (Linux's affinity; elsewhere every CPU)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
 
 # Under pytest-xdist, each worker and every process its tests start compute on its share of the CPUs: PyTorch's
 # OpenMP pool otherwise takes every core in every worker, and on 2 cores the two workers' pools spin against each

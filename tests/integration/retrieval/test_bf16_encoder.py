@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +11,7 @@ import pytest
 from service.artifacts import Registry
 from service.demo import DOCS, QUERIES
 from service.retrieval.bf16_encoder import RUNTIME, cpu_flags, has_bf16_matrix_unit
-from service.retrieval.encoder import Encoder, EncoderBackend, base_onnx_dir, bulk_bf16, packaged_minilm_path
+from service.retrieval.encoder import Encoder, EncoderBackend, bulk_bf16
 from tests.conftest import FEWLABEL_DOCS
 from tests.utils import ingest_calibration, ingested_passages, make_settings, present
 
@@ -83,15 +82,12 @@ def test_cpu_flags_and_the_auto_choice(tmp_path: Path, monkeypatch: pytest.Monke
 
 @pytest.mark.parametrize(("choice", "runtime"), [("on", RUNTIME), ("off", "onnx")])
 def test_index_records_its_passage_runtime_and_serves_its_passages(
-    tmp_path: Path, bf16_encoder: Encoder, onnx_dir: Path, choice: str, runtime: str
-):  # bf16_encoder: its export, in onnx_dir, is the one the ingest needs
+    tmp_path: Path, bf16_encoder: Encoder, fewlabel_cache: Path, choice: str, runtime: str
+):  # fewlabel_cache: the per-user cache holding the export the ingest needs (bf16_encoder's)
     from indexes.ingest import ingest
     from service.loading import load_pipeline
 
-    settings = make_settings(tmp_path / "home", encoder_backend="onnx", passage_bf16=choice)
-    cache = base_onnx_dir(settings, packaged_minilm_path(), ingest_calibration(FEWLABEL_DOCS).fingerprint)
-    cache.parent.mkdir(parents=True)
-    shutil.copytree(onnx_dir, cache)
+    settings = make_settings(tmp_path / "home", encoder_backend="onnx", passage_bf16=choice, cache=fewlabel_cache)
     report = ingest([FEWLABEL_DOCS], settings, progress=False)
     manifest = Registry(settings.home_dir).manifest("index", present(report.version))
     assert manifest["passage_runtime"] == runtime and manifest["encoder_backend"] == "onnx"
