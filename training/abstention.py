@@ -73,9 +73,17 @@ CHEAP_FEATURES = tuple(f for f in FEATURES if f != "span_score")
 SOURCED = ("rerank_best", "rare_word", "uncovered")
 
 
-def fit(in_scope: np.ndarray, out_of_scope: np.ndarray, *, false_refusal: float, features: Sequence[str] = FEATURES) -> AbstentionModel:
+def fit(
+    in_scope: np.ndarray,
+    out_of_scope: np.ndarray,
+    *,
+    false_refusal: float,
+    features: Sequence[str] = FEATURES,
+    out_weight: np.ndarray | None = None,
+) -> AbstentionModel:
     """Logistic regression (balanced classes) on the standardised ``features`` of the evidence rows (all
-    FEATURES columns); threshold at the in-scope ``false_refusal`` quantile of its confidence."""
+    FEATURES columns), each out-of-scope row weighing ``out_weight`` (1 each when None); threshold at the in-scope
+    ``false_refusal`` quantile of its confidence."""
     from sklearn.linear_model import LogisticRegression
 
     if len(in_scope) < 2 or len(out_of_scope) < 2:
@@ -85,7 +93,9 @@ def fit(in_scope: np.ndarray, out_of_scope: np.ndarray, *, false_refusal: float,
     y = np.r_[np.ones(len(in_scope)), np.zeros(len(out_of_scope))]
     mean, scale = x.mean(axis=0), x.std(axis=0)
     scale[scale == 0] = 1.0
-    clf = LogisticRegression(class_weight="balanced", max_iter=1000).fit((x - mean) / scale, y)
+    weight = np.r_[np.ones(len(in_scope)), np.ones(len(out_of_scope)) if out_weight is None else out_weight]
+    weight[len(in_scope) :] *= len(out_of_scope) / weight[len(in_scope) :].sum()  # the side's weights sum to its size
+    clf = LogisticRegression(class_weight="balanced", max_iter=1000).fit((x - mean) / scale, y, sample_weight=weight)
     model = AbstentionModel(
         features=list(features),
         mean=mean.tolist(),
@@ -123,9 +133,10 @@ def out_of_fold(
     folds: int = 5,
     seed: int = 0,
     features: Sequence[str] = FEATURES,
+    out_weight: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[dict[str, Any]]]:
     """k-fold decisions: whether each in-scope question is refused and each out-of-scope one answered not_covered by
-    a model fitted on the other folds; and each fold's figures."""
+    a model fitted on the other folds (``out_weight``: as :func:`fit`); and each fold's figures."""
     rng = np.random.default_rng(seed)
     n = len(in_scope)
     fold = np.concatenate([permuted_folds(n, folds, rng), permuted_folds(len(out_of_scope), folds, rng)])
@@ -133,7 +144,9 @@ def out_of_fold(
     abstained = np.zeros(len(out_of_scope), dtype=bool)
     per_fold = []
     for train, test in assigned_folds(fold):  # indices into in-scope then out-of-scope rows
-        model = fit(in_scope[train[train < n]], out_of_scope[train[train >= n] - n], false_refusal=false_refusal, features=features)
+        out = train[train >= n] - n
+        weight = None if out_weight is None else out_weight[out]
+        model = fit(in_scope[train[train < n]], out_of_scope[out], false_refusal=false_refusal, features=features, out_weight=weight)
         held_in, held_out = in_scope[test[test < n]], out_of_scope[test[test >= n] - n]
         refused[test[test < n]] = confidences(model, held_in) < model.threshold
         abstained[test[test >= n] - n] = confidences(model, held_out) < model.threshold
@@ -149,9 +162,12 @@ def cross_validate(
     folds: int = 5,
     seed: int = 0,
     features: Sequence[str] = FEATURES,
+    out_weight: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """k-fold held-out figures: each fold's questions are measured by a model fitted on the other folds."""
-    refused, abstained, per_fold = out_of_fold(in_scope, out_of_scope, false_refusal=false_refusal, folds=folds, seed=seed, features=features)
+    refused, abstained, per_fold = out_of_fold(
+        in_scope, out_of_scope, false_refusal=false_refusal, folds=folds, seed=seed, features=features, out_weight=out_weight
+    )
     return {
         "features": list(features),
         "folds": folds,
@@ -163,16 +179,17 @@ def cross_validate(
     }
 
 
-def choose_features(in_scope: np.ndarray, out_of_scope: np.ndarray, *, false_refusal: float, folds: int = 5, seed: int = 0) -> dict[str, Any]:
+def choose_features(
+    in_scope: np.ndarray, out_of_scope: np.ndarray, *, false_refusal: float, folds: int = 5, seed: int = 0, out_weight: np.ndarray | None = None
+) -> dict[str, Any]:
     """The k-fold figures of the feature set kept: every feature when that separates at least one more
     held-out question (abstained minus refused) than the set without the span score, else the cheaper set.
     A feature that needs a source (:data:`SOURCED`: a reranker, a vocabulary) is left out when its column is constant."""
     rows = np.vstack([in_scope, out_of_scope])
     every = tuple(f for i, f in enumerate(FEATURES) if f not in SOURCED or (len(rows) and float(np.ptp(rows[:, i])) > 0))
-    full = cross_validate(in_scope, out_of_scope, false_refusal=false_refusal, folds=folds, seed=seed, features=every)
-    cheap = cross_validate(
-        in_scope, out_of_scope, false_refusal=false_refusal, folds=folds, seed=seed, features=tuple(f for f in every if f in CHEAP_FEATURES)
-    )
+    full = cross_validate(in_scope, out_of_scope, false_refusal=false_refusal, folds=folds, seed=seed, features=every, out_weight=out_weight)
+    cheap_set = tuple(f for f in every if f in CHEAP_FEATURES)
+    cheap = cross_validate(in_scope, out_of_scope, false_refusal=false_refusal, folds=folds, seed=seed, features=cheap_set, out_weight=out_weight)
 
     def separated(m: dict[str, Any]) -> float:
         return m["abstention_rate"] * m["out_of_scope"] - m["false_refusal_rate"] * m["in_scope"]
@@ -274,6 +291,18 @@ class NotCoveredChoice:
     decision: FitDecision
 
 
+def home_weighed(ev: NotCoveredEvidence) -> np.ndarray:
+    """The weight of each row of the out-of-scope side (the home's out-of-scope questions, then the shipped general
+    ones): the home's weigh together as much as the general ones (each 1). They are questions about this
+    documentation's neighbourhood that a curator or the labelled file named; a handful of them among 300 general
+    ones would otherwise change nothing (issue 49: four questions about publishing a site left the fit as it was).
+    Only the default weighs them so: the model fitted on enough labelled questions weighs each question the same
+    (on faq6's two refresh homes, 62 out-of-scope questions each, weighing them so cost one fold 1.8 points of
+    balanced accuracy out of fold; docs/decisions/quality-log.md)."""
+    home, general = len(ev.out_of_scope), len(ev.general)
+    return np.r_[np.full(home, general / home if home and general else 1.0), np.ones(general)]
+
+
 METRIC = "balanced accuracy"  # mean of the in-scope share answered and the out-of-scope share refused
 
 
@@ -296,20 +325,20 @@ def choose_not_covered(
     """The default or the model fitted on the labelled questions, by :func:`training.fallback.decide`.
 
     The default: every in-scope question it can have without a fit to measure (the index's heading questions and
-    the ``known`` labelled ones) against the home's ``out_of_scope`` questions and the general ones (each question
-    weighing the same), at ``default_false_refusal`` (heading questions are easier than users'). The fitted model:
-    the labelled questions against ``out_of_scope`` (and the general ones when ``with_general``) at
-    ``false_refusal``. Both are measured on the labelled questions and the fitted model's out-of-scope side, each
-    question decided by a model that did not fit on it (the fitted one k-fold; the default fitted without the
-    labelled questions, its out-of-scope questions out of fold). The default that serves also fits on the labelled
-    questions."""
-    inside, beyond = np.vstack([ev.headings, ev.known]), np.vstack([ev.out_of_scope, ev.general])
+    the ``known`` labelled ones) against the home's ``out_of_scope`` questions and the general ones (the home's
+    weighing together as much as the general ones: :func:`home_weighed`), at ``default_false_refusal`` (heading
+    questions are easier than users'). The fitted model: the labelled questions against ``out_of_scope`` (and the
+    general ones when ``with_general``, each question weighing the same) at ``false_refusal``. Both are measured
+    on the labelled questions and the fitted model's out-of-scope side, each question decided by a model that did
+    not fit on it (the fitted one k-fold; the default fitted without the labelled questions, its out-of-scope
+    questions out of fold). The default that serves also fits on the labelled questions."""
+    inside, beyond, weight = np.vstack([ev.headings, ev.known]), np.vstack([ev.out_of_scope, ev.general]), home_weighed(ev)
     default: AbstentionModel | None = None
     default_heldout: dict[str, Any] = {}
     if len(inside) >= 2 * folds:
-        default_heldout = choose_features(inside, beyond, false_refusal=default_false_refusal, folds=folds, seed=seed)
-        default = fit(inside, beyond, false_refusal=default_false_refusal, features=default_heldout["features"])
-    outside = np.vstack([ev.out_of_scope, ev.general]) if with_general else ev.out_of_scope
+        default_heldout = choose_features(inside, beyond, false_refusal=default_false_refusal, folds=folds, seed=seed, out_weight=weight)
+        default = fit(inside, beyond, false_refusal=default_false_refusal, features=default_heldout["features"], out_weight=weight)
+    outside = beyond if with_general else ev.out_of_scope  # each question weighing the same (see home_weighed)
     fitted: dict[str, Any] = {}
 
     def measure_both() -> tuple[float, float]:
@@ -319,7 +348,9 @@ def choose_not_covered(
             return balanced_accuracy(refused, abstained), balanced_accuracy(np.zeros(len(refused)), np.zeros(len(abstained)))
         d_refused = confidences(default, ev.labelled) < default.threshold
         # the default fitted on the out-of-scope and general questions: each decided out of fold
-        _, d_abstained, _ = out_of_fold(inside, beyond, false_refusal=default_false_refusal, folds=folds, seed=seed, features=default.features)
+        _, d_abstained, _ = out_of_fold(
+            inside, beyond, false_refusal=default_false_refusal, folds=folds, seed=seed, features=default.features, out_weight=weight
+        )
         d_abstained = d_abstained if with_general else d_abstained[: len(ev.out_of_scope)]
         return balanced_accuracy(refused, abstained), balanced_accuracy(d_refused, d_abstained)
 
@@ -329,7 +360,7 @@ def choose_not_covered(
         return NotCoveredChoice(model, fitted, decision)
     if default is not None and len(ev.labelled):
         every = np.vstack([inside, ev.labelled])
-        default = fit(every, beyond, false_refusal=default_false_refusal, features=default.features)
+        default = fit(every, beyond, false_refusal=default_false_refusal, features=default.features, out_weight=weight)
     return NotCoveredChoice(default, default_heldout, decision)
 
 

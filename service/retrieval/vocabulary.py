@@ -13,7 +13,9 @@ the documentation's "clogged", so a user's inflection of a word the manual holds
 uses (``benchmarks/probes/unseen_terms.py --stems``). A snake_case identifier as written (``least_conn``,
 ``masquerade_as``: :func:`identifiers`) is counted whole beside its parts: a question naming another product's setting
 splits into words the documentation holds ("least", "conn"), while the setting itself is in no passage. A file stored
-before words were stemmed, or before identifiers were counted, is counted again.
+before words were stemmed, or before identifiers were counted, is counted again. A question's everyday English word
+that no passage holds (:func:`everyday_words`: "come", "server") is left out of both measures: on a few pages most of a
+user's words are in no passage, and only a name the documentation never uses says it does not cover the question.
 It also weighs how much of a question the passage placed first leaves unsaid (:meth:`Vocabulary.uncovered`): a
 question about a neighbouring product ("Does sed issue an exit code?") often finds a passage on the topic that never
 names the product it asks about, while a question the documentation answers shares its specific words with it.
@@ -77,6 +79,18 @@ def _words(texts: Sequence[str]) -> set[str]:
     return set().union(*(passage_terms(t) for t in texts))
 
 
+@lru_cache(maxsize=1)
+def everyday_words() -> frozenset[str]:
+    """Everyday English words: the whole words of 3 or more letters in the shipped MiniLM's WordPiece vocabulary
+    (``vocab.txt``, ~21,000: the words common enough in English Wikipedia and books to get a token of their own;
+    "come", "server", "bread"; not "sourdough", "nginx", "matplotlib"). A word of a question that no passage holds
+    says the documentation never names it only when it is not one of these (:meth:`Vocabulary.question_words`)."""
+    from service.retrieval.encoder import packaged_minilm_path  # the encoder module is heavier than this one
+
+    lines = (packaged_minilm_path() / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    return frozenset(w for w in lines if len(w) >= MIN_CHARS and w.isalpha() and w.isascii() and w.islower())
+
+
 @dataclass(frozen=True)
 class Vocabulary:
     """Passage counts per word of one index version (``products``: each product's own, when counted by product)."""
@@ -114,10 +128,22 @@ class Vocabulary:
             self._scoped[allowed] = scoped
         return scoped
 
+    def question_words(self, questions: Sequence[str]) -> set[str]:
+        """The counted words of ``questions`` (:func:`passage_terms`) less the everyday English words
+        (:func:`everyday_words`, matched as written) that no passage holds: on a few pages most of a user's words
+        are in no passage ("Which themes come with Sitewright?": "come"), and those say nothing of what the
+        documentation covers; a name it never uses ("TortoiseHg", "matplotlib", ``least_conn``) does."""
+        common = everyday_words()
+        words = identifiers(" ".join(questions))
+        for t in terms(" ".join(questions)):
+            if len(t) >= MIN_CHARS and not (t in common and self.counts.get(stem(t), 0) == 0):
+                words.add(stem(t))
+        return words
+
     def rarity(self, questions: Sequence[str]) -> float:
-        """1 / (1 + the passage count of the rarest word of ``questions``): 1 when a word occurs in no passage,
-        1/2 when in one, about 0 when every word is common (0 for a question with no counted word)."""
-        words = _words(questions)
+        """1 / (1 + the passage count of the rarest of :meth:`question_words`): 1 when a name occurs in no passage,
+        1/2 when in one, about 0 when every word is common (0 for a question with no such word)."""
+        words = self.question_words(questions)
         if not words:
             return 0.0
         return 1.0 / (1.0 + min(self.counts.get(w, 0) for w in words))
@@ -130,9 +156,9 @@ class Vocabulary:
         return math.log((self.passages + 1) / (self.counts.get(word, 0) + 1)) / math.log(self.passages + 1)
 
     def uncovered(self, questions: Sequence[str], passages: Sequence[str]) -> float:
-        """The share of the words of ``questions`` that none of ``passages`` holds, each word weighted by its
-        :meth:`specificity` (0 when the passages hold every word, or for a question with no counted word)."""
-        weights = {w: self.specificity(w) for w in _words(questions)}
+        """The share of :meth:`question_words` that none of ``passages`` holds, each word weighted by its
+        :meth:`specificity` (0 when the passages hold every word, or for a question with no such word)."""
+        weights = {w: self.specificity(w) for w in self.question_words(questions)}
         total = sum(weights.values())
         if total <= 0:
             return 0.0

@@ -18,6 +18,7 @@ from training.abstention import (
     choose_not_covered,
     confidences,
     fit,
+    home_weighed,
     out_of_fold,
 )
 from training.answer_policy import best_row, cross_fitted_f1
@@ -86,10 +87,35 @@ def test_four_validation_questions_serve_the_default_that_fits_headings_and_the_
     choice = choose_not_covered(ev, needed=30)
     assert choice.decision.verdict is Verdict.TOO_FEW and choice.decision.questions == 4
     assert choice.model is not None
-    every = np.vstack([ev.headings, ev.known, ev.labelled])
-    expected = fit(every, np.vstack([ev.out_of_scope, ev.general]), false_refusal=HEADING_FALSE_REFUSAL, features=choice.model.features)
+    every, beyond = np.vstack([ev.headings, ev.known, ev.labelled]), np.vstack([ev.out_of_scope, ev.general])
+    expected = fit(every, beyond, false_refusal=HEADING_FALSE_REFUSAL, features=choice.model.features, out_weight=home_weighed(ev))
     assert choice.model.threshold == pytest.approx(expected.threshold) and choice.model.coef == pytest.approx(expected.coef)
     assert np.all(confidences(choice.model, ev.labelled) >= choice.model.threshold)  # no labelled question refused
+
+
+def test_the_homes_few_out_of_scope_questions_weigh_as_much_as_the_general_ones() -> None:
+    """Issue 49: four questions a curator marked not covered, near the documentation (its words, a product the router
+    is unsure of), weigh together as much as the 120 general ones in the default's fit: questions like them fall further
+    below its threshold than under a fit where each of the four weighs one general question, and the labelled ones are
+    answered (the few-labels e2e test shows it through the README's commands)."""
+    rng = np.random.default_rng(0)
+    ev = evidence(4)
+
+    def near(n: int) -> np.ndarray:
+        return rows(rng, n, prob=0.5, sim=0.55, span=0.7, rare=0.7, unsaid=0.4, spread=0.1)
+
+    ev = NotCoveredEvidence(ev.labelled, near(4), ev.headings, ev.general, ev.known)
+    weight = home_weighed(ev)
+    assert weight[:4] == pytest.approx([30.0] * 4) and weight[4:] == pytest.approx([1.0] * 120)
+    choice = choose_not_covered(ev, needed=30)
+    assert choice.model is not None
+    every, beyond = np.vstack([ev.headings, ev.known, ev.labelled]), np.vstack([ev.out_of_scope, ev.general])
+    flat = fit(every, beyond, false_refusal=HEADING_FALSE_REFUSAL, features=choice.model.features)
+    asked = near(50)
+    weighed_margin = confidences(choice.model, asked) - choice.model.threshold
+    flat_margin = confidences(flat, asked) - flat.threshold
+    assert np.mean(weighed_margin) < np.mean(flat_margin) - 0.05
+    assert np.all(confidences(choice.model, ev.labelled) >= choice.model.threshold)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -99,7 +125,7 @@ def test_the_fitted_model_serves_only_when_no_worse_out_of_sample(seed: int) -> 
     d = choice.decision
     assert d.verdict in (Verdict.FITTED, Verdict.WORSE) and d.fitted is not None and d.default is not None
     # the fitted figure recomputed: k-fold decisions on the labelled questions and the out-of-scope side
-    outside = np.vstack([ev.out_of_scope, ev.general])
+    outside, w = np.vstack([ev.out_of_scope, ev.general]), home_weighed(ev)  # the default weighs the home's 3; the fit does not
     feats = choose_features(ev.labelled, outside, false_refusal=0.03, seed=seed)["features"]
     refused, abstained, _ = out_of_fold(ev.labelled, outside, false_refusal=0.03, seed=seed, features=feats)
     assert d.fitted == pytest.approx(balanced_accuracy(refused, abstained), abs=1e-4)
@@ -107,9 +133,9 @@ def test_the_fitted_model_serves_only_when_no_worse_out_of_sample(seed: int) -> 
     assert choice.model is not None
     # the default's figure recomputed: the labelled questions by the default, every out-of-scope one out of fold
     inside = np.vstack([ev.headings, ev.known])
-    d_feats = choose_features(inside, outside, false_refusal=HEADING_FALSE_REFUSAL, seed=seed)["features"]
-    default = fit(inside, outside, false_refusal=HEADING_FALSE_REFUSAL, features=d_feats)
-    _, d_abstained, _ = out_of_fold(inside, outside, false_refusal=HEADING_FALSE_REFUSAL, seed=seed, features=d_feats)
+    d_feats = choose_features(inside, outside, false_refusal=HEADING_FALSE_REFUSAL, seed=seed, out_weight=w)["features"]
+    default = fit(inside, outside, false_refusal=HEADING_FALSE_REFUSAL, features=d_feats, out_weight=w)
+    _, d_abstained, _ = out_of_fold(inside, outside, false_refusal=HEADING_FALSE_REFUSAL, seed=seed, features=d_feats, out_weight=w)
     d_refused = confidences(default, ev.labelled) < default.threshold
     assert d.default == pytest.approx(balanced_accuracy(d_refused, d_abstained), abs=1e-4)
     served_on = ev.labelled if d.serves_fitted else np.vstack([inside, ev.labelled])
@@ -119,6 +145,7 @@ def test_the_fitted_model_serves_only_when_no_worse_out_of_sample(seed: int) -> 
             outside,
             false_refusal=0.03 if d.serves_fitted else HEADING_FALSE_REFUSAL,
             features=choice.model.features,
+            out_weight=None if d.serves_fitted else w,
         ).threshold
     )
 
@@ -133,6 +160,7 @@ def test_without_out_of_scope_questions_the_default_fits_on_the_general_ones_alo
     every = np.vstack([ev.headings, ev.known, ev.labelled])
     expected = fit(every, ev.general, false_refusal=HEADING_FALSE_REFUSAL, features=choice.model.features)
     assert choice.model.coef == pytest.approx(expected.coef) and choice.model.threshold == pytest.approx(expected.threshold)
+    assert home_weighed(ev) == pytest.approx(np.ones(len(ev.general)))
 
 
 def test_a_fit_that_refuses_more_out_of_sample_is_not_served() -> None:
