@@ -1,0 +1,58 @@
+"""Probe: the "not covered" stage of a home's last ``fedqa refresh --corpus`` fitted again, stored nowhere.
+
+    FEDQA_HOME=W/fold0/home python benchmarks/probes/refresh_not_covered.py
+
+Reads the training set the refresh built (``<home>/refresh/data-*``), splits it for the router as the refresh did
+(:func:`training.bundle_fit.router_sets_from_data`, seed 0), and runs :func:`training.abstention.fit_not_covered` on
+the active versions with ``save=False``: the verdict (fitted model or default, with both cross-fitted balanced
+accuracies on the router's held-out questions) and the k-fold figures of the model that would serve. For comparing
+two checkouts' decisions on the same refreshed home (``benchmarks/refresh_folds.py`` makes such homes) without
+writing into it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from service.config import Settings  # noqa: E402
+from service.loading import load_pipeline  # noqa: E402
+from training.abstention import fit_not_covered  # noqa: E402
+from training.bundle_fit import router_sets_from_data  # noqa: E402
+from training.configs import RouterConfig  # noqa: E402
+from training.data.dataset import TrainingData  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seed", type=int, default=0, help="the refresh's seed (--refresh-seed of refresh_folds.py)")
+    ap.add_argument("--out", type=Path, help="write the figures as JSON here")
+    args = ap.parse_args(argv)
+    settings = Settings()
+    built = sorted((settings.home_dir / "refresh").glob("data-*"))
+    if not built:
+        raise SystemExit(f"{settings.home_dir} has no training set of a refresh (refresh/data-*): run fedqa refresh --corpus there first")
+    data = TrainingData.load(built[-1])
+    questions = router_sets_from_data(data, synthetic_per_domain=RouterConfig().synthetic_per_domain, seed=args.seed)
+    in_scope, own = [q for q in questions.val if q.domains], [q for q in questions.val if not q.domains]
+    pipeline = load_pipeline(settings, with_llm=False)
+    try:
+        known = [q for q in questions.known if q.domains]
+        report = fit_not_covered(settings, in_scope, own, known=known, pipeline=pipeline, save=False)
+    finally:
+        pipeline.close()
+    fit = report.model.fit if report.model else {}
+    out = {"in_scope": len(in_scope), "out_of_scope": len(own), **report.summary(), "on_fit_questions": fit.get("on_fit_questions")}
+    text = json.dumps(out, indent=1, default=str)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
