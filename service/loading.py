@@ -189,6 +189,13 @@ def _abstention(registry: Registry, router_version: str | None, index_version: s
         abstention = None  # fitted on the probabilities of a router that cannot serve this index
     if abstention is None:
         warnings.append("no abstention model fitted: every question is answered (fedqa train abstention)")
+    elif abstention.stale:
+        warnings.append(
+            f'"not covered" ({abstention.name}) was fitted before everyday words that no passage holds were left out of '
+            "its evidence, and decides on shifted figures until it is fitted again: fedqa refresh (fedqa ingest on a home "
+            "without labelled questions)"
+        )
+        log.warning(warnings[-1])
     return abstention
 
 

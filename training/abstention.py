@@ -23,7 +23,7 @@ import numpy as np
 
 from service.config import Settings
 from service.decisions import FitDecision
-from service.generation.abstention import FEATURES, AbstentionModel, Evidence, abstention_path, save_abstention
+from service.generation.abstention import EVIDENCE_FORM, FEATURES, AbstentionModel, Evidence, abstention_path, save_abstention
 from service.queries import LabelledQuery
 from service.retrieval.strategies import DEFAULT_STRATEGY
 from training.fallback import decide
@@ -104,6 +104,7 @@ def fit(
         intercept=float(clf.intercept_[0]),
         threshold=0.0,
         target_false_refusal=false_refusal,
+        evidence_form=EVIDENCE_FORM,
     )
     conf = confidences(model, in_scope)
     model.threshold = float(np.quantile(conf, false_refusal, method="lower")) if false_refusal > 0 else float(conf.min())

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from service.artifacts import Registry
 from service.config import Settings
 from service.decisions import Verdict
+from service.generation.abstention import EVIDENCE_FORM
 from service.queries import Catalogue, LabelledQuery, check_labels, load_files, unknown_labels
 from training.bundle_fit import Questions, bundle_pipeline, copy_router, fit_split_on, not_covered_on, router_sets_from_data
 from training.refresh_feedback import RefreshFeedback, read_feedback
@@ -240,7 +241,7 @@ class Refresh:
         router (a copy of it when the router is reused but the ranking it serves changed)."""
         from training.answer_policy import fit_answer_policy
 
-        fp = fingerprint(self.bundle.as_dict(), questions.fingerprint, [q.qid for q in questions.answered])
+        fp = fingerprint(self.bundle.as_dict(), questions.fingerprint, [q.qid for q in questions.answered], EVIDENCE_FORM)
         entry = self.record.stages.get(Stage.NOT_COVERED.value) or {}
         if not router_is_new and entry.get("fingerprint") == fp:
             for stage in (Stage.RANKING, Stage.ANSWER, Stage.SPLIT, Stage.NOT_COVERED):
@@ -251,7 +252,7 @@ class Refresh:
             assert self.bundle.router is not None
             self.bundle = self.bundle.with_version("router", copy_router(self.registry, self.bundle.router))
             self.fresh[Stage.ROUTER.value]["version"] = self.bundle.router  # the copy serves: the next refresh reuses it
-            fp = fingerprint(self.bundle.as_dict(), questions.fingerprint, [q.qid for q in questions.answered])
+            fp = fingerprint(self.bundle.as_dict(), questions.fingerprint, [q.qid for q in questions.answered], EVIDENCE_FORM)
         self.ranking(questions, store)
         answered = [q for q in questions.answered if q.answer]
         if answered:

@@ -48,7 +48,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     loaded = LoadReport()
     with ingest_lock(Registry(settings().home_dir)):  # the fit reads the active index: the one this ingest activated
         report = ingest(paths, settings(), domain=args.domain, progress=not args.quiet, mode=mode, loaded=loaded)
-        not_covered = _fit_not_covered(report.version) if report.changed and not args.no_fit else None
+        refit = report.changed or _stale_default(report.version)
+        not_covered = _fit_not_covered(report.version) if refit and not args.no_fit else None
     print_json(
         {
             "index": report.version,
@@ -66,6 +67,16 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         }
     )
     return 0
+
+
+def _stale_default(version: str | None) -> bool:
+    """Whether the index version's "not covered" default was fitted on an older form of its evidence
+    (:attr:`service.generation.abstention.AbstentionModel.stale`): an ingest of unchanged pages fits it again."""
+    from service.artifacts import Registry
+    from service.generation.abstention import abstention_path, load_abstention
+
+    model = load_abstention(abstention_path(Registry(settings().home_dir), None, version))
+    return model is not None and model.stale
 
 
 def _fit_not_covered(version: str | None) -> dict | None:

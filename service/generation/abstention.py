@@ -29,6 +29,11 @@ from service.retrieval.passage import RankedHit
 
 ABSTENTION_FILE = "abstention.json"
 FEATURES = ("max_prob", "p_sum", "best_similarity", "span_score", "rerank_best", "rare_word", "uncovered")
+#: How the vocabulary's features are counted today (everyday words no passage holds left out:
+#: :meth:`service.retrieval.vocabulary.Vocabulary.question_words`). A model stored before (no form) reads those
+#: features shifted from what it was fitted on: it still serves, with a warning to refit it.
+EVIDENCE_FORM = "everyday-words"
+VOCABULARY_FEATURES = ("rare_word", "uncovered")
 
 
 @dataclass(frozen=True)
@@ -88,7 +93,13 @@ class AbstentionModel:
     threshold: float
     target_false_refusal: float
     fit: dict[str, Any] = field(default_factory=dict)
+    evidence_form: str = ""  # EVIDENCE_FORM when fitted; "" in a file stored before forms were recorded
     name: Annotated[str, Field(exclude=True)] = ABSTENTION_FILE  # the file it was read from: not stored
+
+    @property
+    def stale(self) -> bool:
+        """Whether it reads a vocabulary feature counted otherwise when it was fitted (:data:`EVIDENCE_FORM`)."""
+        return self.evidence_form != EVIDENCE_FORM and any(f in VOCABULARY_FEATURES for f in self.features)
 
     def confidence(self, evidence: Evidence) -> float:
         """P(the documentation covers the question) under the fitted model."""

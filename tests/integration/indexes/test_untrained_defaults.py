@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from service.artifacts import Registry
-from service.generation.abstention import ABSTENTION_FILE
+from service.generation.abstention import ABSTENTION_FILE, EVIDENCE_FORM
 from tests.unit.service.retrieval.test_untrained_defaults import _TOPICS
 
 
@@ -40,11 +40,26 @@ def test_an_ingest_fits_not_covered_from_its_headings_so_off_topic_questions_are
         try:
             off = answer(pipeline, AskRequest(query="How do I bake sourdough bread?"))
             on = answer(pipeline, AskRequest(query="How do I send all outgoing mail through my provider's mail hub?"))
+            assert not [w for w in pipeline.warnings if "not covered" in w]
         finally:
             pipeline.close()
+        assert off.answer_mode == "not_covered"
+        assert on.answer_mode == "extractive" and on.sources[0].doc_id == "mailer/relaying#000"
+        path = registry.path("index", index) / ABSTENTION_FILE
+        fitted = json.loads(path.read_text(encoding="utf-8"))
+        assert fitted["fit"]["out_of_scope_sources"]["headings"] == 12 and fitted["evidence_form"] == EVIDENCE_FORM
+
+        # a model stored before the vocabulary's evidence left everyday words out: served with a warning, and the next
+        # ingest of the same pages (no new index version) fits it again
+        path.write_text(json.dumps({k: v for k, v in fitted.items() if k != "evidence_form"}), encoding="utf-8")
+        pipeline = load_pipeline(get_settings(), with_llm=False)
+        try:
+            assert pipeline.abstention is not None and pipeline.abstention.stale
+            assert [w for w in pipeline.warnings if "fitted before everyday words" in w and "fedqa ingest" in w]
+        finally:
+            pipeline.close()
+        assert main(["ingest", str(site), "--quiet"]) == 0
+        assert registry.active()["index"] == index
+        assert json.loads(path.read_text(encoding="utf-8"))["evidence_form"] == EVIDENCE_FORM
     finally:
         get_settings.cache_clear()
-    assert off.answer_mode == "not_covered"
-    assert on.answer_mode == "extractive" and on.sources[0].doc_id == "mailer/relaying#000"
-    fitted = json.loads((registry.path("index", index) / ABSTENTION_FILE).read_text(encoding="utf-8"))
-    assert fitted["fit"]["out_of_scope_sources"]["headings"] == 12

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from service.generation.abstention import AbstentionModel, load_abstention, save_abstention
+from service.generation.abstention import EVIDENCE_FORM, FEATURES, AbstentionModel, load_abstention, save_abstention
 
 
 def _model() -> AbstentionModel:
@@ -40,3 +40,20 @@ def test_a_corrupted_model_is_refused_naming_its_file_and_field(tmp_path: Path, 
     (tmp_path / "r1" / "abstention.json").write_text(json.dumps(stored))
     with pytest.raises(ValueError, match=f"r1/abstention.json: incomplete or invalid \\({field}: "):
         load_abstention(tmp_path / "r1" / "abstention.json")
+
+
+def test_a_model_stored_before_the_evidence_form_is_stale_only_when_it_reads_the_vocabulary() -> None:
+    """A file without ``evidence_form`` was fitted when everyday words no passage holds still counted in ``rare_word``
+    and ``uncovered``: stale if it reads either; one the fit writes today is not."""
+    import numpy as np
+
+    from training.abstention import fit
+
+    old = AbstentionModel.from_json({k: v for k, v in _model().to_json().items() if k != "evidence_form"})
+    assert old.evidence_form == "" and not old.stale  # max_prob and best_similarity only
+    reads_vocabulary = AbstentionModel.from_json({**old.to_json(), "features": ["max_prob", "rare_word"], "evidence_form": ""})
+    assert reads_vocabulary.stale
+    rng = np.random.default_rng(0)
+    fitted = fit(rng.normal(1.0, 0.3, (20, len(FEATURES))), rng.normal(0.0, 0.3, (20, len(FEATURES))), false_refusal=0.05)
+    assert fitted.evidence_form == EVIDENCE_FORM and "rare_word" in fitted.features and not fitted.stale
+    assert AbstentionModel.from_json(fitted.to_json()).evidence_form == EVIDENCE_FORM
