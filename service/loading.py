@@ -28,7 +28,7 @@ from service.retrieval.backends import open_backend
 from service.retrieval.encoder import Encoder, index_encoder_backend, load_encoder
 from service.retrieval.lexical import LexicalIndex
 from service.retrieval.store import Store, StoreBackend, StoreUnavailable
-from service.retrieval.vocabulary import Vocabulary
+from service.retrieval.vocabulary import Vocabulary, everyday_words
 from service.routing.router import HeadRouter, Router, RouterFormatError, UniformRouter
 from service.routing.split import load_split, split_path
 
@@ -117,7 +117,8 @@ def _lexical(registry: Registry, store: Store, warnings: list[str]) -> LexicalIn
 
 def _vocabulary(registry: Registry, store: Store) -> Vocabulary:
     """The index version's stored vocabulary; one built before vocabularies were stored (or counted by product) is
-    counted from its passages."""
+    counted from its passages. The everyday word list its evidence reads is loaded here, not by the first question."""
+    everyday_words()
     stored = Vocabulary.load(registry.path("index", store.version))
     if stored is not None:
         return stored
