@@ -241,7 +241,10 @@ class Refresh:
         router (a copy of it when the router is reused but the ranking it serves changed)."""
         from training.answer_policy import fit_answer_policy
 
-        fp = fingerprint(self.bundle.as_dict(), questions.fingerprint, [q.qid for q in questions.answered], EVIDENCE_FORM)
+        def inputs() -> str:  # the bundle, the questions, and the form of "not covered"'s evidence
+            return fingerprint(self.bundle.as_dict(), questions.fingerprint, [q.qid for q in questions.answered], EVIDENCE_FORM)
+
+        fp = inputs()
         entry = self.record.stages.get(Stage.NOT_COVERED.value) or {}
         if not router_is_new and entry.get("fingerprint") == fp:
             for stage in (Stage.RANKING, Stage.ANSWER, Stage.SPLIT, Stage.NOT_COVERED):
@@ -252,7 +255,7 @@ class Refresh:
             assert self.bundle.router is not None
             self.bundle = self.bundle.with_version("router", copy_router(self.registry, self.bundle.router))
             self.fresh[Stage.ROUTER.value]["version"] = self.bundle.router  # the copy serves: the next refresh reuses it
-            fp = fingerprint(self.bundle.as_dict(), questions.fingerprint, [q.qid for q in questions.answered], EVIDENCE_FORM)
+            fp = inputs()
         self.ranking(questions, store)
         answered = [q for q in questions.answered if q.answer]
         if answered:

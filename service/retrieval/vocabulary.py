@@ -136,8 +136,8 @@ class Vocabulary:
         common = everyday_words()
         words = identifiers(" ".join(questions))
         for t in terms(" ".join(questions)):
-            if len(t) >= MIN_CHARS and not (t in common and self.counts.get(stem(t), 0) == 0):
-                words.add(stem(t))
+            if len(t) >= MIN_CHARS and ((s := stem(t)) in self.counts or t not in common):
+                words.add(s)
         return words
 
     def rarity(self, questions: Sequence[str]) -> float:
