@@ -9,7 +9,9 @@ P (the ``product`` field): the decision is fitted as ``fedqa train router`` fits
 chosen by k-fold, threshold at ``--false-refusal`` of the in-scope fitting questions) on the in-scope questions of
 the other folds, the out-of-scope questions of every other product and the general ones shipped with the package;
 then P's questions (all, and those that name P) and the held-out in-scope fold are scored. Each in-scope question
-and each of P's questions is scored by a model that never saw it. ``no out-of-scope file`` is the same with the
+and each of P's questions is scored by a model that never saw it, and ``nearest_out`` reads the questions that fit knows
+(the in-scope ones and the out-of-scope ones but P's, each question's own text left out): P's questions are never
+among them, as a product no curator marked. ``no out-of-scope file`` is the same with the
 shipped general questions alone: what a home without an out-of-scope file gets. ``--without F...``: the same again
 with each feature F held constant (left out of the fit), to see what it adds; the rows say which. Several
 ``--false-refusal`` targets compare feature sets at the same held-out in-scope refusal rate (one evidence pass).
@@ -29,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from service.config import get_settings  # noqa: E402
 from service.generation.abstention import FEATURES  # noqa: E402
+from service.generation.asked import leave_one_out, unit_rows  # noqa: E402
 from service.queries import load_queries  # noqa: E402
 from training.abstention import SOURCED, choose_features, confidences, fit  # noqa: E402
 from training.data.general import general_negatives  # noqa: E402
@@ -74,9 +77,11 @@ def main(argv: list[str] | None = None) -> int:
         ev_in = collect_evidence(pipeline, [q.query for q in in_scope], gold=[q.gold_doc_ids for q in in_scope])
         ev_oos = collect_evidence(pipeline, [q.query for q in oos])
         ev_gen = collect_evidence(pipeline, [q.query for q in general])
+        v_in, v_oos, v_gen = (unit_rows(pipeline.encoder.embed_queries([q.query for q in qs])) for qs in (in_scope, oos, general))
         versions = pipeline.versions
     finally:
         pipeline.close()
+    t_in, t_oos, t_gen = ([q.query for q in qs] for qs in (in_scope, oos, general))
     rows = []
     by_product: dict[str, list[int]] = defaultdict(list)
     for i, q in enumerate(oos):
@@ -86,10 +91,19 @@ def main(argv: list[str] | None = None) -> int:
         kw = {"false_refusal": target, "folds": args.folds, "seed": args.seed}
         e_in, e_oos, e_gen = (_held_constant(e, without) for e in (ev_in, ev_oos, ev_gen))
         suffix = "" if without is None else f", without {without}"
-        general_fr, general_refused = _rates(e_in, e_gen, e_oos, **kw)  # the same fit whichever product is left out
+        nearest = _nearest if without != "nearest_out" else lambda e, *_: e  # held at 0 when left out
+        # nearest_out against the questions each fit knows (its in-scope and out-of-scope sides), as the fit stores them
+        known_in = (v_in, t_in)
+        g_in, g_gen, g_oos = (
+            nearest(e, v, t, known_in, (v_gen, t_gen)) for e, v, t in ((e_in, v_in, t_in), (e_gen, v_gen, t_gen), (e_oos, v_oos, t_oos))
+        )
+        general_fr, general_refused = _rates(g_in, g_gen, g_oos, **kw)  # the same fit whichever product is left out
         for product, idx in sorted(by_product.items()):
             rest = np.setdiff1d(np.arange(len(oos)), idx)
-            fr, refused = _rates(e_in, np.vstack([e_oos[rest], e_gen]), e_oos[idx], **kw)
+            known_out = (np.vstack([v_oos[rest], v_gen]), [t_oos[i] for i in rest] + t_gen)
+            l_in, l_oos = (nearest(e, v, t, known_in, known_out) for e, v, t in ((e_in, v_in, t_in), (e_oos, v_oos, t_oos)))
+            l_gen = nearest(e_gen, v_gen, t_gen, known_in, known_out)
+            fr, refused = _rates(l_in, np.vstack([l_oos[rest], l_gen]), l_oos[idx], **kw)
             rows.append(_row(product, "leave one product out" + suffix, target, fr, refused, is_named[idx]))
             rows.append(_row(product, "no out-of-scope file" + suffix, target, general_fr, general_refused[idx], is_named[idx]))
     _print(rows)
@@ -99,6 +113,16 @@ def main(argv: list[str] | None = None) -> int:
             json.dumps({"versions": versions, "in_scope": len(in_scope), "rows": rows, **vars(args)}, indent=2), encoding="utf-8"
         )
     return 0
+
+
+def _nearest(
+    evidence: np.ndarray, vectors: np.ndarray, texts: list[str], inside: tuple[np.ndarray, list[str]], outside: tuple[np.ndarray, list[str]]
+) -> np.ndarray:
+    """``evidence`` with its ``nearest_out`` against the known questions ``inside`` and ``outside`` (each question's own
+    text left out: :func:`service.generation.asked.leave_one_out`)."""
+    out = evidence.copy()
+    out[:, FEATURES.index("nearest_out")] = leave_one_out(vectors, texts, inside[0], inside[1], outside[0], outside[1])
+    return out
 
 
 def _held_constant(evidence: np.ndarray, feature: str | None) -> np.ndarray:

@@ -103,7 +103,7 @@ def learn_feedback(pipeline: Pipeline, settings: Settings) -> bool:
     except sqlite3.Error as exc:
         log.warning("feedback not served: %s cannot be read (%s)", settings.feedback_path, exc)
         return False
-    return pipeline.learn(labels(votes, settings.feedback_min_keys).queries)
+    return pipeline.learn(labels(votes, settings.feedback_min_keys))
 
 
 def _lexical(registry: Registry, store: Store, warnings: list[str]) -> LexicalIndex | None:
@@ -195,6 +195,13 @@ def _abstention(registry: Registry, router_version: str | None, index_version: s
             f'"not covered" ({abstention.name}) was fitted before everyday words that no passage holds were left out of '
             "its evidence, and decides on shifted figures until it is fitted again: fedqa refresh (fedqa ingest on a home "
             "without labelled questions)"
+        )
+        log.warning(warnings[-1])
+    elif abstention.unasked:
+        warnings.append(
+            f'"not covered" ({abstention.name}) was fitted before the questions it is fitted on were stored with it: a '
+            'curator\'s "not covered" verdict is refused at once only once it is fitted again: fedqa refresh (fedqa ingest '
+            "on a home without labelled questions)"
         )
         log.warning(warnings[-1])
     return abstention

@@ -11,7 +11,7 @@ import copy
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -19,14 +19,13 @@ from typing import Any
 import numpy as np
 
 from service.config import Settings
-from service.feedback.review import question_id
+from service.feedback.review import FeedbackLabels, question_id
 from service.feedback.store import normalise
 from service.generation.abstention import AbstentionModel
 from service.generation.answer import Answer, Answerer
 from service.generation.answer_policy import AnswerPolicy
 from service.generation.extractive import shared_vectors
 from service.generation.llm import LLM
-from service.queries import LabelledQuery
 from service.ranking.features import Pool, candidate_pool, reranked
 from service.ranking.model import RankingModel
 from service.reranking.model import Reranker
@@ -151,6 +150,9 @@ class Pipeline:
         self._descriptions: dict[str, str] | None = None
         self._descriptions_lock = threading.Lock()
         self._known = KnownAnswers()  # trusted feedback served as known answers (learn)
+        self._outside: dict[str, str] = {}  # trusted feedback's "not covered" questions (learn): qid -> text
+        self._outside_vectors: dict[str, np.ndarray] = {}
+        self._scopes: dict[str, tuple[str, ...] | None] = {}  # qid -> where it counts (FeedbackLabels.scopes)
         self._served: tuple[PagePrior | None, KnownAnswers, PagePrior | None] | None = None  # page_prior's last: its inputs, itself
         self._learn_lock = threading.Lock()
 
@@ -245,29 +247,58 @@ class Pipeline:
         self._served = (base, known, prior)  # one assignment: a reader sees the old or the new triple
         return prior
 
-    def learn(self, queries: Sequence[LabelledQuery]) -> bool:
-        """Serve ``queries`` (trusted feedback's labelled questions, :func:`service.feedback.review.labels`) as the
-        page prior's known answers from now on, in place of those learnt before: each question's gold passages that
-        the index has (in its domains), with its vector from this pipeline's encoder. Returns whether what is served
-        changed (False: the same questions and passages as before, nothing re-embedded)."""
+    def learn(self, labels: FeedbackLabels) -> bool:
+        """Serve trusted feedback (:func:`service.feedback.review.labels`) from now on, in place of what was learnt
+        before: each labelled question's gold passages that the index has (in its domains) as the page prior's known
+        answers, and every labelled and "not covered" question as a known in-scope or out-of-scope question of the
+        "not covered" evidence (:meth:`~service.generation.asked.AskedQuestions.with_feedback`, within its scope), with
+        its vector from this pipeline's encoder. Returns whether what is served changed (False: the same questions and
+        passages as before, nothing re-embedded)."""
         with self._learn_lock:
             answers: dict[str, tuple[str, ...]] = {}
             texts: dict[str, str] = {}
-            for q in queries:
+            for q in labels.queries:
                 pids = [point_id(g) for g in q.gold_doc_ids]
                 found = {pid for d in q.domains if d in self.domains for pid in self.passage_cache.passages(self.store, d, pids)}
                 ids = tuple(g for g in q.gold_doc_ids if point_id(g) in found)
                 if ids:
                     answers[q.qid], texts[q.qid] = ids, q.query
+            outside = {q.qid: q.query for q in labels.out_of_scope}
             old = self._known
-            if answers == dict(old.answers) and texts == dict(old.texts):
+            if answers == dict(old.answers) and texts == dict(old.texts) and outside == self._outside and labels.scopes == self._scopes:
                 return False
-            vectors = {q: old.questions[q] for q, t in texts.items() if old.texts.get(q) == t and q in old.questions}
-            new = [q for q in texts if q not in vectors]
-            if new:
-                vectors.update(zip(new, self.encoder.embed_queries([texts[q] for q in new]), strict=True))
-            self._known = KnownAnswers(answers, texts, vectors)
+            vectors = self._embedded({**texts, **outside}, {**old.texts, **self._outside}, {**old.questions, **self._outside_vectors})
+            self._known = KnownAnswers(answers, texts, {q: vectors[q] for q in texts})
+            self._outside, self._scopes, self._outside_vectors = outside, dict(labels.scopes), {q: vectors[q] for q in outside}
+            self._ask_known()
             return True
+
+    def _embedded(self, texts: dict[str, str], before: dict[str, str], vectors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Each question's query vector: the one embedded before for the same text, else embedded now."""
+        kept = {q: vectors[q] for q, t in texts.items() if before.get(q) == t and q in vectors}
+        new = [q for q in texts if q not in kept]
+        if new:
+            kept.update(zip(new, self.encoder.embed_queries([texts[q] for q in new]), strict=True))
+        return kept
+
+    def _ask_known(self) -> None:
+        """The answerer's known questions: the abstention model's with the feedback learnt (:meth:`learn`)."""
+        fitted = self.abstention.asked if self.abstention is not None else None
+        if fitted is None:
+            return
+        known, dim = self._known, fitted.dim
+
+        def scope(qid: str) -> frozenset[str] | None:
+            products = self._scopes.get(qid)
+            return frozenset(products) if products is not None else None
+
+        inside = [q for q in known.texts if q in known.questions]
+        self.answerer.asked = fitted.with_feedback(
+            np.array([known.questions[q] for q in inside], dtype=np.float32).reshape(-1, dim),
+            [scope(q) for q in inside],
+            np.array([self._outside_vectors[q] for q in self._outside], dtype=np.float32).reshape(-1, dim),
+            [scope(q) for q in self._outside],
+        )
 
     def confirmed(self, query: str) -> tuple[str, ...]:
         """The passages trusted feedback confirmed for ``query`` asked again (the same question as feedback counts it,

@@ -24,6 +24,7 @@ import numpy as np
 from service.config import Settings
 from service.decisions import FitDecision
 from service.generation.abstention import EVIDENCE_FORM, FEATURES, AbstentionModel, Evidence, abstention_path, save_abstention
+from service.generation.asked import AskedQuestions, leave_one_out, unit_rows
 from service.queries import LabelledQuery
 from service.retrieval.strategies import DEFAULT_STRATEGY
 from training.fallback import decide
@@ -66,11 +67,36 @@ def collect_evidence(
     return np.asarray(rows, dtype=np.float64).reshape(-1, len(FEATURES))
 
 
+NEAREST_OUT = FEATURES.index("nearest_out")
+
+
+def ask_known(
+    pipeline,  # noqa: ANN001 - a Pipeline
+    rows: Sequence[np.ndarray],
+    texts: Sequence[Sequence[str]],
+    *,
+    inside: Sequence[int],
+    outside: Sequence[int],
+) -> AskedQuestions:
+    """The known questions of a fit (:class:`~service.generation.asked.AskedQuestions`): the groups ``inside`` (indices
+    into ``texts``) in scope, ``outside`` out of it, as ``pipeline``'s encoder embeds them; and each group's evidence
+    ``rows`` (evidence rows of ``texts``, in place) given its ``nearest_out`` against them with its own text left out
+    (:func:`~service.generation.asked.leave_one_out`): what the question has when it is asked as a new one."""
+    vectors = [unit_rows(pipeline.encoder.embed_queries(list(t))) if len(t) else np.zeros((0, pipeline.encoder.dim), dtype=np.float32) for t in texts]
+    asked = AskedQuestions(np.vstack([vectors[i] for i in inside]), np.vstack([vectors[i] for i in outside]))
+    in_texts = [t for i in inside for t in texts[i]]
+    out_texts = [t for i in outside for t in texts[i]]
+    for group, (r, v) in enumerate(zip(rows, vectors, strict=True)):
+        if len(r):
+            r[:, NEAREST_OUT] = leave_one_out(v, texts[group], asked.inside, in_texts, asked.outside, out_texts)
+    return asked
+
+
 # Without the span score no sentence is embedded at request time when the answer policy quotes whole passages.
 CHEAP_FEATURES = tuple(f for f in FEATURES if f != "span_score")
 #: Features that are constant without their source: the reranker's score; the rarest word's and the unsaid share
-#: (the index's vocabulary).
-SOURCED = ("rerank_best", "rare_word", "uncovered")
+#: (the index's vocabulary); the nearest known questions' (an encoder).
+SOURCED = ("rerank_best", "rare_word", "uncovered", "nearest_out")
 
 
 def fit(
@@ -225,12 +251,14 @@ def fit_abstention(
     try:
         ev_in = collect_evidence(pipeline, [q.query for q in in_scope], gold=[q.gold_doc_ids for q in in_scope])
         ev_out = collect_evidence(pipeline, [q.query for q in out_of_scope])
+        asked = ask_known(pipeline, [ev_in, ev_out], [[q.query for q in in_scope], [q.query for q in out_of_scope]], inside=[0], outside=[1])
         versions = pipeline.versions
     finally:
         if own:
             pipeline.close()
     heldout = choose_features(ev_in, ev_out, false_refusal=false_refusal, folds=folds, seed=seed)
     model = fit(ev_in, ev_out, false_refusal=false_refusal, features=heldout["features"])
+    model.asked = asked
     model.fit = {
         "heldout": {k: v for k, v in heldout.items() if k != "per_fold"},
         "on_fit_questions": measure(model, ev_in, ev_out),
@@ -280,6 +308,7 @@ class NotCoveredEvidence:
     headings: np.ndarray
     general: np.ndarray
     known: np.ndarray
+    asked: AskedQuestions | None = None  # the labelled and out-of-scope ones as known questions (nearest_out)
 
 
 @dataclass(frozen=True)
@@ -313,6 +342,13 @@ def balanced_accuracy(refused: np.ndarray, abstained: np.ndarray) -> float:
     return 0.5 * ((1.0 - float(np.mean(refused))) + float(np.mean(abstained)))
 
 
+def unasked(rows: np.ndarray) -> np.ndarray:
+    """Evidence ``rows`` with ``nearest_out`` held at 0 (a fit on them leaves it out: :func:`choose_features`)."""
+    out = rows.copy()
+    out[:, NEAREST_OUT] = 0.0
+    return out
+
+
 def choose_not_covered(
     ev: NotCoveredEvidence,
     *,
@@ -332,7 +368,8 @@ def choose_not_covered(
     general ones when ``with_general``, each question weighing the same) at ``false_refusal``. Both are measured
     on the labelled questions and the fitted model's out-of-scope side, each question decided by a model that did
     not fit on it (the fitted one k-fold; the default fitted without the labelled questions, its out-of-scope
-    questions out of fold). The default that serves also fits on the labelled questions."""
+    questions out of fold), both without ``nearest_out`` (:func:`unasked`); the one that serves reads it. The default
+    that serves also fits on the labelled questions."""
     inside, beyond, weight = np.vstack([ev.headings, ev.known]), np.vstack([ev.out_of_scope, ev.general]), home_weighed(ev)
     default: AbstentionModel | None = None
     default_heldout: dict[str, Any] = {}
@@ -340,28 +377,34 @@ def choose_not_covered(
         default_heldout = choose_features(inside, beyond, false_refusal=default_false_refusal, folds=folds, seed=seed, out_weight=weight)
         default = fit(inside, beyond, false_refusal=default_false_refusal, features=default_heldout["features"], out_weight=weight)
     outside = beyond if with_general else ev.out_of_scope  # each question weighing the same (see home_weighed)
-    fitted: dict[str, Any] = {}
 
     def measure_both() -> tuple[float, float]:
-        fitted.update(choose_features(ev.labelled, outside, false_refusal=false_refusal, folds=folds, seed=seed))
-        refused, abstained, _ = out_of_fold(ev.labelled, outside, false_refusal=false_refusal, folds=folds, seed=seed, features=fitted["features"])
+        # compared without nearest_out: a question's out-of-fold value reads the other questions of its kind that the
+        # fit knows (the same product's, the same topic's), which a new product's questions do not have
+        labelled, out, ins, bey = (unasked(x) for x in (ev.labelled, outside, inside, beyond))
+        features = choose_features(labelled, out, false_refusal=false_refusal, folds=folds, seed=seed)["features"]
+        refused, abstained, _ = out_of_fold(labelled, out, false_refusal=false_refusal, folds=folds, seed=seed, features=features)
         if default is None:  # no default model: every question answered
             return balanced_accuracy(refused, abstained), balanced_accuracy(np.zeros(len(refused)), np.zeros(len(abstained)))
-        d_refused = confidences(default, ev.labelled) < default.threshold
+        d_features = choose_features(ins, bey, false_refusal=default_false_refusal, folds=folds, seed=seed, out_weight=weight)["features"]
+        d_model = fit(ins, bey, false_refusal=default_false_refusal, features=d_features, out_weight=weight)
+        d_refused = confidences(d_model, labelled) < d_model.threshold
         # the default fitted on the out-of-scope and general questions: each decided out of fold
-        _, d_abstained, _ = out_of_fold(
-            inside, beyond, false_refusal=default_false_refusal, folds=folds, seed=seed, features=default.features, out_weight=weight
-        )
+        _, d_abstained, _ = out_of_fold(ins, bey, false_refusal=default_false_refusal, folds=folds, seed=seed, features=d_features, out_weight=weight)
         d_abstained = d_abstained if with_general else d_abstained[: len(ev.out_of_scope)]
         return balanced_accuracy(refused, abstained), balanced_accuracy(d_refused, d_abstained)
 
     decision = decide(len(ev.labelled), needed, METRIC, measure_both, folds=folds)
     if decision.serves_fitted:
+        fitted = choose_features(ev.labelled, outside, false_refusal=false_refusal, folds=folds, seed=seed)
         model = fit(ev.labelled, outside, false_refusal=false_refusal, features=fitted["features"])
+        model.asked = ev.asked
         return NotCoveredChoice(model, fitted, decision)
     if default is not None and len(ev.labelled):
         every = np.vstack([inside, ev.labelled])
         default = fit(every, beyond, false_refusal=default_false_refusal, features=default.features, out_weight=weight)
+    if default is not None:
+        default.asked = ev.asked
     return NotCoveredChoice(default, default_heldout, decision)
 
 
@@ -433,14 +476,16 @@ def not_covered_evidence(
     known: Sequence[LabelledQuery],
 ) -> NotCoveredEvidence:
     """Every question's evidence through ``pipeline``'s serving path (:func:`collect_evidence`), each labelled one
-    ranked with its own gold passages left out of the page prior's counts."""
-    return NotCoveredEvidence(
-        labelled=collect_evidence(pipeline, [q.query for q in in_scope], gold=[q.gold_doc_ids for q in in_scope]),
-        out_of_scope=collect_evidence(pipeline, [q.query for q in out_of_scope]),
-        headings=collect_evidence(pipeline, [q.query for q in headings]),
-        general=collect_evidence(pipeline, [q.query for q in general]),
-        known=collect_evidence(pipeline, [q.query for q in known], gold=[q.gold_doc_ids for q in known]),
-    )
+    ranked with its own gold passages left out of the page prior's counts; the labelled and out-of-scope ones known
+    questions (:func:`ask_known`). The heading questions are not: each nearly repeats another heading of its page, far
+    nearer to it than a user's question is to any known question, so a fit reading them as known leans on
+    ``nearest_out`` and refuses users' in-scope questions (docs/decisions/quality-log.md)."""
+    groups = (in_scope, out_of_scope, headings, general, known)
+    texts = [[q.query for q in g] for g in groups]
+    gold = ([q.gold_doc_ids for q in in_scope], None, None, None, [q.gold_doc_ids for q in known])
+    rows = [collect_evidence(pipeline, t, gold=g) for t, g in zip(texts, gold, strict=True)]
+    asked = ask_known(pipeline, rows, texts, inside=[0, 4], outside=[1, 3])
+    return NotCoveredEvidence(labelled=rows[0], out_of_scope=rows[1], headings=rows[2], general=rows[3], known=rows[4], asked=asked)
 
 
 @dataclass(frozen=True)

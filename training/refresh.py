@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from service.artifacts import Registry
 from service.config import Settings
 from service.decisions import Verdict
-from service.generation.abstention import EVIDENCE_FORM
+from service.generation.abstention import EVIDENCE_FORM, FEATURES
 from service.queries import Catalogue, LabelledQuery, check_labels, load_files, unknown_labels
 from training.bundle_fit import Questions, bundle_pipeline, copy_router, fit_split_on, not_covered_on, router_sets_from_data
 from training.refresh_feedback import RefreshFeedback, read_feedback
@@ -242,7 +242,7 @@ class Refresh:
         from training.answer_policy import fit_answer_policy
 
         def inputs() -> str:  # the bundle, the questions, and the form of "not covered"'s evidence
-            return fingerprint(self.bundle.as_dict(), questions.fingerprint, [q.qid for q in questions.answered], EVIDENCE_FORM)
+            return fingerprint(self.bundle.as_dict(), questions.fingerprint, [q.qid for q in questions.answered], EVIDENCE_FORM, FEATURES)
 
         fp = inputs()
         entry = self.record.stages.get(Stage.NOT_COVERED.value) or {}

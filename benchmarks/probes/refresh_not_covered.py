@@ -7,7 +7,7 @@ Reads the training set the refresh built (``<home>/refresh/data-*``), splits it 
 the active versions with ``save=False``: the verdict (fitted model or default, with both cross-fitted balanced
 accuracies on the router's held-out questions) and the k-fold figures of the model that would serve. For comparing
 two checkouts' decisions on the same refreshed home (``benchmarks/refresh_folds.py`` makes such homes) without
-writing into it.
+writing into it; ``--save`` stores it (in a copy of the home, to measure what it serves).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=0, help="the refresh's seed (--refresh-seed of refresh_folds.py)")
     ap.add_argument("--out", type=Path, help="write the figures as JSON here")
+    ap.add_argument("--save", action="store_true", help="store the model that would serve in the home (a copy of it: it replaces the refresh's)")
     args = ap.parse_args(argv)
     settings = Settings()
     built = sorted((settings.home_dir / "refresh").glob("data-*"))
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     pipeline = load_pipeline(settings, with_llm=False)
     try:
         known = [q for q in questions.known if q.domains]
-        report = fit_not_covered(settings, in_scope, own, known=known, pipeline=pipeline, save=False)
+        report = fit_not_covered(settings, in_scope, own, known=known, pipeline=pipeline, save=args.save)
     finally:
         pipeline.close()
     fit = report.model.fit if report.model else {}

@@ -71,12 +71,13 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def _stale_default(version: str | None) -> bool:
     """Whether the index version's "not covered" default was fitted on an older form of its evidence
-    (:attr:`service.generation.abstention.AbstentionModel.stale`): an ingest of unchanged pages fits it again."""
+    (:attr:`service.generation.abstention.AbstentionModel.stale`) or without its known questions
+    (:attr:`~service.generation.abstention.AbstentionModel.unasked`): an ingest of unchanged pages fits it again."""
     from service.artifacts import Registry
     from service.generation.abstention import abstention_path, load_abstention
 
     model = load_abstention(abstention_path(Registry(settings().home_dir), None, version))
-    return model is not None and model.stale
+    return model is not None and (model.stale or model.unasked)
 
 
 def _fit_not_covered(version: str | None) -> dict | None:

@@ -87,6 +87,18 @@ class _Question:
             products.update(r.vote.key_products)
         return sorted(products)
 
+    def seen_by(self, trusted: set[str], agreeing: set[str]) -> tuple[str, ...] | None:
+        """Where what keys established counts (:class:`FeedbackLabels`, ``scopes``; None: every product): each
+        ``trusted`` key's verdict within the products it sees (together: all they see), else what ``agreeing`` keys
+        established within the products every one of them sees."""
+        keys = trusted or agreeing
+        scopes = {r.vote.key_name: r.vote.key_products for r in self.rows if r.vote.key_name in keys}
+        if trusted:
+            seen = [frozenset(p) for p in scopes.values() if p is not None]
+            return None if len(seen) < len(scopes) else tuple(sorted(frozenset().union(*seen)))
+        limited = [frozenset(p) for p in scopes.values() if p is not None]
+        return tuple(sorted(frozenset.intersection(*limited))) if limited else None
+
     def passages(self) -> list[PassageVotes]:
         doc_ids = dict.fromkeys(r.vote.doc_id for r in self.rows if r.vote.doc_id and r.vote.rating)
         domains = {r.vote.doc_id: r.vote.domain for r in self.rows}  # the latest row's
@@ -153,6 +165,8 @@ class FeedbackLabels:
 
     queries: list[LabelledQuery]
     out_of_scope: list[LabelledQuery]
+    # qid -> the products every key that established it sees (None: every product): where it counts at once
+    scopes: dict[str, tuple[str, ...] | None] = field(default_factory=dict)
 
 
 def question_id(norm: str) -> str:
@@ -169,15 +183,19 @@ def question_of(votes: Sequence[StoredVote], qid: str) -> str | None:
 def labels(votes: Sequence[StoredVote], min_keys: int) -> FeedbackLabels:
     """The labelled and out-of-scope questions the feedback establishes (see the module doc for the rule)."""
     queries, out_of_scope = [], []
+    scopes: dict[str, tuple[str, ...] | None] = {}
     for q in _questions(votes):
-        text = q.rows[-1].vote.query
+        text, qid = q.rows[-1].vote.query, question_id(q.norm)
         gold = [p for p in q.passages() if not p.trusted_down and (p.trusted_up or (p.up_keys >= min_keys and p.up_keys > p.down_keys)) and p.domain]
         if gold:
             domains = sorted({str(p.domain) for p in gold})
-            queries.append(LabelledQuery(question_id(q.norm), text, domains, [p.doc_id for p in gold], kind="feedback"))
+            queries.append(LabelledQuery(qid, text, domains, [p.doc_id for p in gold], kind="feedback"))
+            trusted_up = set().union(*(q.keys(trusted=True, rating="up", doc_id=p.doc_id) for p in gold))
+            scopes[qid] = q.seen_by(trusted_up, set().union(*(q.keys(rating="up", doc_id=p.doc_id) for p in gold)))
         elif (q.keys(trusted=True, not_covered=True) or len(q.keys(not_covered=True)) >= min_keys) and not q.keys(trusted=True, covered=True):
-            out_of_scope.append(LabelledQuery(question_id(q.norm), text, [], [], kind="oos"))
-    return FeedbackLabels(queries, out_of_scope)
+            out_of_scope.append(LabelledQuery(qid, text, [], [], kind="oos"))
+            scopes[qid] = q.seen_by(q.keys(trusted=True, not_covered=True), q.keys(not_covered=True))
+    return FeedbackLabels(queries, out_of_scope, scopes)
 
 
 def write_queries(path: Path, queries: Sequence[LabelledQuery]) -> None:

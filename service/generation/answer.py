@@ -22,9 +22,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from service.config import Settings
 from service.generation.abstention import AbstentionModel, Confidence, Evidence, undecided
 from service.generation.answer_policy import AnswerPolicy
+from service.generation.asked import AskedQuestions
 from service.generation.extractive import Extract, ExtractConfig, ExtractiveMethod, Extractor, SentenceVectors
 from service.generation.llm import LLM, LLMError
 from service.generation.modes import AnswerMode
@@ -101,6 +104,9 @@ class Answerer:
         self.llm = llm
         self.llm_error = llm_error
         self.abstention = abstention
+        self.encoder = encoder
+        # nearest_out's known questions: the abstention model's, with trusted feedback's (Pipeline.learn) added
+        self.asked: AskedQuestions | None = abstention.asked if abstention is not None else None
         self.policy = policy  # as stored: it answers only when its fit kept it (AnswerPolicy.serves)
         self.extractor = Extractor(
             encoder,
@@ -143,13 +149,25 @@ class Answerer:
         the caller's products (None: every product); the word counts are theirs only, as the routing and the ranking
         are, so that neither the evidence nor the decision tells the caller about other products' documentation."""
         meaning = self.extractor.meaning(parts, hits, score_sentences=score_sentences)
+        nearest = self._nearest_out(parts, allowed)
         if self.vocabulary is None:
-            return Evidence.of(probabilities, hits, meaning.score), meaning
+            return Evidence.of(probabilities, hits, meaning.score, nearest_out=nearest), meaning
         vocabulary = self.vocabulary.within(allowed)
         texts = [q.text for q in parts]
         # one passage a part of the question: the first len(parts) passages of the ranking
         first = [f"{h.passage.title} {h.passage.text}" for h in hits[: max(1, len(parts))]]
-        return Evidence.of(probabilities, hits, meaning.score, vocabulary.rarity(texts), vocabulary.uncovered(texts, first)), meaning
+        return Evidence.of(probabilities, hits, meaning.score, vocabulary.rarity(texts), vocabulary.uncovered(texts, first), nearest), meaning
+
+    def _nearest_out(self, parts: Sequence[Question], allowed: frozenset[str] | None) -> float:
+        """``nearest_out`` of the questions ``parts`` (a question without a vector is embedded); 0 with no known
+        questions (:attr:`asked`)."""
+        asked = self.asked
+        if asked is None or self.encoder is None or not parts:
+            return 0.0
+        missing = [q.text for q in parts if q.vector is None]
+        embedded = iter(self.encoder.embed_queries(missing)) if missing else iter(())
+        vectors = np.stack([q.vector if q.vector is not None else next(embedded) for q in parts])
+        return asked.nearest_out(vectors, allowed)
 
     def _decide(self, evidence: Evidence) -> Confidence:
         return self.abstention.decide(evidence) if self.abstention else undecided(evidence)

@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from service.api.app import create_app
 from service.api.state import ServiceState
 from service.config import Settings
+from service.feedback.review import FeedbackLabels
 from service.files import copytree_sparse
 from service.queries import LabelledQuery
 from service.ranking.features import Feature
@@ -50,6 +51,12 @@ def _settings(home: Path) -> Settings:
     return make_settings(home, api_keys_file=keys_file, admin_key=ADMIN, rate_limit_per_minute=0, sentence_vectors_precompute=0)
 
 
+def _home(demo_home: Path, tmp_path: Path) -> Settings:
+    """A copy of the demo home (its own feedback file) with the keys above."""
+    copytree_sparse(demo_home, tmp_path / "home")
+    return _settings(tmp_path / "home")
+
+
 def _client(settings: Settings) -> tuple[TestClient, ServiceState]:
     state = ServiceState(settings)
     state.load()  # the home's pipeline, as the service's start loads it
@@ -70,9 +77,7 @@ def _vote(c: TestClient, key: str, doc_id: str, rating: str = "up") -> Any:
 
 
 def test_a_curators_confirmation_answers_its_question_at_once_and_an_ordinary_key_alone_changes_nothing(demo_home, tmp_path):
-    home = tmp_path / "home"
-    copytree_sparse(demo_home, home)
-    settings = _settings(home)
+    settings = _home(demo_home, tmp_path)
     c, state = _client(settings)
     try:
         before = _sources(c, "all2")
@@ -112,7 +117,7 @@ def test_a_curators_confirmation_answers_its_question_at_once_and_an_ordinary_ke
 def test_learnt_feedback_is_the_served_page_priors_known_answers_and_its_ranking_features(demo_pipeline):
     p = pipeline_with(demo_pipeline)  # a copy: the session's pipeline learns nothing
     q = LabelledQuery("feedback-online", QUESTION, ["orbit"], [GOLD, "orbit/no-such-page#000"], kind="feedback")
-    assert p.learn([q]) is True and p.learn([q]) is False  # the same labels again: nothing re-embedded
+    assert p.learn(FeedbackLabels([q], [])) is True and p.learn(FeedbackLabels([q], [])) is False  # the same labels again: nothing re-embedded
     prior = p.page_prior
     assert prior is not None and list(prior.answers["feedback-online"]) == [GOLD]  # a passage the index lacks is left out
     assert demo_pipeline.page_prior is None or "feedback-online" not in demo_pipeline.page_prior.answers
@@ -122,4 +127,49 @@ def test_learnt_feedback_is_the_served_page_priors_known_answers_and_its_ranking
     row = [pid for _, pid in pool.keys()].index(point_id(GOLD))
     known = pool.columns([Feature.IS_KNOWN_ANSWER, Feature.KNOWN_ANSWER])[row]
     assert known[0] == 1.0 and known[1] > 0.99  # what a ranking model reads
-    assert p.learn([]) is True and p.page_prior is demo_pipeline.page_prior  # unlearnt: the fitted prior again
+    assert p.learn(FeedbackLabels([], [])) is True and p.page_prior is demo_pipeline.page_prior  # unlearnt: the fitted prior again
+
+
+# a question about another company's product that the demo answers from its own passages, a curator's "not covered"
+# verdict on it, and another wording of it
+MARKED = "How do I reset my Salesforce password?"
+NEAR = "How can I reset my password in Salesforce?"
+
+
+def _asked(c: TestClient, key: str, query: str) -> tuple[str, float]:
+    r = c.post("/ask", json={"query": query}, headers=_h(key))
+    assert r.status_code == 200, r.text
+    return str(r.json()["answer_mode"]), float(r.json()["confidence"]["value"])
+
+
+def _not_covered(c: TestClient, key: str) -> None:
+    r = c.post("/feedback", json={"query": MARKED, "not_covered": True}, headers=_h(key))
+    assert r.status_code == 202, r.text
+
+
+def test_a_trusted_not_covered_verdict_refuses_the_questions_near_it_at_once_within_the_keys_products(demo_home, tmp_path):
+    settings = _home(demo_home, tmp_path)
+    c, state = _client(settings)
+    try:
+        assert _asked(c, "all2", NEAR)[0] == "extractive"
+        orbit_before = _asked(c, "orbit", NEAR)[1]
+        for _ in range(30):  # one ordinary key, 30 times: below FEDQA_FEEDBACK_MIN_KEYS
+            _not_covered(c, "all")
+        assert _asked(c, "all2", NEAR)[0] == "extractive" and _asked(c, "orbit", NEAR)[1] == orbit_before
+
+        _not_covered(c, "curator")  # an orbit curator: its verdict counts for callers of orbit alone
+        mode, value = _asked(c, "orbit", NEAR)
+        assert mode == "not_covered" and value < orbit_before - 0.3
+        assert _asked(c, "all2", NEAR)[0] == "extractive"  # every product: more than the curator sees
+
+        _not_covered(c, "admin")  # an admin key sees every product: every caller's from now on
+        assert _asked(c, "all2", NEAR)[0] == "not_covered" and _asked(c, "all2", MARKED)[0] == "not_covered"
+        assert _asked(c, "all2", "How do I import contacts from a spreadsheet?")[0] == "extractive"
+    finally:
+        state.close()
+
+    c, state = _client(settings)  # a restart: the verdict is read with the feedback file
+    try:
+        assert _asked(c, "all2", NEAR)[0] == "not_covered"
+    finally:
+        state.close()

@@ -172,7 +172,8 @@ def test_not_covered_answer_lists_sources_and_the_confidence(demo_pipeline, demo
 
 def test_evidence_reads_router_similarity_and_span():
     ev = Evidence.of({"a": 0.2, "b": 0.7}, [_hit(0, "x"), RankedHit(_hit(1, "y").passage, 0.8, 1, 0.8)], 0.4)
-    assert ev.vector() == [0.7, pytest.approx(0.9), 0.8, 0.4, 0.0, 0.0, 0.0]  # not reranked, no vocabulary: all three 0
+    # not reranked, no vocabulary, no known questions: all four 0
+    assert ev.vector() == [0.7, pytest.approx(0.9), 0.8, 0.4, 0.0, 0.0, 0.0, 0.0]
     rare = Evidence.of({"a": 0.2}, [_hit(0, "x")], 0.4, rare_word=0.5, uncovered=0.25)
     assert rare.vector(["uncovered", "rare_word", "max_prob"]) == [0.25, 0.5, 0.2]
 

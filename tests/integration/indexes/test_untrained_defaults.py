@@ -60,6 +60,18 @@ def test_an_ingest_fits_not_covered_from_its_headings_so_off_topic_questions_are
             pipeline.close()
         assert main(["ingest", str(site), "--quiet"]) == 0
         assert registry.active()["index"] == index
-        assert json.loads(path.read_text(encoding="utf-8"))["evidence_form"] == EVIDENCE_FORM
+        refitted = json.loads(path.read_text(encoding="utf-8"))
+        assert refitted["evidence_form"] == EVIDENCE_FORM and refitted["asked"]["dim"] == 384
+
+        # one stored before its known questions were (no "asked"): served with a warning, fitted again by the ingest
+        path.write_text(json.dumps({k: v for k, v in refitted.items() if k != "asked"}), encoding="utf-8")
+        pipeline = load_pipeline(get_settings(), with_llm=False)
+        try:
+            assert pipeline.abstention is not None and pipeline.abstention.unasked and pipeline.answerer.asked is None
+            assert [w for w in pipeline.warnings if "before the questions it is fitted on were stored" in w]
+        finally:
+            pipeline.close()
+        assert main(["ingest", str(site), "--quiet"]) == 0
+        assert json.loads(path.read_text(encoding="utf-8"))["asked"] is not None
     finally:
         get_settings.cache_clear()

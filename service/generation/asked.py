@@ -1,0 +1,158 @@
+"""Questions asked before whose verdict is known: the reference of the "not covered" evidence ``nearest_out``.
+
+A question about something the documentation does not cover tends to resemble other such questions more than any
+question the documentation answers; one about a product a curator marked "not covered" resembles the questions marked
+(faq6's neighbouring products: half of each product's questions marked, the other half is nearer to them than to any
+labelled in-scope question for most of it). So the evidence reads
+
+    nearest_out = max cosine to a known out-of-scope question - max cosine to a known in-scope question
+
+over the query vectors of the retriever (a message of several questions: its least out-of-scope question). The
+known questions are those the "not covered" model was fitted on (stored with it: :mod:`training.abstention` computes
+each fitting question's value against the others, itself and its repeats left out) and, while the service runs, the
+questions trusted feedback labelled (:meth:`AskedQuestions.with_feedback`): a question marked "not covered" is a
+known out-of-scope question from the moment it is marked, a confirmed one a known in-scope question. Feedback counts
+only for a caller whose products the feedback's keys all see (its scope), as every other use of feedback does.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+#: A row's scope: the products the feedback that made it known touches (None: every caller's).
+Scope = frozenset[str] | None
+
+
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length, as float32 (a zero row stays zero)."""
+    v = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(v, axis=1, keepdims=True) if v.size else np.ones((len(v), 1), dtype=np.float32)
+    return v / np.where(norms > 0, norms, 1.0)
+
+
+def _best(vectors: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Per row of ``vectors``, the highest cosine to a row of ``reference`` (0 when it has none)."""
+    if not len(reference):
+        return np.zeros(len(vectors), dtype=np.float32)
+    return (vectors @ reference.T).max(axis=1)
+
+
+def _applies(scope: Scope, allowed: frozenset[str] | None) -> bool:
+    """Whether a row of ``scope`` counts for a caller of products ``allowed`` (None: every product)."""
+    return scope is None or (allowed is not None and allowed <= scope)
+
+
+@dataclass(frozen=True, eq=False)
+class AskedQuestions:
+    """The known in-scope (``inside``) and out-of-scope (``outside``) questions' unit query vectors, and each row's
+    scope (empty: the fitted rows alone, every caller's)."""
+
+    inside: np.ndarray
+    outside: np.ndarray
+    inside_scopes: tuple[Scope, ...] = field(default=(), compare=False)
+    outside_scopes: tuple[Scope, ...] = field(default=(), compare=False)
+
+    def __eq__(self, other: object) -> bool:
+        """The same rows and scopes (the arrays compared by value)."""
+        if not isinstance(other, AskedQuestions):
+            return NotImplemented
+        return (
+            np.array_equal(self.inside, other.inside)
+            and np.array_equal(self.outside, other.outside)
+            and (self.inside_scopes, self.outside_scopes) == (other.inside_scopes, other.outside_scopes)
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable arrays: not hashable
+
+    def nearest_out(self, vectors: np.ndarray, allowed: frozenset[str] | None = None) -> float:
+        """``nearest_out`` of a message whose questions' query vectors are ``vectors`` (rows), for a caller of products
+        ``allowed``: the lowest of its questions' values."""
+        q = unit_rows(np.atleast_2d(vectors))
+        values = _best(q, self._rows(self.outside, self.outside_scopes, allowed)) - _best(q, self._rows(self.inside, self.inside_scopes, allowed))
+        return float(values.min()) if len(values) else 0.0
+
+    @staticmethod
+    def _rows(matrix: np.ndarray, scopes: tuple[Scope, ...], allowed: frozenset[str] | None) -> np.ndarray:
+        if not scopes or all(_applies(s, allowed) for s in scopes):
+            return matrix
+        fitted = len(matrix) - len(scopes)  # the fitted rows come first; feedback's rows carry the scopes
+        keep = np.r_[np.ones(fitted, dtype=bool), np.array([_applies(s, allowed) for s in scopes], dtype=bool)]
+        return matrix[keep]
+
+    def with_feedback(
+        self, inside: np.ndarray, inside_scopes: Sequence[Scope], outside: np.ndarray, outside_scopes: Sequence[Scope]
+    ) -> AskedQuestions:
+        """The fitted rows and feedback's questions (query vectors, each with its scope) after them, in place of any
+        feedback added before."""
+        base_in, base_out = self.fitted
+        return AskedQuestions(
+            np.vstack([base_in, unit_rows(inside).reshape(-1, base_in.shape[1])]),
+            np.vstack([base_out, unit_rows(outside).reshape(-1, base_out.shape[1])]),
+            tuple(inside_scopes),
+            tuple(outside_scopes),
+        )
+
+    @property
+    def fitted(self) -> tuple[np.ndarray, np.ndarray]:
+        """The rows the model was fitted with (no feedback's)."""
+        return self.inside[: len(self.inside) - len(self.inside_scopes)], self.outside[: len(self.outside) - len(self.outside_scopes)]
+
+    @property
+    def dim(self) -> int:
+        return int(self.inside.shape[1]) if self.inside.ndim == 2 else 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form: the fitted rows as little-endian float16, base64."""
+        base_in, base_out = self.fitted
+        return {"dim": self.dim, "inside": _encoded(base_in), "outside": _encoded(base_out)}
+
+    @classmethod
+    def from_json(cls, data: object) -> AskedQuestions:
+        """Read the stored form; ValueError when it is not one."""
+        if isinstance(data, AskedQuestions):
+            return data
+        if not isinstance(data, dict) or not isinstance(data.get("dim"), int) or data["dim"] < 1:
+            raise ValueError("stored asked questions need a positive 'dim' and base64 'inside' and 'outside' rows")
+        return cls(_decoded(data.get("inside"), data["dim"]), _decoded(data.get("outside"), data["dim"]))
+
+
+def _encoded(matrix: np.ndarray) -> str:
+    return base64.b64encode(np.asarray(matrix, dtype="<f2").tobytes()).decode("ascii")
+
+
+def _decoded(stored: object, dim: int) -> np.ndarray:
+    if not isinstance(stored, str):
+        raise ValueError(f"stored asked questions' rows are base64 text, not {type(stored).__name__}")
+    flat = np.frombuffer(base64.b64decode(stored, validate=True), dtype="<f2").astype(np.float32)
+    if flat.size % dim:
+        raise ValueError(f"stored asked questions: {flat.size} numbers are not rows of {dim}")
+    return flat.reshape(-1, dim)
+
+
+def leave_one_out(
+    vectors: np.ndarray, texts: Sequence[str], inside: np.ndarray, inside_texts: Sequence[str], outside: np.ndarray, outside_texts: Sequence[str]
+) -> np.ndarray:
+    """``nearest_out`` of each question (``vectors``, ``texts``) against the reference rows, leaving out the rows of
+    the same text (the question itself and its repeats): the value a fitting question has as a new one."""
+    q = unit_rows(vectors)
+    out = np.empty(len(q), dtype=np.float64)
+    for start in range(0, len(q), 512):  # bounded memory: 512 rows against the reference at a time
+        window = slice(start, start + 512)
+        names = list(texts[window])
+        out[window] = _best_other(q[window], names, outside, outside_texts) - _best_other(q[window], names, inside, inside_texts)
+    return out
+
+
+def _best_other(q: np.ndarray, names: Sequence[str], reference: np.ndarray, reference_texts: Sequence[str]) -> np.ndarray:
+    if not len(reference):
+        return np.zeros(len(q))
+    sims = q @ reference.T
+    same = np.asarray(names, dtype=object)[:, None] == np.asarray(reference_texts, dtype=object)[None, :]
+    sims[same] = -np.inf
+    best = sims.max(axis=1)
+    return np.where(np.isfinite(best), best, 0.0)
