@@ -101,7 +101,9 @@ def _by_product(
     answered = []
     for g in groups:
         r = g.retrieval
-        a = pipeline.answerer.answer(req.query, r.parts, r.hits, r.routing.probabilities, context_passages=context_passages, allowed=allowed)
+        a = pipeline.answerer.answer(
+            req.query, r.parts, r.hits, r.routing.probabilities, context_passages=context_passages, allowed=allowed, product=g.domain
+        )
         if a.text and a.mode not in (AnswerMode.NOT_COVERED, AnswerMode.NONE):
             answered.append(_Answered(g, a))
     if groups:

@@ -153,6 +153,7 @@ class Pipeline:
         self._outside: dict[str, str] = {}  # trusted feedback's "not covered" questions (learn): qid -> text
         self._outside_vectors: dict[str, np.ndarray] = {}
         self._scopes: dict[str, tuple[str, ...] | None] = {}  # qid -> where it counts (FeedbackLabels.scopes)
+        self._domains: dict[str, frozenset[str]] = {}  # a labelled question's products
         self._served: tuple[PagePrior | None, KnownAnswers, PagePrior | None] | None = None  # page_prior's last: its inputs, itself
         self._learn_lock = threading.Lock()
 
@@ -269,6 +270,7 @@ class Pipeline:
                 return False
             vectors = self._embedded({**texts, **outside}, {**old.texts, **self._outside}, {**old.questions, **self._outside_vectors})
             self._known = KnownAnswers(answers, texts, {q: vectors[q] for q in texts})
+            self._domains = {q.qid: frozenset(q.domains) for q in labels.queries}
             self._outside, self._scopes, self._outside_vectors = outside, dict(labels.scopes), {q: vectors[q] for q in outside}
             self._ask_known()
             return True
@@ -296,6 +298,7 @@ class Pipeline:
         self.answerer.asked = fitted.with_feedback(
             np.array([known.questions[q] for q in inside], dtype=np.float32).reshape(-1, dim),
             [scope(q) for q in inside],
+            [self._domains.get(q, frozenset()) for q in inside],
             np.array([self._outside_vectors[q] for q in self._outside], dtype=np.float32).reshape(-1, dim),
             [scope(q) for q in self._outside],
         )

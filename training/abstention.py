@@ -77,13 +77,16 @@ def ask_known(
     *,
     inside: Sequence[int],
     outside: Sequence[int],
+    domains: Sequence[Sequence[Sequence[str]]],
 ) -> AskedQuestions:
     """The known questions of a fit (:class:`~service.generation.asked.AskedQuestions`): the groups ``inside`` (indices
-    into ``texts``) in scope, ``outside`` out of it, as ``pipeline``'s encoder embeds them; and each group's evidence
+    into ``texts``; ``domains``: each of their questions' products, in their order) in scope, ``outside`` out of it, as
+    ``pipeline``'s encoder embeds them; and each group's evidence
     ``rows`` (evidence rows of ``texts``, in place) given its ``nearest_out`` against them with its own text left out
     (:func:`~service.generation.asked.leave_one_out`): what the question has when it is asked as a new one."""
     vectors = [unit_rows(pipeline.encoder.embed_queries(list(t))) if len(t) else np.zeros((0, pipeline.encoder.dim), dtype=np.float32) for t in texts]
-    asked = AskedQuestions(np.vstack([vectors[i] for i in inside]), np.vstack([vectors[i] for i in outside]))
+    products = tuple(frozenset(d) for group in domains for d in group)
+    asked = AskedQuestions(np.vstack([vectors[i] for i in inside]), np.vstack([vectors[i] for i in outside]), inside_domains=products)
     in_texts = [t for i in inside for t in texts[i]]
     out_texts = [t for i in outside for t in texts[i]]
     for group, (r, v) in enumerate(zip(rows, vectors, strict=True)):
@@ -251,7 +254,14 @@ def fit_abstention(
     try:
         ev_in = collect_evidence(pipeline, [q.query for q in in_scope], gold=[q.gold_doc_ids for q in in_scope])
         ev_out = collect_evidence(pipeline, [q.query for q in out_of_scope])
-        asked = ask_known(pipeline, [ev_in, ev_out], [[q.query for q in in_scope], [q.query for q in out_of_scope]], inside=[0], outside=[1])
+        asked = ask_known(
+            pipeline,
+            [ev_in, ev_out],
+            [[q.query for q in in_scope], [q.query for q in out_of_scope]],
+            inside=[0],
+            outside=[1],
+            domains=[[q.domains for q in in_scope]],
+        )
         versions = pipeline.versions
     finally:
         if own:
@@ -484,7 +494,7 @@ def not_covered_evidence(
     texts = [[q.query for q in g] for g in groups]
     gold = ([q.gold_doc_ids for q in in_scope], None, None, None, [q.gold_doc_ids for q in known])
     rows = [collect_evidence(pipeline, t, gold=g) for t, g in zip(texts, gold, strict=True)]
-    asked = ask_known(pipeline, rows, texts, inside=[0, 4], outside=[1, 3])
+    asked = ask_known(pipeline, rows, texts, inside=[0, 4], outside=[1, 3], domains=[[q.domains for q in in_scope], [q.domains for q in known]])
     return NotCoveredEvidence(labelled=rows[0], out_of_scope=rows[1], headings=rows[2], general=rows[3], known=rows[4], asked=asked)
 
 

@@ -143,13 +143,14 @@ class Answerer:
         *,
         score_sentences: bool = False,
         allowed: frozenset[str] | None = None,
+        product: str | None = None,
     ) -> tuple[Evidence, Extract]:
         """The abstention evidence of a ranking for the questions ``parts``, and the meaning extract it was read from
         (``score_sentences``: compute the span score even when the abstention model does not read it). ``allowed``:
         the caller's products (None: every product); the word counts are theirs only, as the routing and the ranking
         are, so that neither the evidence nor the decision tells the caller about other products' documentation."""
         meaning = self.extractor.meaning(parts, hits, score_sentences=score_sentences)
-        nearest = self._nearest_out(parts, allowed)
+        nearest = self._nearest_out(parts, allowed, product)
         if self.vocabulary is None:
             return Evidence.of(probabilities, hits, meaning.score, nearest_out=nearest), meaning
         vocabulary = self.vocabulary.within(allowed)
@@ -158,16 +159,16 @@ class Answerer:
         first = [f"{h.passage.title} {h.passage.text}" for h in hits[: max(1, len(parts))]]
         return Evidence.of(probabilities, hits, meaning.score, vocabulary.rarity(texts), vocabulary.uncovered(texts, first), nearest), meaning
 
-    def _nearest_out(self, parts: Sequence[Question], allowed: frozenset[str] | None) -> float:
-        """``nearest_out`` of the questions ``parts`` (a question without a vector is embedded); 0 with no known
-        questions (:attr:`asked`)."""
+    def _nearest_out(self, parts: Sequence[Question], allowed: frozenset[str] | None, product: str | None) -> float:
+        """``nearest_out`` of the questions ``parts`` (a question without a vector is embedded) for a caller of
+        ``allowed``, answered for ``product`` alone when given; 0 with no known questions (:attr:`asked`)."""
         asked = self.asked
         if asked is None or self.encoder is None or not parts:
             return 0.0
         missing = [q.text for q in parts if q.vector is None]
         embedded = iter(self.encoder.embed_queries(missing)) if missing else iter(())
         vectors = np.stack([q.vector if q.vector is not None else next(embedded) for q in parts])
-        return asked.nearest_out(vectors, allowed)
+        return asked.nearest_out(vectors, allowed, product)
 
     def _decide(self, evidence: Evidence) -> Confidence:
         return self.abstention.decide(evidence) if self.abstention else undecided(evidence)
@@ -202,17 +203,19 @@ class Answerer:
         context_passages: int | None = None,
         incremental: bool = True,
         allowed: frozenset[str] | None = None,
+        product: str | None = None,
     ) -> Iterator[Token | Answer]:
         """Answer text as it is produced (:class:`Token`), then the :class:`Answer` (always the last item).
 
         ``parts``: the questions of ``query`` as retrieval split them (:attr:`Retrieval.parts
         <service.retrieval.results.Retrieval.parts>`), quoted for one by one; ``context_passages``: passages in an
         LLM prompt (default FEDQA_LLM_CONTEXT_PASSAGES); ``incremental``: stream the LLM's completion (False: one
-        completion call); ``allowed``: the caller's products, whose documentation alone the evidence reads."""
+        completion call); ``allowed``: the caller's products, whose documentation alone the evidence reads; ``product``:
+        the one product the answer is for (an answer by product), whose known questions alone ``nearest_out`` reads."""
         t0 = time.perf_counter()
         job = _Job(query, parts, hits, context_passages, incremental)
         if generate and hits:
-            evidence, meaning = self.evidence(parts, hits, probabilities, allowed=allowed)
+            evidence, meaning = self.evidence(parts, hits, probabilities, allowed=allowed, product=product)
             job.confidence = self._decide(evidence)
             job.extract = meaning if self.extractor.config.method == ExtractiveMethod.MEANING else None
         mode = self._mode(job, generate)
@@ -232,11 +235,20 @@ class Answerer:
         generate: bool = True,
         context_passages: int | None = None,
         allowed: frozenset[str] | None = None,
+        product: str | None = None,
     ) -> Answer:
         """The :class:`Answer` (what :meth:`stream` ends with)."""
         last: Answer | None = None
         items = self.stream(
-            query, parts, hits, probabilities, generate=generate, context_passages=context_passages, incremental=False, allowed=allowed
+            query,
+            parts,
+            hits,
+            probabilities,
+            generate=generate,
+            context_passages=context_passages,
+            incremental=False,
+            allowed=allowed,
+            product=product,
         )
         for item in items:
             if isinstance(item, Answer):

@@ -7,7 +7,8 @@ labelled in-scope question for most of it). So the evidence reads
 
     nearest_out = max cosine to a known out-of-scope question - max cosine to a known in-scope question
 
-over the query vectors of the retriever (a message of several questions: its least out-of-scope question). The
+over the query vectors of the retriever (a message of several questions: its least out-of-scope question; the
+in-scope questions read are those of the caller's products, or of the one product an answer by product is for). The
 known questions are those the "not covered" model was fitted on (stored with it: :mod:`training.abstention` computes
 each fitting question's value against the others, itself and its repeats left out) and, while the service runs, the
 questions trusted feedback labelled (:meth:`AskedQuestions.with_feedback`): a question marked "not covered" is a
@@ -49,13 +50,14 @@ def _applies(scope: Scope, allowed: frozenset[str] | None) -> bool:
 
 @dataclass(frozen=True, eq=False)
 class AskedQuestions:
-    """The known in-scope (``inside``) and out-of-scope (``outside``) questions' unit query vectors, and each row's
-    scope (empty: the fitted rows alone, every caller's)."""
+    """The known in-scope (``inside``) and out-of-scope (``outside``) questions' unit query vectors, each feedback
+    row's scope (the fitted rows come first and have none: every caller's), and each in-scope row's products."""
 
     inside: np.ndarray
     outside: np.ndarray
     inside_scopes: tuple[Scope, ...] = field(default=(), compare=False)
     outside_scopes: tuple[Scope, ...] = field(default=(), compare=False)
+    inside_domains: tuple[frozenset[str], ...] = ()  # each in-scope row's products (empty: not recorded, every one's)
 
     def __eq__(self, other: object) -> bool:
         """The same rows and scopes (the arrays compared by value)."""
@@ -64,37 +66,58 @@ class AskedQuestions:
         return (
             np.array_equal(self.inside, other.inside)
             and np.array_equal(self.outside, other.outside)
-            and (self.inside_scopes, self.outside_scopes) == (other.inside_scopes, other.outside_scopes)
+            and (self.inside_scopes, self.outside_scopes, self.inside_domains) == (other.inside_scopes, other.outside_scopes, other.inside_domains)
         )
 
     __hash__ = None  # type: ignore[assignment]  # mutable arrays: not hashable
 
-    def nearest_out(self, vectors: np.ndarray, allowed: frozenset[str] | None = None) -> float:
+    def nearest_out(self, vectors: np.ndarray, allowed: frozenset[str] | None = None, product: str | None = None) -> float:
         """``nearest_out`` of a message whose questions' query vectors are ``vectors`` (rows), for a caller of products
-        ``allowed``: the lowest of its questions' values."""
+        ``allowed`` (None: every product): the lowest of its questions' values. The in-scope questions read are those
+        of the caller's products (of ``product`` alone when the answer is that product's: an answer by product), as
+        the rest of the evidence reads their documentation only."""
         q = unit_rows(np.atleast_2d(vectors))
-        values = _best(q, self._rows(self.outside, self.outside_scopes, allowed)) - _best(q, self._rows(self.inside, self.inside_scopes, allowed))
+        within = frozenset({product}) if product is not None else allowed
+        inside = self.inside[self._mask(len(self.inside), self.inside_scopes, allowed, self.inside_domains, within)]
+        outside = self.outside[self._mask(len(self.outside), self.outside_scopes, allowed)]
+        values = _best(q, outside) - _best(q, inside)
         return float(values.min()) if len(values) else 0.0
 
     @staticmethod
-    def _rows(matrix: np.ndarray, scopes: tuple[Scope, ...], allowed: frozenset[str] | None) -> np.ndarray:
-        if not scopes or all(_applies(s, allowed) for s in scopes):
-            return matrix
-        fitted = len(matrix) - len(scopes)  # the fitted rows come first; feedback's rows carry the scopes
-        keep = np.r_[np.ones(fitted, dtype=bool), np.array([_applies(s, allowed) for s in scopes], dtype=bool)]
-        return matrix[keep]
+    def _mask(
+        rows: int,
+        scopes: tuple[Scope, ...],
+        allowed: frozenset[str] | None,
+        domains: tuple[frozenset[str], ...] = (),
+        within: frozenset[str] | None = None,
+    ) -> np.ndarray:
+        """Which rows count: feedback's (the last ``len(scopes)``) within their scope; with ``within`` and the rows'
+        ``domains``, only rows of those products."""
+        keep = np.ones(rows, dtype=bool)
+        if scopes:
+            keep[rows - len(scopes) :] = [_applies(s, allowed) for s in scopes]
+        if within is not None and len(domains) == rows:
+            keep &= np.array([bool(d & within) for d in domains], dtype=bool)
+        return keep
 
     def with_feedback(
-        self, inside: np.ndarray, inside_scopes: Sequence[Scope], outside: np.ndarray, outside_scopes: Sequence[Scope]
+        self,
+        inside: np.ndarray,
+        inside_scopes: Sequence[Scope],
+        inside_domains: Sequence[frozenset[str]],
+        outside: np.ndarray,
+        outside_scopes: Sequence[Scope],
     ) -> AskedQuestions:
-        """The fitted rows and feedback's questions (query vectors, each with its scope) after them, in place of any
-        feedback added before."""
+        """The fitted rows and feedback's questions (query vectors, each with its scope; the in-scope ones with their
+        products) after them, in place of any feedback added before."""
         base_in, base_out = self.fitted
+        fitted_domains = self.inside_domains[: len(base_in)]
         return AskedQuestions(
             np.vstack([base_in, unit_rows(inside).reshape(-1, base_in.shape[1])]),
             np.vstack([base_out, unit_rows(outside).reshape(-1, base_out.shape[1])]),
             tuple(inside_scopes),
             tuple(outside_scopes),
+            tuple(fitted_domains) + tuple(inside_domains) if len(fitted_domains) == len(base_in) else (),
         )
 
     @property
@@ -109,7 +132,8 @@ class AskedQuestions:
     def to_json(self) -> dict[str, Any]:
         """The stored form: the fitted rows as little-endian float16, base64."""
         base_in, base_out = self.fitted
-        return {"dim": self.dim, "inside": _encoded(base_in), "outside": _encoded(base_out)}
+        domains = [sorted(d) for d in self.inside_domains[: len(base_in)]]
+        return {"dim": self.dim, "inside": _encoded(base_in), "outside": _encoded(base_out), "inside_domains": domains}
 
     @classmethod
     def from_json(cls, data: object) -> AskedQuestions:
@@ -118,7 +142,11 @@ class AskedQuestions:
             return data
         if not isinstance(data, dict) or not isinstance(data.get("dim"), int) or data["dim"] < 1:
             raise ValueError("stored asked questions need a positive 'dim' and base64 'inside' and 'outside' rows")
-        return cls(_decoded(data.get("inside"), data["dim"]), _decoded(data.get("outside"), data["dim"]))
+        inside = _decoded(data.get("inside"), data["dim"])
+        domains = data.get("inside_domains") or []
+        if not isinstance(domains, list) or (domains and len(domains) != len(inside)) or not all(isinstance(d, list) for d in domains):
+            raise ValueError(f"stored asked questions: 'inside_domains' must list the products of each of the {len(inside)} in-scope rows")
+        return cls(inside, _decoded(data.get("outside"), data["dim"]), inside_domains=tuple(frozenset(map(str, d)) for d in domains))
 
 
 def _encoded(matrix: np.ndarray) -> str:

@@ -159,7 +159,7 @@ def test_a_trusted_not_covered_verdict_refuses_the_questions_near_it_at_once_wit
 
         _not_covered(c, "curator")  # an orbit curator: its verdict counts for callers of orbit alone
         mode, value = _asked(c, "orbit", NEAR)
-        assert mode == "not_covered" and value < orbit_before - 0.3
+        assert mode == "not_covered" and value < orbit_before / 10  # (orbit's own questions are far from it already)
         assert _asked(c, "all2", NEAR)[0] == "extractive"  # every product: more than the curator sees
 
         _not_covered(c, "admin")  # an admin key sees every product: every caller's from now on

@@ -29,15 +29,26 @@ def test_nearer_an_out_of_scope_question_is_positive_and_a_message_reads_its_lea
 
 def test_feedback_counts_within_its_scope_and_replaces_the_feedback_before() -> None:
     asked = _asked()
-    marked = asked.with_feedback(np.zeros((0, 4)), [], E[[2]], [frozenset({"a"})])
+    marked = asked.with_feedback(np.zeros((0, 4)), [], [], E[[2]], [frozenset({"a"})])
     assert marked.nearest_out(E[2], frozenset({"a"})) == pytest.approx(1.0)  # a caller of the curator's product
     assert marked.nearest_out(E[2], None) == pytest.approx(0.0)  # every product: more than the curator sees
     assert marked.nearest_out(E[2], frozenset({"a", "b"})) == pytest.approx(0.0)
-    everyone = asked.with_feedback(E[[3]], [None], E[[2]], [None])
+    everyone = asked.with_feedback(E[[3]], [None], [frozenset({"b"})], E[[2]], [None])
     assert everyone.nearest_out(E[2]) == pytest.approx(1.0) and everyone.nearest_out(E[3]) == pytest.approx(-1.0)
-    again = everyone.with_feedback(np.zeros((0, 4)), [], np.zeros((0, 4)), [])
+    again = everyone.with_feedback(np.zeros((0, 4)), [], [], np.zeros((0, 4)), [])
     assert again == asked and again.nearest_out(E[2]) == pytest.approx(0.0)  # unlearnt: the fitted rows alone
     assert everyone.fitted[0].shape == (1, 4) and everyone.fitted[1].shape == (1, 4)
+
+
+def test_the_in_scope_questions_read_are_those_of_the_callers_products_or_of_the_product_answered() -> None:
+    asked = AskedQuestions(inside=E[[0, 2]], outside=E[[1]], inside_domains=(frozenset({"a"}), frozenset({"b"})))
+    assert asked.nearest_out(E[2]) == pytest.approx(-1.0)  # b's question: in scope for a caller of every product
+    assert asked.nearest_out(E[2], frozenset({"a"})) == pytest.approx(0.0)  # a caller of a reads a's questions only
+    assert asked.nearest_out(E[2], None, product="a") == pytest.approx(0.0)  # the answer for product a alone
+    assert asked.nearest_out(E[2], None, product="b") == pytest.approx(-1.0)
+    learnt = asked.with_feedback(E[[3]], [None], [frozenset({"a"})], np.zeros((0, 4)), [])
+    assert learnt.nearest_out(E[3], frozenset({"a"})) == pytest.approx(-1.0) and learnt.nearest_out(E[3], None, "b") == 0.0
+    assert AskedQuestions.from_json(asked.to_json()).inside_domains == asked.inside_domains
 
 
 def test_a_fitting_question_is_measured_without_its_own_text() -> None:
@@ -58,7 +69,7 @@ def test_the_fitted_rows_are_stored_with_the_model_and_read_back_equal(tmp_path:
     assert back is not None and back.asked is not None
     assert np.allclose(back.asked.inside, asked.inside, atol=1e-3) and back.asked.outside.shape == (2, 8)  # float16
     assert back.to_json() == model.to_json()
-    with_feedback = back.asked.with_feedback(np.zeros((0, 8)), [], asked.outside[:1], [None])
+    with_feedback = back.asked.with_feedback(np.zeros((0, 8)), [], [], asked.outside[:1], [None])
     assert with_feedback.to_json() == back.asked.to_json()  # feedback is never stored with the model
 
 
