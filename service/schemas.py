@@ -129,8 +129,8 @@ class AnswerConfidence(BaseModel):
         "(best s), span_score (best sentence of the quoted passage; 0.0 when the fitted model does not read it), rerank_best "
         "(the reranker's best calibrated score; 0.0 when the ranking was not reranked), rare_word and uncovered (from the "
         "word counts of the caller's products only), nearest_out (the highest cosine to a question known to be out of scope "
-        "minus the highest to one known to be in scope: those the model was fitted on and trusted feedback's within the "
-        "caller's products; 0.0 when the model was fitted without them)."
+        "minus the highest to one known to be in scope of the caller's products: those the model was fitted on and trusted "
+        "feedback's within the caller's products; 0.0 when the model was fitted without them)."
     )
     model: str | None = Field(default=None, description="The fitted model that decided (version folder/file).")
 
