@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from service.config import get_settings  # noqa: E402
 from service.generation.abstention import FEATURES  # noqa: E402
-from service.generation.asked import leave_one_out, unit_rows  # noqa: E402
+from service.generation.asked import leave_one_out  # noqa: E402
 from service.queries import load_queries  # noqa: E402
 from training.abstention import SOURCED, choose_features, confidences, fit  # noqa: E402
 from training.data.general import general_negatives  # noqa: E402
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from service.loading import load_pipeline
-    from training.abstention import collect_evidence
+    from training.abstention import question_evidence
 
     in_scope = [q for f in args.in_scope for q in load_queries(f) if q.domains]
     oos = [q for f in args.oos for q in load_queries(f)]
@@ -74,14 +74,13 @@ def main(argv: list[str] | None = None) -> int:
     general = general_negatives()
     pipeline = load_pipeline(get_settings(), with_llm=False)
     try:
-        ev_in = collect_evidence(pipeline, [q.query for q in in_scope], gold=[q.gold_doc_ids for q in in_scope])
-        ev_oos = collect_evidence(pipeline, [q.query for q in oos])
-        ev_gen = collect_evidence(pipeline, [q.query for q in general])
-        v_in, v_oos, v_gen = (unit_rows(pipeline.encoder.embed_queries([q.query for q in qs])) for qs in (in_scope, oos, general))
+        q_in = question_evidence(pipeline, [q.query for q in in_scope], gold=[q.gold_doc_ids for q in in_scope])
+        q_oos = question_evidence(pipeline, [q.query for q in oos])
+        q_gen = question_evidence(pipeline, [q.query for q in general])
         versions = pipeline.versions
     finally:
         pipeline.close()
-    t_in, t_oos, t_gen = ([q.query for q in qs] for qs in (in_scope, oos, general))
+    (ev_in, v_in, t_in), (ev_oos, v_oos, t_oos), (ev_gen, v_gen, t_gen) = ((e.rows, e.vectors, e.texts) for e in (q_in, q_oos, q_gen))
     rows = []
     by_product: dict[str, list[int]] = defaultdict(list)
     for i, q in enumerate(oos):

@@ -44,6 +44,42 @@ class AbstentionReport:
     heldout: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class QuestionEvidence:
+    """Questions (``texts``), their evidence rows (columns: FEATURES) and their query vectors (unit rows), as the
+    serving path computed them."""
+
+    texts: list[str]
+    rows: np.ndarray
+    vectors: np.ndarray
+
+
+def question_evidence(
+    pipeline,  # noqa: ANN001
+    queries: Sequence[str],
+    *,
+    top_k: int = 5,
+    strategy: str = DEFAULT_STRATEGY.value,
+    gold: Sequence[Sequence[str]] | None = None,
+) -> QuestionEvidence:
+    """Evidence of each question through the serving path (default strategy, deterministic gate), with the query
+    vector it was routed and searched with. ``gold``: each question's gold passages, left out of the page prior's
+    counts while it is ranked (a labelled question the prior counted, scored as a new one)."""
+    pipeline.settle()
+    rows: list[list[float]] = []
+    vectors: list[np.ndarray] = []
+    for start in range(0, len(queries), BATCH):
+        window = list(queries[start : start + BATCH])
+        for i, (q, prep) in enumerate(zip(window, pipeline.prepare_many(window), strict=True)):
+            with unseen(pipeline, gold[start + i] if gold is not None else ()):
+                ret = pipeline.retrieve(q, top_k=top_k, gate_mode="deterministic", strategy=strategy, prepared=prep)
+            ev, _ = pipeline.answerer.evidence(ret.parts, ret.hits, ret.routing.probabilities, score_sentences=True)
+            rows.append(ev.vector(FEATURES))
+            vectors.append(prep.vector)
+    matrix = unit_rows(np.stack(vectors)) if vectors else np.zeros((0, pipeline.encoder.dim), dtype=np.float32)
+    return QuestionEvidence(list(queries), np.asarray(rows, dtype=np.float64).reshape(-1, len(FEATURES)), matrix)
+
+
 def collect_evidence(
     pipeline,  # noqa: ANN001
     queries: Sequence[str],
@@ -52,46 +88,27 @@ def collect_evidence(
     strategy: str = DEFAULT_STRATEGY.value,
     gold: Sequence[Sequence[str]] | None = None,
 ) -> np.ndarray:
-    """Evidence of each question through the serving path (default strategy, deterministic gate); shape
-    (n, len(FEATURES)). ``gold``: each question's gold passages, left out of the page prior's counts while it is
-    ranked (a labelled question the prior counted, scored as a new one)."""
-    pipeline.settle()
-    rows: list[list[float]] = []
-    for start in range(0, len(queries), BATCH):
-        window = list(queries[start : start + BATCH])
-        for i, (q, prep) in enumerate(zip(window, pipeline.prepare_many(window), strict=True)):
-            with unseen(pipeline, gold[start + i] if gold is not None else ()):
-                ret = pipeline.retrieve(q, top_k=top_k, gate_mode="deterministic", strategy=strategy, prepared=prep)
-            ev, _ = pipeline.answerer.evidence(ret.parts, ret.hits, ret.routing.probabilities, score_sentences=True)
-            rows.append(ev.vector(FEATURES))
-    return np.asarray(rows, dtype=np.float64).reshape(-1, len(FEATURES))
+    """The evidence rows of :func:`question_evidence`; shape (n, len(FEATURES))."""
+    return question_evidence(pipeline, queries, top_k=top_k, strategy=strategy, gold=gold).rows
 
 
 NEAREST_OUT = FEATURES.index("nearest_out")
 
 
 def ask_known(
-    pipeline,  # noqa: ANN001 - a Pipeline
-    rows: Sequence[np.ndarray],
-    texts: Sequence[Sequence[str]],
-    *,
-    inside: Sequence[int],
-    outside: Sequence[int],
-    domains: Sequence[Sequence[Sequence[str]]],
+    groups: Sequence[QuestionEvidence], *, inside: Sequence[int], outside: Sequence[int], domains: Sequence[Sequence[Sequence[str]]]
 ) -> AskedQuestions:
-    """The known questions of a fit (:class:`~service.generation.asked.AskedQuestions`): the groups ``inside`` (indices
-    into ``texts``; ``domains``: each of their questions' products, in their order) in scope, ``outside`` out of it, as
-    ``pipeline``'s encoder embeds them; and each group's evidence
-    ``rows`` (evidence rows of ``texts``, in place) given its ``nearest_out`` against them with its own text left out
+    """The known questions of a fit (:class:`~service.generation.asked.AskedQuestions`): the ``groups`` ``inside``
+    (indices; ``domains``: each of their questions' products, in their order) in scope, ``outside`` out of it; and
+    each group's evidence rows (in place) given its ``nearest_out`` against them with its own text left out
     (:func:`~service.generation.asked.leave_one_out`): what the question has when it is asked as a new one."""
-    vectors = [unit_rows(pipeline.encoder.embed_queries(list(t))) if len(t) else np.zeros((0, pipeline.encoder.dim), dtype=np.float32) for t in texts]
     products = tuple(frozenset(d) for group in domains for d in group)
-    asked = AskedQuestions(np.vstack([vectors[i] for i in inside]), np.vstack([vectors[i] for i in outside]), inside_domains=products)
-    in_texts = [t for i in inside for t in texts[i]]
-    out_texts = [t for i in outside for t in texts[i]]
-    for group, (r, v) in enumerate(zip(rows, vectors, strict=True)):
-        if len(r):
-            r[:, NEAREST_OUT] = leave_one_out(v, texts[group], asked.inside, in_texts, asked.outside, out_texts)
+    asked = AskedQuestions(np.vstack([groups[i].vectors for i in inside]), np.vstack([groups[i].vectors for i in outside]), inside_domains=products)
+    in_texts = [t for i in inside for t in groups[i].texts]
+    out_texts = [t for i in outside for t in groups[i].texts]
+    for g in groups:
+        if len(g.rows):
+            g.rows[:, NEAREST_OUT] = leave_one_out(g.vectors, g.texts, asked.inside, in_texts, asked.outside, out_texts)
     return asked
 
 
@@ -252,16 +269,10 @@ def fit_abstention(
     own = pipeline is None
     pipeline = pipeline or load_pipeline(settings, with_llm=False)
     try:
-        ev_in = collect_evidence(pipeline, [q.query for q in in_scope], gold=[q.gold_doc_ids for q in in_scope])
-        ev_out = collect_evidence(pipeline, [q.query for q in out_of_scope])
-        asked = ask_known(
-            pipeline,
-            [ev_in, ev_out],
-            [[q.query for q in in_scope], [q.query for q in out_of_scope]],
-            inside=[0],
-            outside=[1],
-            domains=[[q.domains for q in in_scope]],
-        )
+        e_in = question_evidence(pipeline, [q.query for q in in_scope], gold=[q.gold_doc_ids for q in in_scope])
+        e_out = question_evidence(pipeline, [q.query for q in out_of_scope])
+        asked = ask_known([e_in, e_out], inside=[0], outside=[1], domains=[[q.domains for q in in_scope]])
+        ev_in, ev_out = e_in.rows, e_out.rows
         versions = pipeline.versions
     finally:
         if own:
@@ -491,11 +502,10 @@ def not_covered_evidence(
     nearer to it than a user's question is to any known question, so a fit reading them as known leans on
     ``nearest_out`` and refuses users' in-scope questions (docs/decisions/quality-log.md)."""
     groups = (in_scope, out_of_scope, headings, general, known)
-    texts = [[q.query for q in g] for g in groups]
     gold = ([q.gold_doc_ids for q in in_scope], None, None, None, [q.gold_doc_ids for q in known])
-    rows = [collect_evidence(pipeline, t, gold=g) for t, g in zip(texts, gold, strict=True)]
-    asked = ask_known(pipeline, rows, texts, inside=[0, 4], outside=[1, 3], domains=[[q.domains for q in in_scope], [q.domains for q in known]])
-    return NotCoveredEvidence(labelled=rows[0], out_of_scope=rows[1], headings=rows[2], general=rows[3], known=rows[4], asked=asked)
+    ev = [question_evidence(pipeline, [q.query for q in g], gold=g_gold) for g, g_gold in zip(groups, gold, strict=True)]
+    asked = ask_known(ev, inside=[0, 4], outside=[1, 3], domains=[[q.domains for q in in_scope], [q.domains for q in known]])
+    return NotCoveredEvidence(labelled=ev[0].rows, out_of_scope=ev[1].rows, headings=ev[2].rows, general=ev[3].rows, known=ev[4].rows, asked=asked)
 
 
 @dataclass(frozen=True)
