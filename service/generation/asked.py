@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,15 @@ def _best(vectors: np.ndarray, reference: np.ndarray) -> np.ndarray:
     if not len(reference):
         return np.zeros(len(vectors), dtype=np.float32)
     return (vectors @ reference.T).max(axis=1)
+
+
+def _in_scope(rows: int, scopes: tuple[Scope, ...], allowed: frozenset[str] | None) -> np.ndarray:
+    """Which of ``rows`` count for a caller of ``allowed``: the fitted ones, and feedback's (the last ``len(scopes)``)
+    within their scope."""
+    keep = np.ones(rows, dtype=bool)
+    if scopes:
+        keep[rows - len(scopes) :] = [_applies(s, allowed) for s in scopes]
+    return keep
 
 
 def _applies(scope: Scope, allowed: frozenset[str] | None) -> bool:
@@ -78,27 +88,23 @@ class AskedQuestions:
         the rest of the evidence reads their documentation only."""
         q = unit_rows(np.atleast_2d(vectors))
         within = frozenset({product}) if product is not None else allowed
-        inside = self.inside[self._mask(len(self.inside), self.inside_scopes, allowed, self.inside_domains, within)]
-        outside = self.outside[self._mask(len(self.outside), self.outside_scopes, allowed)]
+        keep_in = _in_scope(len(self.inside), self.inside_scopes, allowed)
+        if within is not None and len(self.inside_domains) == len(self.inside):
+            keep_in &= np.any([self._of_product.get(p, self._none) for p in within], axis=0) if within else self._none
+        inside = self.inside[keep_in]
+        outside = self.outside[_in_scope(len(self.outside), self.outside_scopes, allowed)]
         values = _best(q, outside) - _best(q, inside)
         return float(values.min()) if len(values) else 0.0
 
-    @staticmethod
-    def _mask(
-        rows: int,
-        scopes: tuple[Scope, ...],
-        allowed: frozenset[str] | None,
-        domains: tuple[frozenset[str], ...] = (),
-        within: frozenset[str] | None = None,
-    ) -> np.ndarray:
-        """Which rows count: feedback's (the last ``len(scopes)``) within their scope; with ``within`` and the rows'
-        ``domains``, only rows of those products."""
-        keep = np.ones(rows, dtype=bool)
-        if scopes:
-            keep[rows - len(scopes) :] = [_applies(s, allowed) for s in scopes]
-        if within is not None and len(domains) == rows:
-            keep &= np.array([bool(d & within) for d in domains], dtype=bool)
-        return keep
+    @cached_property
+    def _of_product(self) -> dict[str, np.ndarray]:
+        """Per product, which in-scope rows are its questions (computed once: each request reads it)."""
+        products = {p for d in self.inside_domains for p in d}
+        return {p: np.array([p in d for d in self.inside_domains], dtype=bool) for p in products}
+
+    @cached_property
+    def _none(self) -> np.ndarray:
+        return np.zeros(len(self.inside), dtype=bool)
 
     def with_feedback(
         self,
