@@ -81,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         pipeline.close()
     (ev_in, v_in, t_in), (ev_oos, v_oos, t_oos), (ev_gen, v_gen, t_gen) = ((e.rows, e.vectors, e.texts) for e in (q_in, q_oos, q_gen))
+    p_in, p_oos, p_gen = q_in.parts, q_oos.parts, q_gen.parts  # each question's questions' vectors: what its own value reads
     rows = []
     by_product: dict[str, list[int]] = defaultdict(list)
     for i, q in enumerate(oos):
@@ -94,14 +95,14 @@ def main(argv: list[str] | None = None) -> int:
         # nearest_out against the questions each fit knows (its in-scope and out-of-scope sides), as the fit stores them
         known_in = (v_in, t_in)
         g_in, g_gen, g_oos = (
-            nearest(e, v, t, known_in, (v_gen, t_gen)) for e, v, t in ((e_in, v_in, t_in), (e_gen, v_gen, t_gen), (e_oos, v_oos, t_oos))
+            nearest(e, p, t, known_in, (v_gen, t_gen)) for e, p, t in ((e_in, p_in, t_in), (e_gen, p_gen, t_gen), (e_oos, p_oos, t_oos))
         )
         general_fr, general_refused = _rates(g_in, g_gen, g_oos, **kw)  # the same fit whichever product is left out
         for product, idx in sorted(by_product.items()):
             rest = np.setdiff1d(np.arange(len(oos)), idx)
             known_out = (np.vstack([v_oos[rest], v_gen]), [t_oos[i] for i in rest] + t_gen)
-            l_in, l_oos = (nearest(e, v, t, known_in, known_out) for e, v, t in ((e_in, v_in, t_in), (e_oos, v_oos, t_oos)))
-            l_gen = nearest(e_gen, v_gen, t_gen, known_in, known_out)
+            l_in, l_oos = (nearest(e, p, t, known_in, known_out) for e, p, t in ((e_in, p_in, t_in), (e_oos, p_oos, t_oos)))
+            l_gen = nearest(e_gen, p_gen, t_gen, known_in, known_out)
             fr, refused = _rates(l_in, np.vstack([l_oos[rest], l_gen]), l_oos[idx], **kw)
             rows.append(_row(product, "leave one product out" + suffix, target, fr, refused, is_named[idx]))
             rows.append(_row(product, "no out-of-scope file" + suffix, target, general_fr, general_refused[idx], is_named[idx]))
@@ -115,12 +116,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _nearest(
-    evidence: np.ndarray, vectors: np.ndarray, texts: list[str], inside: tuple[np.ndarray, list[str]], outside: tuple[np.ndarray, list[str]]
+    evidence: np.ndarray, parts: list[np.ndarray], texts: list[str], inside: tuple[np.ndarray, list[str]], outside: tuple[np.ndarray, list[str]]
 ) -> np.ndarray:
-    """``evidence`` with its ``nearest_out`` against the known questions ``inside`` and ``outside`` (each question's own
-    text left out: :func:`service.generation.asked.leave_one_out`)."""
+    """``evidence`` with its ``nearest_out`` against the known questions ``inside`` and ``outside`` (each question's
+    questions' vectors ``parts``, its own text left out: :func:`service.generation.asked.leave_one_out`)."""
     out = evidence.copy()
-    out[:, FEATURES.index("nearest_out")] = leave_one_out(vectors, texts, inside[0], inside[1], outside[0], outside[1])
+    out[:, FEATURES.index("nearest_out")] = leave_one_out(parts, texts, inside[0], inside[1], outside[0], outside[1])
     return out
 
 

@@ -46,12 +46,14 @@ class AbstentionReport:
 
 @dataclass(frozen=True)
 class QuestionEvidence:
-    """Questions (``texts``), their evidence rows (columns: FEATURES) and their query vectors (unit rows), as the
-    serving path computed them."""
+    """Questions (``texts``), their evidence rows (columns: FEATURES), their query vectors (unit rows: what a known
+    question is read as) and each one's questions' vectors as retrieval split it (``parts``: what its own
+    ``nearest_out`` reads), as the serving path computed them."""
 
     texts: list[str]
     rows: np.ndarray
     vectors: np.ndarray
+    parts: list[np.ndarray]
 
 
 def question_evidence(
@@ -68,6 +70,7 @@ def question_evidence(
     pipeline.settle()
     rows: list[list[float]] = []
     vectors: list[np.ndarray] = []
+    parts: list[np.ndarray] = []
     for start in range(0, len(queries), BATCH):
         window = list(queries[start : start + BATCH])
         for i, (q, prep) in enumerate(zip(window, pipeline.prepare_many(window), strict=True)):
@@ -76,8 +79,9 @@ def question_evidence(
             ev, _ = pipeline.answerer.evidence(ret.parts, ret.hits, ret.routing.probabilities, score_sentences=True)
             rows.append(ev.vector(FEATURES))
             vectors.append(prep.vector)
+            parts.append(unit_rows(pipeline.answerer.part_vectors(ret.parts)))
     matrix = unit_rows(np.stack(vectors)) if vectors else np.zeros((0, pipeline.encoder.dim), dtype=np.float32)
-    return QuestionEvidence(list(queries), np.asarray(rows, dtype=np.float64).reshape(-1, len(FEATURES)), matrix)
+    return QuestionEvidence(list(queries), np.asarray(rows, dtype=np.float64).reshape(-1, len(FEATURES)), matrix, parts)
 
 
 def collect_evidence(
@@ -108,7 +112,7 @@ def ask_known(
     out_texts = [t for i in outside for t in groups[i].texts]
     for g in groups:
         if len(g.rows):
-            g.rows[:, NEAREST_OUT] = leave_one_out(g.vectors, g.texts, asked.inside, in_texts, asked.outside, out_texts)
+            g.rows[:, NEAREST_OUT] = leave_one_out(g.parts, g.texts, asked.inside, in_texts, asked.outside, out_texts)
     return asked
 
 

@@ -165,10 +165,16 @@ class Answerer:
         asked = self.asked
         if asked is None or self.encoder is None or not parts:
             return 0.0
+        return asked.nearest_out(self.part_vectors(parts), allowed, product)
+
+    def part_vectors(self, parts: Sequence[Question]) -> np.ndarray:
+        """The query vectors of the questions ``parts`` (rows; a question retrieval searched without one is embedded):
+        what ``nearest_out`` reads, served and fitted (:func:`training.abstention.question_evidence`)."""
+        if self.encoder is None:
+            raise ValueError("no encoder: the questions' vectors cannot be computed")
         missing = [q.text for q in parts if q.vector is None]
         embedded = iter(self.encoder.embed_queries(missing)) if missing else iter(())
-        vectors = np.stack([q.vector if q.vector is not None else next(embedded) for q in parts])
-        return asked.nearest_out(vectors, allowed, product)
+        return np.stack([q.vector if q.vector is not None else next(embedded) for q in parts])
 
     def _decide(self, evidence: Evidence) -> Confidence:
         return self.abstention.decide(evidence) if self.abstention else undecided(evidence)

@@ -169,17 +169,27 @@ def _decoded(stored: object, dim: int) -> np.ndarray:
 
 
 def leave_one_out(
-    vectors: np.ndarray, texts: Sequence[str], inside: np.ndarray, inside_texts: Sequence[str], outside: np.ndarray, outside_texts: Sequence[str]
+    parts: Sequence[np.ndarray],
+    texts: Sequence[str],
+    inside: np.ndarray,
+    inside_texts: Sequence[str],
+    outside: np.ndarray,
+    outside_texts: Sequence[str],
 ) -> np.ndarray:
-    """``nearest_out`` of each question (``vectors``, ``texts``) against the reference rows, leaving out the rows of
-    the same text (the question itself and its repeats): the value a fitting question has as a new one."""
-    q = unit_rows(vectors)
-    out = np.empty(len(q), dtype=np.float64)
+    """``nearest_out`` of each question (its questions' query vectors ``parts[i]``, rows, as retrieval split it; its
+    text ``texts[i]``) against the reference rows, leaving out the rows of the same text (the question itself and its
+    repeats): the value a fitting question has as a new one. A message of several questions reads its least
+    out-of-scope question's, as :meth:`AskedQuestions.nearest_out` serves it."""
+    counts = [len(np.atleast_2d(p)) for p in parts]
+    if not counts:
+        return np.zeros(0, dtype=np.float64)
+    q = unit_rows(np.vstack([np.atleast_2d(p) for p in parts]))
+    names = [t for t, n in zip(texts, counts, strict=True) for _ in range(n)]
+    values = np.empty(len(q), dtype=np.float64)
     for start in range(0, len(q), 512):  # bounded memory: 512 rows against the reference at a time
         window = slice(start, start + 512)
-        names = list(texts[window])
-        out[window] = _best_other(q[window], names, outside, outside_texts) - _best_other(q[window], names, inside, inside_texts)
-    return out
+        values[window] = _best_other(q[window], names[window], outside, outside_texts) - _best_other(q[window], names[window], inside, inside_texts)
+    return np.minimum.reduceat(values, np.r_[0, np.cumsum(counts)[:-1]])
 
 
 def _best_other(q: np.ndarray, names: Sequence[str], reference: np.ndarray, reference_texts: Sequence[str]) -> np.ndarray:

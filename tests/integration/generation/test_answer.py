@@ -23,7 +23,7 @@ from service.retrieval.results import Question
 from service.schemas import AskRequest, AskResponse
 from service.text import sentence_bounds
 from tests.conftest import make_settings
-from training.abstention import CHEAP_FEATURES, SOURCED, choose_features, collect_evidence, fit, measure
+from training.abstention import CHEAP_FEATURES, NEAREST_OUT, SOURCED, ask_known, choose_features, collect_evidence, fit, measure, question_evidence
 
 
 def _hit(i: int, text: str) -> RankedHit:
@@ -168,6 +168,24 @@ def test_not_covered_answer_lists_sources_and_the_confidence(demo_pipeline, demo
     on = answer(pipeline, AskRequest(query="How do I import contacts from a spreadsheet?"))
     assert on.confidence is not None and on.confidence.value is not None and on.confidence.threshold is not None
     assert on.answer_mode == "extractive" and on.confidence.covered and on.confidence.value >= on.confidence.threshold
+
+
+def test_a_message_of_two_questions_is_fitted_with_the_nearest_out_it_is_served(demo_pipeline):
+    inq, outq = load_queries(QUERIES)[:8], [q.query for q in load_queries(OUT_OF_SCOPE)][:8]
+    message = f"{inq[0].query.rstrip('?')}? And, {outq[0].rstrip('?')}?"  # one in-scope question, one out of scope
+    groups = [question_evidence(demo_pipeline, g) for g in ([q.query for q in inq[1:]], outq[1:], [message])]
+    asked = ask_known(groups, inside=[0], outside=[1], domains=[[q.domains for q in inq[1:]]])
+    assert groups[2].parts[0].shape[0] == 2  # retrieval split it in two
+    fitted = float(groups[2].rows[0, NEAREST_OUT])
+    answerer, before = demo_pipeline.answerer, demo_pipeline.answerer.asked
+    answerer.asked = asked
+    try:
+        ret = demo_pipeline.retrieve(message, top_k=5, gate_mode="deterministic")
+        served, _ = answerer.evidence(ret.parts, ret.hits, ret.routing.probabilities)
+    finally:
+        answerer.asked = before
+    assert served.nearest_out == pytest.approx(fitted, abs=1e-4)
+    assert abs(asked.nearest_out(groups[2].vectors) - fitted) > 1e-3  # not the whole message's value
 
 
 def test_evidence_reads_router_similarity_and_span():

@@ -53,11 +53,19 @@ def test_the_in_scope_questions_read_are_those_of_the_callers_products_or_of_the
 
 def test_a_fitting_question_is_measured_without_its_own_text() -> None:
     inside, outside = E[[0, 0]], E[[1, 2]]
-    values = leave_one_out(E[[0, 1, 3]], ["in", "out", "new"], inside, ["in", "in"], outside, ["out", "other"])
+    values = leave_one_out([E[[0]], E[[1]], E[[3]]], ["in", "out", "new"], inside, ["in", "in"], outside, ["out", "other"])
     # "in" has no other in-scope question (its repeat is left out too), "out" no other out-of-scope one like it
     assert values.tolist() == pytest.approx([0.0, 0.0, 0.0])
-    values = leave_one_out(E[[0, 1]], ["new in", "new out"], inside, ["in", "in"], outside, ["out", "other"])
+    values = leave_one_out([E[[0]], E[[1]]], ["new in", "new out"], inside, ["in", "in"], outside, ["out", "other"])
     assert values.tolist() == pytest.approx([-1.0, 1.0])
+
+
+def test_a_fitting_message_of_several_questions_reads_its_least_out_of_scope_one_as_served() -> None:
+    inside, outside = E[[0]], E[[1]]
+    asked = AskedQuestions(inside=inside, outside=outside)
+    message = np.stack([E[1], E[2]])  # one question like the out-of-scope one, one like neither
+    fitted = leave_one_out([message, E[[1]]], ["both?", "one"], inside, ["in"], outside, ["out"])
+    assert fitted.tolist() == pytest.approx([asked.nearest_out(message), asked.nearest_out(E[1])]) == [0.0, 1.0]
 
 
 def test_the_fitted_rows_are_stored_with_the_model_and_read_back_equal(tmp_path: Path) -> None:
