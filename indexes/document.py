@@ -30,12 +30,14 @@ class Block:
 @dataclass
 class PageDoc:
     """A page's title and main content; ``dropped_chars``: characters of text removed as page furniture
-    (navigation, sidebars, tables of contents, link lists)."""
+    (navigation, sidebars, tables of contents, link lists); ``redirect``: where a page that only sends its reader on
+    (an HTML ``<meta http-equiv="refresh">``) points, its content left unread."""
 
     title: str | None
     blocks: list[Block] = field(default_factory=list)
     kept_chars: int = 0
     dropped_chars: int = 0
+    redirect: str | None = None
 
     def add(self, kind: BlockKind, text: str, level: int = 0) -> None:
         """Append a block (empty text is ignored)."""

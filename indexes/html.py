@@ -1,7 +1,8 @@
 """Read an HTML page as published into its main content (:class:`~indexes.document.PageDoc`).
 
-Structure-aware rules, measured on Sphinx, DocBook, MkDocs, LaTeX2HTML, man2html and haproxy-dconv output
-(``benchmarks/manuals.py`` reports what they leave):
+Structure-aware rules, measured on Sphinx, DocBook, MkDocs, LaTeX2HTML, man2html, Texinfo and haproxy-dconv output
+(``benchmarks/manuals.py`` reports what they leave); XHTML pages that open with an XML declaration (DocBook's XSL
+stylesheets write them) are read as HTML:
 
 - **Page furniture is dropped**: ``<nav>``, ``<header>``, ``<footer>``, ``<aside>``, forms, scripts, and any element
   whose class, id or role names navigation (:data:`FURNITURE`: navbars, sidebars, breadcrumbs, "related" bars,
@@ -15,6 +16,8 @@ Structure-aware rules, measured on Sphinx, DocBook, MkDocs, LaTeX2HTML, man2html
   (a man page, haproxy-dconv's ``pre.text``) is cut at blank lines, and each paragraph of even indentation is
   re-flowed into one line; indented examples stay code. A paragraph of a ``<pre>`` whose lines are mostly one link
   each (an index of keywords, as haproxy-dconv sets them) is navigation and dropped, like a list of links.
+- **A redirect is no page**: a page whose ``<meta http-equiv="refresh">`` sends the reader to another URL (Texinfo
+  writes one per node kept in another node's file) is left unread, with where it points.
 - **Prose** (paragraphs, list items, cells) has its white space collapsed to single spaces: the source's line
   breaks are not sentence ends. ``<br>`` is kept as a line break.
 """
@@ -53,7 +56,8 @@ _DROP_TAGS = frozenset(
 # Class, id and role tokens (lower-case, '-' and '_' removed) that name page furniture in common documentation
 # generators: Sphinx (related, sphinxsidebar, headerlink, footer), MkDocs (md-header, md-sidebar, md-nav, md-footer),
 # DocBook (navheader, navfooter, toc), LaTeX2HTML (navigation, CHILD_LINKS, ChildLinks), haproxy-dconv (navbar,
-# sidebar, dropdown-menu), Read the Docs (wy-nav-*, rst-footer-buttons) and generic sites (breadcrumbs, edit links).
+# sidebar, dropdown-menu), Read the Docs (wy-nav-*, rst-footer-buttons), Texinfo (copiable-anchor, copiable-link: the
+# pilcrow after a definition or heading) and generic sites (breadcrumbs, edit links).
 FURNITURE = frozenset(
     {
         "nav", "navbar", "navigation", "navheader", "navfooter", "navbarheader", "sidebar", "sphinxsidebar",
@@ -61,6 +65,7 @@ FURNITURE = frozenset(
         "childlinks", "toc", "toctree", "localtoc", "pagination", "skiplink", "searchbox", "search", "editthispage",
         "editpage", "mdheader", "mdfooter", "mdsidebar", "mdnav", "mdsearch", "mdsource", "mdtop", "wynavside",
         "wynavtop", "rstfooterbuttons", "bdsidebar", "bdtoc", "prevnext", "banner", "contentinfo", "complementary",
+        "copiableanchor", "copiablelink",
     }
 )  # fmt: skip
 # A list, table or paragraph whose link labels are at least this share of its text is navigation (jusText's and
@@ -79,6 +84,9 @@ KEYWORD_LEVEL = 7  # haproxy-dconv's keyword entries: one level below the deepes
 _BR = "\u2028"  # a <br> while white space is collapsed; a line break after
 _SPACE = re.compile(r"[^\S\u2028]+")
 _PILCROW = re.compile(r"[¶§]")
+# An XML declaration (XHTML, as DocBook's XSL stylesheets write it): lxml refuses a str that starts with one.
+_XML_DECLARATION = re.compile(r"^\ufeff?\s*<\?xml[^>]*\?>")
+_REFRESH_URL = re.compile(r"url\s*=\s*(\S.*)$", re.IGNORECASE)
 # A page title's site part: "Page — Product 1.2 documentation", "Page | Site", "Page - Product Manual".
 _SITE_SUFFIX = re.compile(
     r"^(?P<page>.+?)\s+(?:[—–|»·]|-{1,2})\s+(?P<site>[^—–|»·]*?(?:documentation|docs|manual|handbook|reference|guide|wiki"
@@ -273,14 +281,26 @@ def _pre(doc: PageDoc, pre: etree._Element) -> None:
     doc.add(BlockKind.CODE, "\n".join(line.rstrip() for line in lines))
 
 
+def _redirect(root: etree._Element) -> str | None:
+    """Where a ``<meta http-equiv="refresh" content="N; url=...">`` sends the reader (None: the page is no redirect).
+    Texinfo writes one such page per node that shares another node's file ("The node you are looking for is at
+    ..."); Sphinx, MkDocs and Javadoc redirects look the same."""
+    for meta in root.iter("meta"):
+        if (meta.get("http-equiv") or "").strip().lower() == "refresh" and (m := _REFRESH_URL.search(meta.get("content") or "")):
+            return m.group(1).strip().strip("'\"")
+    return None
+
+
 def read_html(raw: str) -> PageDoc:
     """The title and main content of an HTML page."""
     try:
-        root = lxml.html.document_fromstring(raw)
+        root = lxml.html.document_fromstring(_XML_DECLARATION.sub("", raw, count=1))
     except (etree.ParserError, ValueError):
         return PageDoc(title=None)
     title_el = root.find(".//title")
     title = clean_title(title_el.text_content()) if title_el is not None else ""
+    if (target := _redirect(root)) is not None:
+        return PageDoc(title=title or None, redirect=target)
     etree.strip_elements(root, etree.Comment, with_tail=False)
     doc = PageDoc(title=title or None)
     doc.dropped_chars = strip_furniture(root)

@@ -140,6 +140,41 @@ def _product_files(root: Path) -> list[Path]:
     return [f for f in sorted(root.rglob("*")) if f.is_file() and not any(x.startswith(".") for x in f.relative_to(root).parts)]
 
 
+#: Files that mark a folder as a Sphinx build (its HTML output as published: ``make html``, Read the Docs, Debian's
+#: ``*-doc`` packages).
+SPHINX_MARKERS = frozenset({"objects.inv", "searchindex.js"})
+#: A Sphinx build's folders that hold none of its pages, and why each is not read: ``_sources`` copies every page's
+#: reStructuredText or Markdown source (read as text, each page would come twice, the second time in raw markup);
+#: ``_modules`` holds the highlighted Python source of sphinx.ext.viewcode.
+SPHINX_FOLDERS = {
+    "_sources": "a Sphinx build's copy of a page's source (the page is read from its HTML)",
+    "_modules": "a Sphinx build's highlighted module source (sphinx.ext.viewcode), not a page",
+    "_static": "a Sphinx build's static files, not a page",
+    "_images": "a Sphinx build's images, not a page",
+    "_downloads": "a Sphinx build's downloadable files, not a page",
+}
+#: A Sphinx build's generated pages at its root: the general index (``genindex``, ``genindex-A``, ...), the search
+#: page and the module indexes (``py-modindex``).
+_SPHINX_GENERATED = re.compile(r"^(?:genindex(?:-\w+)?|search|\w+-modindex)\.html?$", re.IGNORECASE)
+
+
+def sphinx_skips(root: Path, files: list[Path]) -> dict[Path, str]:
+    """The ``files`` under ``root`` that belong to a Sphinx build (a folder holding :data:`SPHINX_MARKERS`) but are
+    none of its pages (:data:`SPHINX_FOLDERS`, its generated indexes and search page), each with the reason."""
+    builds = {f.parent for f in files if f.name in SPHINX_MARKERS}
+    skips: dict[Path, str] = {}
+    for f in files:
+        for build in builds:
+            if not f.is_relative_to(build):
+                continue
+            parts = f.relative_to(build).parts
+            if parts[0] in SPHINX_FOLDERS and len(parts) > 1:
+                skips[f] = SPHINX_FOLDERS[parts[0]]
+            elif len(parts) == 1 and _SPHINX_GENERATED.match(parts[0]):
+                skips[f] = "a Sphinx build's generated index or search page, not a page"
+    return skips
+
+
 def folder_pages(path: Path, *, domain: str | None, report: LoadReport | None = None) -> list[Page]:
     """Pages under ``path``: one sub-folder per domain, or the whole folder as ``domain`` when given. Files of other
     types are recorded in ``report`` as skipped; a product folder with no page of a readable type is refused, naming
@@ -153,6 +188,10 @@ def folder_pages(path: Path, *, domain: str | None, report: LoadReport | None = 
     pages: list[Page] = []
     for dom, root in roots:
         files = _product_files(root)
+        builds = sphinx_skips(root, files)
+        for f, reason in builds.items():
+            (report or LoadReport()).of(dom).skipped.append(Skipped(f"{dom}/{f.relative_to(root).as_posix()}", reason))
+        files = [f for f in files if f not in builds]
         readable = [f for f in files if f.suffix.lower() in PAGE_SUFFIXES]
         if not readable:
             kinds = Counter(f.suffix.lower() or "(no extension)" for f in files)

@@ -112,6 +112,8 @@ def read_page(path: Path, kind: PageKind) -> PageDoc:
         else:
             doc = PageDoc(title=None)
             _text_blocks(doc, raw)
+    if doc.redirect is not None:
+        raise UnreadablePage(f"a redirect to {doc.redirect}")
     if not any(b.kind is not BlockKind.HEADING for b in doc.blocks):
         reason = "only navigation or link lists" if doc.dropped_chars else "no text"
         raise UnreadablePage(reason, doc.dropped_chars)

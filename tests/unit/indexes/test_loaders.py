@@ -1,0 +1,49 @@
+from pathlib import Path
+
+from indexes.loaders import LoadReport, folder_pages
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+def test_a_sphinx_build_is_read_from_its_pages_not_its_sources_modules_or_indexes(tmp_path):
+    """A Sphinx build as published (``make html``, Debian's ``*-doc`` packages) holds a copy of every page's source
+    under ``_sources`` (read as text, each page would come twice, in raw markup) and viewcode's highlighted modules;
+    a folder of another product named ``_sources`` without a build's marker is read as any folder."""
+    page = "<html><body><h1>Quickstart</h1><p>Run sphinx-quickstart.</p></body></html>"
+    _write(
+        tmp_path / "site" / "sphinx",
+        {
+            "objects.inv": "# Sphinx inventory",
+            "index.html": page,
+            "usage/quickstart.html": page,
+            "_sources/index.rst.txt": "Welcome\n=======\n",
+            "_sources/usage/quickstart.rst.txt": "Quickstart\n==========\n\nRun sphinx-quickstart.\n",
+            "_modules/sphinx/application.html": "<html><body><h1>Source code for sphinx.application</h1><pre>x = 1</pre></body></html>",
+            "_static/notes.txt": "static text",
+            "genindex.html": page,
+            "genindex-A.html": page,
+            "search.html": page,
+            "py-modindex.html": page,
+        },
+    )
+    _write(tmp_path / "site" / "notes", {"_sources/notes.txt": "Notes kept by hand.", "index.md": "# Notes\n\nText.\n"})
+    report = LoadReport()
+    pages = folder_pages(tmp_path / "site", domain=None, report=report)
+    assert sorted(p.source for p in pages) == ["notes/_sources/notes.txt", "notes/index.md", "sphinx/index.html", "sphinx/usage/quickstart.html"]
+    skipped = {s.source: s.reason for s in report.of("sphinx").skipped}
+    assert skipped["sphinx/_sources/usage/quickstart.rst.txt"].startswith("a Sphinx build's copy of a page's source")
+    assert skipped["sphinx/_modules/sphinx/application.html"].startswith("a Sphinx build's highlighted module source")
+    assert skipped["sphinx/_static/notes.txt"].startswith("a Sphinx build's static files")
+    assert {s for s, r in skipped.items() if "generated index or search page" in r} == {
+        "sphinx/genindex.html",
+        "sphinx/genindex-A.html",
+        "sphinx/search.html",
+        "sphinx/py-modindex.html",
+    }
+    assert skipped["sphinx/objects.inv"] == "unsupported file type .inv"
+    assert report.of("notes").skipped == []
