@@ -4,9 +4,10 @@ Structure-aware rules, measured on Sphinx, DocBook, MkDocs, LaTeX2HTML, man2html
 (``benchmarks/manuals.py`` reports what they leave); XHTML pages that open with an XML declaration (DocBook's XSL
 stylesheets write them) are read as HTML:
 
-- **Page furniture is dropped**: ``<nav>``, ``<header>``, ``<footer>``, ``<aside>``, forms, scripts, and any element
-  whose class, id or role names navigation (:data:`FURNITURE`: navbars, sidebars, breadcrumbs, "related" bars,
-  tables of child links, drop-down menus, "edit this page", header links and their pilcrows). Then any list, table
+- **Page furniture is dropped**: ``<nav>``, ``<header>``, ``<footer>``, ``<aside>``, forms, scripts, dialogs, any
+  element marked ``aria-hidden="true"``, and any element whose class, id or role names navigation
+  (:data:`FURNITURE`: navbars, sidebars, breadcrumbs, "related" bars, tables of child links, drop-down menus, "edit
+  this page", header links and their pilcrows, a theme's search and shortcut dialogs). Then any list, table
   or paragraph that is mostly link labels (:data:`MAX_LINK_SHARE` of its text, e.g. a table of contents, an index,
   "Next / Up / Previous") is dropped too.
 - **Headings come from heading elements only** (``<h1>``..``<h6>``, and haproxy-dconv's keyword entries), and from
@@ -47,6 +48,7 @@ _DROP_TAGS = frozenset(
         "input",
         "textarea",
         "iframe",
+        "dialog",
         "svg",
         "template",
         "head",
@@ -54,10 +56,11 @@ _DROP_TAGS = frozenset(
     }
 )
 # Class, id and role tokens (lower-case, '-' and '_' removed) that name page furniture in common documentation
-# generators: Sphinx (related, sphinxsidebar, headerlink, footer), MkDocs (md-header, md-sidebar, md-nav, md-footer),
-# DocBook (navheader, navfooter, toc), LaTeX2HTML (navigation, CHILD_LINKS, ChildLinks), haproxy-dconv (navbar,
-# sidebar, dropdown-menu), Read the Docs (wy-nav-*, rst-footer-buttons), Texinfo (copiable-anchor, copiable-link: the
-# pilcrow after a definition or heading) and generic sites (breadcrumbs, edit links).
+# generators: Sphinx (related, sphinxsidebar, headerlink, footer), MkDocs (md-header, md-sidebar, md-nav, md-footer;
+# its themes' search and keyboard-shortcut dialogs: modal, role dialog), DocBook (navheader, navfooter, toc),
+# LaTeX2HTML (navigation, CHILD_LINKS, ChildLinks), haproxy-dconv (navbar, sidebar, dropdown-menu), Read the Docs
+# (wy-nav-*, rst-footer-buttons), Texinfo (copiable-anchor, copiable-link: the pilcrow after a definition or heading)
+# and generic sites (breadcrumbs, edit links).
 FURNITURE = frozenset(
     {
         "nav", "navbar", "navigation", "navheader", "navfooter", "navbarheader", "sidebar", "sphinxsidebar",
@@ -65,7 +68,7 @@ FURNITURE = frozenset(
         "childlinks", "toc", "toctree", "localtoc", "pagination", "skiplink", "searchbox", "search", "editthispage",
         "editpage", "mdheader", "mdfooter", "mdsidebar", "mdnav", "mdsearch", "mdsource", "mdtop", "wynavside",
         "wynavtop", "rstfooterbuttons", "bdsidebar", "bdtoc", "prevnext", "banner", "contentinfo", "complementary",
-        "copiableanchor", "copiablelink",
+        "copiableanchor", "copiablelink", "modal", "dialog", "alertdialog",
     }
 )  # fmt: skip
 # A list, table or paragraph whose link labels are at least this share of its text is navigation (jusText's and
@@ -118,8 +121,8 @@ def _text_len(el: etree._Element) -> int:
 
 def _is_furniture(el: etree._Element) -> bool:
     tag = el.tag if isinstance(el.tag, str) else ""
-    if tag.lower() in _DROP_TAGS:
-        return True
+    if tag.lower() in _DROP_TAGS or (el.get("aria-hidden") or "").strip().lower() == "true":
+        return True  # aria-hidden: not part of the page a reader is shown (a closed dialog, an icon)
     return bool(_tokens(el) & FURNITURE)
 
 

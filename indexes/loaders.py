@@ -158,11 +158,16 @@ SPHINX_FOLDERS = {
 _SPHINX_GENERATED = re.compile(r"^(?:genindex(?:-\w+)?|search|\w+-modindex)\.html?$", re.IGNORECASE)
 
 
-def sphinx_skips(root: Path, files: list[Path]) -> dict[Path, str]:
-    """The ``files`` under ``root`` that belong to a Sphinx build (a folder holding :data:`SPHINX_MARKERS`) but are
-    none of its pages (:data:`SPHINX_FOLDERS`, its generated indexes and search page), each with the reason."""
+#: The page a site generator writes for a missing URL (MkDocs, Hugo, Jekyll, Docusaurus): "Page not found".
+NOT_FOUND_PAGES = frozenset({"404.html", "404.htm"})
+
+
+def not_pages(files: list[Path]) -> dict[Path, str]:
+    """The ``files`` a documentation site holds that are none of its pages, each with the reason: a build's
+    page-not-found page (:data:`NOT_FOUND_PAGES`), and in a Sphinx build (a folder holding :data:`SPHINX_MARKERS`)
+    its internal folders (:data:`SPHINX_FOLDERS`), its generated indexes and its search page."""
     builds = {f.parent for f in files if f.name in SPHINX_MARKERS}
-    skips: dict[Path, str] = {}
+    skips: dict[Path, str] = {f: "a site's page-not-found page, not a page" for f in files if f.name.lower() in NOT_FOUND_PAGES}
     for f in files:
         for build in builds:
             if not f.is_relative_to(build):
@@ -188,10 +193,10 @@ def folder_pages(path: Path, *, domain: str | None, report: LoadReport | None = 
     pages: list[Page] = []
     for dom, root in roots:
         files = _product_files(root)
-        builds = sphinx_skips(root, files)
-        for f, reason in builds.items():
+        skips = not_pages(files)
+        for f, reason in skips.items():
             (report or LoadReport()).of(dom).skipped.append(Skipped(f"{dom}/{f.relative_to(root).as_posix()}", reason))
-        files = [f for f in files if f not in builds]
+        files = [f for f in files if f not in skips]
         readable = [f for f in files if f.suffix.lower() in PAGE_SUFFIXES]
         if not readable:
             kinds = Counter(f.suffix.lower() or "(no extension)" for f in files)

@@ -47,3 +47,11 @@ def test_a_sphinx_build_is_read_from_its_pages_not_its_sources_modules_or_indexe
     }
     assert skipped["sphinx/objects.inv"] == "unsupported file type .inv"
     assert report.of("notes").skipped == []
+
+
+def test_a_sites_page_not_found_is_no_page(tmp_path):
+    page = "<html><body><h1>Getting started</h1><p>Install with pip.</p></body></html>"
+    _write(tmp_path / "site" / "mkdocs", {"index.html": page, "404.html": "<html><body><h1>404</h1><p>Page not found</p></body></html>"})
+    report = LoadReport()
+    assert [p.source for p in folder_pages(tmp_path / "site", domain=None, report=report)] == ["mkdocs/index.html"]
+    assert [(s.source, s.reason) for s in report.of("mkdocs").skipped] == [("mkdocs/404.html", "a site's page-not-found page, not a page")]

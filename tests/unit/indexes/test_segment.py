@@ -104,6 +104,26 @@ def test_a_redirect_page_is_skipped_with_where_it_points(tmp_path):
     assert [b.text for b in read_page(_page(tmp_path, "Adjusting.html", page), PageKind.HTML).blocks] == ["Output can be paginated."]
 
 
+def test_a_themes_dialogs_and_hidden_elements_are_furniture():
+    """MkDocs' own theme puts a search dialog and a keyboard-shortcut dialog in every page: each page's last passage
+    was "Search From here you can search these documents... Keyboard Shortcuts Keys Action ? Open this help"."""
+    html = (
+        "<html><body><div role='main'><h1>Writing your docs</h1><p>Pages live in the docs directory.</p></div>"
+        "<div class='modal' id='mkdocs_search_modal' role='dialog' aria-hidden='true'><h4>Search</h4>"
+        "<p>From here you can search these documents. Enter your search terms below.</p></div>"
+        "<div class='modal' id='mkdocs_keyboard_modal' role='dialog'><h4>Keyboard Shortcuts</h4>"
+        "<table><tr><td>?</td><td>Open this help</td></tr><tr><td>n</td><td>Next page</td></tr></table></div>"
+        "<dialog><p>Sign up for our newsletter.</p></dialog><p><span aria-hidden='true'>icon-text</span>Build with mkdocs build.</p>"
+        "</body></html>"
+    )
+    doc = read_html(html)
+    assert [(b.kind, b.text) for b in doc.blocks] == [
+        (BlockKind.HEADING, "Writing your docs"),
+        (BlockKind.PROSE, "Pages live in the docs directory."),
+        (BlockKind.PROSE, "Build with mkdocs build."),
+    ]
+
+
 def test_texinfo_copiable_anchors_leave_no_pilcrow():
     html = (
         "<html><body><h2 class='section'>8.3 Readline Init File</h2><dl><dt id='index-bell_002dstyle'><span><code>bell-style</code>"
