@@ -1,14 +1,21 @@
 """Read a page of any supported format into its main content (:class:`~indexes.document.PageDoc`).
 
 HTML is read by :mod:`indexes.html`; Markdown (CommonMark and tables, by markdown-it-py) and reStructuredText (by
-docutils, with file inclusion and raw HTML off) are rendered to HTML and read the same way; PDF's text layer is read
+docutils, with file inclusion and raw HTML off) are rendered to HTML and read the same way. A Markdown page's front
+matter (the YAML between ``---`` lines that Jekyll, Hugo, MkDocs and Docusaurus read, or Hugo's TOML between ``+++``
+lines; by python-frontmatter) is not text: its ``title`` is the page's title; PDF's text layer is read
 by pypdf, a page per block run; plain text is cut at blank lines, as a prose ``<pre>`` is.
 """
 
 from __future__ import annotations
 
+import html
+import re
+import sys
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from indexes.document import BlockKind, PageDoc
 from indexes.html import clean_title, read_html, reflow_paragraphs
@@ -54,10 +61,46 @@ def _decode(path: Path) -> str:
         return raw.decode("latin-1")
 
 
+if sys.version_info >= (3, 11):
+    import tomllib
+
+    _toml_loads: Callable[[str], dict[str, Any]] | None = tomllib.loads
+else:  # Python 3.10 has no TOML reader: Hugo's TOML front matter is then read as text
+    _toml_loads = None
+
+
+def _front_matter(text: str) -> tuple[str | None, str]:
+    """A Markdown page's front matter title (None: none given) and the text after its front matter; a page whose front
+    matter does not parse is read whole."""
+    import frontmatter
+    from frontmatter.default_handlers import BaseHandler
+
+    class TomlHandler(BaseHandler):  # python-frontmatter's own TOML handler needs the unmaintained `toml` package
+        FM_BOUNDARY = re.compile(r"^\+{3}\s*$", re.MULTILINE)
+        START_DELIMITER = END_DELIMITER = "+++"
+
+        def load(self, fm: str, **kwargs: object) -> dict[str, Any]:
+            if _toml_loads is None:
+                raise ValueError("no TOML reader")
+            return _toml_loads(fm)
+
+    body = text.lstrip("\ufeff")
+    if not body.startswith(("---", "+++")):
+        return None, text
+    try:
+        post = frontmatter.loads(body, handler=TomlHandler() if body.startswith("+++") else None)
+    except Exception:  # noqa: BLE001 - a YAML or TOML error of any kind: the page is read as written
+        return None, text
+    title = post.metadata.get("title")
+    return (str(title).strip() or None) if isinstance(title, str | int | float) else None, post.content
+
+
 def _markdown(text: str) -> PageDoc:
     from markdown_it import MarkdownIt
 
-    return read_html(f"<html><body>{MarkdownIt('commonmark').enable('table').render(text)}</body></html>")
+    title, body = _front_matter(text)
+    head = f"<head><title>{html.escape(title)}</title></head>" if title else ""
+    return read_html(f"<html>{head}<body>{MarkdownIt('commonmark').enable('table').render(body)}</body></html>")
 
 
 def _rst(text: str, source: str) -> PageDoc:

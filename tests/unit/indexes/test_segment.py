@@ -44,6 +44,22 @@ def test_markdown_sections_carry_title_path_and_ignore_fenced_headers(tmp_path):
     assert parts[3].text == "Taxes\n\nTax text."
 
 
+def test_markdown_front_matter_is_the_title_not_text(tmp_path):
+    """Jekyll, Hugo, MkDocs and Docusaurus pages open with front matter; read as Markdown, its YAML became a heading
+    ("title: Installing Widget layout: docs") and the page's title, and Hugo's TOML a paragraph."""
+    yaml_page = "---\ntitle: Installing Widget\nlayout: docs\n---\n\n# Installing\n\nRun pip install widget.\n"
+    doc = read_page(_page(tmp_path, "install.md", yaml_page), PageKind.MARKDOWN)
+    assert doc.title == "Installing Widget"
+    assert [(b.kind, b.text) for b in doc.blocks] == [(BlockKind.HEADING, "Installing"), (BlockKind.PROSE, "Run pip install widget.")]
+    toml_page = '+++\ntitle = "Config & keys"\nweight = 10\n+++\n\nEdit widget.toml.\n'
+    doc = read_page(_page(tmp_path, "config.md", toml_page), PageKind.MARKDOWN)
+    assert doc.title == "Config & keys" and [b.text for b in doc.blocks] == ["Edit widget.toml."]
+    ruled = "---\n\nA page that opens with a rule: : not front matter.\n"  # YAML that does not parse: read as written
+    assert [b.text for b in read_page(_page(tmp_path, "ruled.md", ruled), PageKind.MARKDOWN).blocks] == [
+        "A page that opens with a rule: : not front matter."
+    ]
+
+
 def test_html_furniture_is_dropped_and_headings_come_from_heading_elements_only():
     html = (
         "<html><head><title>Macros &#8212; Relay 2.1 documentation</title><script>var x=1;</script></head><body>"
