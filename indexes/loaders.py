@@ -164,8 +164,9 @@ NOT_FOUND_PAGES = frozenset({"404.html", "404.htm"})
 
 def not_pages(files: list[Path]) -> dict[Path, str]:
     """The ``files`` a documentation site holds that are none of its pages, each with the reason: a build's
-    page-not-found page (:data:`NOT_FOUND_PAGES`), and in a Sphinx build (a folder holding :data:`SPHINX_MARKERS`)
-    its internal folders (:data:`SPHINX_FOLDERS`), its generated indexes and its search page."""
+    page-not-found page (:data:`NOT_FOUND_PAGES`); in a Sphinx build (a folder holding :data:`SPHINX_MARKERS`) its
+    internal folders (:data:`SPHINX_FOLDERS`), its generated indexes and its search page; and the plain-text sources
+    of HTML pages shipped beside them (:func:`text_sources`)."""
     builds = {f.parent for f in files if f.name in SPHINX_MARKERS}
     skips: dict[Path, str] = {f: "a site's page-not-found page, not a page" for f in files if f.name.lower() in NOT_FOUND_PAGES}
     for f in files:
@@ -177,6 +178,31 @@ def not_pages(files: list[Path]) -> dict[Path, str]:
                 skips[f] = SPHINX_FOLDERS[parts[0]]
             elif len(parts) == 1 and _SPHINX_GENERATED.match(parts[0]):
                 skips[f] = "a Sphinx build's generated index or search page, not a page"
+    skips.update(text_sources(files))
+    return skips
+
+
+def text_sources(files: list[Path]) -> dict[Path, str]:
+    """Plain-text files that are the sources of HTML pages beside them, each with the reason: in a folder where at
+    least half of the ``.txt`` files have an HTML page of their name (AsciiDoc builds ``git-commit.html`` from
+    ``git-commit.txt`` and ships both, as Debian's ``git-doc`` does), every ``.txt`` file is a source (the others
+    are fragments the pages include); read, each page would come twice, the second time in raw markup."""
+    by_folder: dict[Path, list[Path]] = {}
+    for f in files:
+        by_folder.setdefault(f.parent, []).append(f)
+    skips: dict[Path, str] = {}
+    for held in by_folder.values():
+        html = {f.stem: f.name for f in held if f.suffix.lower() in (".html", ".htm")}
+        texts = [f for f in held if f.suffix.lower() == ".txt"]
+        twins = [f for f in texts if f.stem in html]
+        if not twins or 2 * len(twins) < len(texts):
+            continue
+        for f in texts:
+            skips[f] = (
+                f"the source of {html[f.stem]} (read from that page)"
+                if f.stem in html
+                else "a source the HTML pages beside it include (most .txt files here are their pages' sources)"
+            )
     return skips
 
 

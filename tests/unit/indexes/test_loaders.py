@@ -55,3 +55,30 @@ def test_a_sites_page_not_found_is_no_page(tmp_path):
     report = LoadReport()
     assert [p.source for p in folder_pages(tmp_path / "site", domain=None, report=report)] == ["mkdocs/index.html"]
     assert [(s.source, s.reason) for s in report.of("mkdocs").skipped] == [("mkdocs/404.html", "a site's page-not-found page, not a page")]
+
+
+def test_plain_text_sources_beside_their_html_pages_are_not_read_twice(tmp_path):
+    """AsciiDoc builds git-commit.html from git-commit.txt and Debian's git-doc ships both (239 of its 292 .txt files
+    have an HTML page of their name; the others are fragments the pages include). A folder of text notes with one
+    HTML page among them is read as before."""
+    page = "<html><body><h1>git-commit(1)</h1><p>Record changes to the repository.</p></body></html>"
+    _write(
+        tmp_path / "site" / "git",
+        {
+            "git-commit.html": page,
+            "git-commit.txt": "git-commit(1)\n=============\n",
+            "git-log.html": page,
+            "git-log.txt": "x",
+            "diff-options.txt": "-p::",
+        },
+    )
+    _write(tmp_path / "site" / "notes", {"a.txt": "Note a.", "b.txt": "Note b.", "c.txt": "Note c.", "c.html": page})
+    report = LoadReport()
+    pages = folder_pages(tmp_path / "site", domain=None, report=report)
+    assert sorted(p.source for p in pages) == ["git/git-commit.html", "git/git-log.html", "notes/a.txt", "notes/b.txt", "notes/c.html", "notes/c.txt"]
+    skipped = {s.source: s.reason for s in report.of("git").skipped}
+    assert skipped == {
+        "git/git-commit.txt": "the source of git-commit.html (read from that page)",
+        "git/git-log.txt": "the source of git-log.html (read from that page)",
+        "git/diff-options.txt": "a source the HTML pages beside it include (most .txt files here are their pages' sources)",
+    }
