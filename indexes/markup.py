@@ -3,8 +3,9 @@
 HTML is read by :mod:`indexes.html`; Markdown (CommonMark and tables, by markdown-it-py) and reStructuredText (by
 docutils, with file inclusion and raw HTML off) are rendered to HTML and read the same way. A Markdown page's front
 matter (the YAML between ``---`` lines that Jekyll, Hugo, MkDocs and Docusaurus read, or Hugo's TOML between ``+++``
-lines; by python-frontmatter) is not text: its ``title`` is the page's title; PDF's text layer is read
-by pypdf, a page per block run; plain text is cut at blank lines, as a prose ``<pre>`` is.
+lines; by python-frontmatter) is not text: its ``title`` is the page's title. A PDF's text layer is read by
+pdfminer.six, a text block per paragraph, and cut into sections at its bookmarks (read by pypdf), without its running
+heads, page numbers, contents pages and front matter. Plain text is cut at blank lines, as a prose ``<pre>`` is.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from __future__ import annotations
 import html
 import re
 import sys
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -115,7 +118,92 @@ def _rst(text: str, source: str) -> PageDoc:
     return doc
 
 
+@dataclass(frozen=True)
+class _OutlineEntry:
+    page: int
+    level: int
+    title: str
+
+
+def _outline(reader: Any) -> list[_OutlineEntry]:  # noqa: ANN401 - a pypdf PdfReader
+    """The PDF's bookmarks (its outline) in reading order, each with its page and depth (1: a chapter)."""
+    entries: list[_OutlineEntry] = []
+
+    def walk(items: list[Any], level: int) -> None:
+        for item in items:
+            if isinstance(item, list):
+                walk(item, level + 1)
+                continue
+            try:
+                page = reader.get_destination_page_number(item)
+            except Exception:  # noqa: BLE001 - a bookmark pointing nowhere is left out
+                continue
+            title = " ".join(str(getattr(item, "title", "") or "").split())
+            if title and page is not None and page >= 0:
+                entries.append(_OutlineEntry(page, level, title))
+
+    try:
+        walk(list(reader.outline), 1)
+    except Exception:  # noqa: BLE001 - a malformed outline: the text is still read, without sections
+        return []
+    return entries
+
+
+def _page_boxes(path: Path) -> list[list[str]]:
+    """Each page's text boxes in reading order (pdfminer.six's layout analysis: a box is a paragraph, a heading or a
+    running head)."""
+    from pdfminer.high_level import extract_pages
+    from pdfminer.layout import LTTextContainer
+
+    return [[text for el in page if isinstance(el, LTTextContainer) and (text := el.get_text().strip())] for page in extract_pages(str(path))]
+
+
+_DIGITS = re.compile(r"\d+")
+_LEADERS = re.compile(r"(?:\.\s?){4,}")
+_NUMBERING = re.compile(r"^(?:(?:chapter|section|appendix)\s+)?[\dA-Z]{0,3}(?:\.\d+)*\.?\s+", re.IGNORECASE)
+
+
+def _key(text: str) -> str:
+    return "".join(ch for ch in text.casefold() if ch.isalnum())
+
+
+def _running_lines(pages: list[list[str]]) -> set[str]:
+    """Lines (digits as one mark) on at least half of the pages, of four or more: running heads and feet, page
+    numbers ("22 / 92")."""
+    if len(pages) < 4:
+        return set()
+    seen: Counter[str] = Counter()
+    for boxes in pages:
+        seen.update({_DIGITS.sub("#", line.strip()) for box in boxes for line in box.splitlines() if line.strip()})
+    return {line for line, n in seen.items() if 2 * n >= len(pages)}
+
+
+def _heads(entries: list[_OutlineEntry], boxes: list[str]) -> dict[int, list[_OutlineEntry]]:
+    """Where each bookmark of a page starts: the first box (from the previous one's) whose first line is its title,
+    numbered or not; the page's first box when none is."""
+    at: dict[int, list[_OutlineEntry]] = {}
+    start = 0
+    for entry in entries:
+        want = _key(entry.title)
+        found = next(
+            (
+                i
+                for i in range(start, len(boxes))
+                if want and _key(_NUMBERING.sub("", boxes[i].splitlines()[0])) in (want, _key(_NUMBERING.sub("", entry.title)))
+            ),
+            None,
+        )
+        if found is not None:
+            start = found
+        at.setdefault(start, []).append(entry)
+    return at
+
+
 def _pdf(path: Path) -> PageDoc:
+    """A PDF's text layer (pdfminer.six: pypdf ran words together on TeX-made PDFs, "Descriptionofacopy"), cut into
+    sections at its bookmarks; running heads, page numbers, dot-leader lines (a table of contents) and the pages
+    before the first bookmark (the front matter) dropped."""
+    from pdfminer.pdfparser import PDFSyntaxError
     from pypdf import PdfReader
     from pypdf.errors import PdfReadError
 
@@ -123,14 +211,36 @@ def _pdf(path: Path) -> PageDoc:
         reader = PdfReader(str(path))
         if reader.is_encrypted:
             raise UnreadablePage("the PDF is encrypted")
-        texts = [page.extract_text() or "" for page in reader.pages]
         title = (reader.metadata.title if reader.metadata else None) or None
-    except (PdfReadError, OSError, ValueError) as exc:
+        outline = _outline(reader)
+        pages = _page_boxes(path)
+    except (PdfReadError, PDFSyntaxError, OSError, ValueError) as exc:
         raise UnreadablePage(f"the PDF could not be read: {exc}") from None
     doc = PageDoc(title=clean_title(title) if title else None)
-    for text in texts:
-        _text_blocks(doc, text)
-    if not doc.blocks and reader.pages:
+    running = _running_lines(pages)
+    # pages before the first bookmark are front matter: the cover, copyright, revision history and contents
+    front = min((e.page for e in outline), default=0)
+    for number, boxes in enumerate(pages):
+        if number < front:
+            doc.dropped_chars += sum(len(box) for box in boxes)
+            continue
+        kept: list[str] = []
+        for box in boxes:
+            lines = [line for line in box.splitlines() if _DIGITS.sub("#", line.strip()) not in running]
+            text = "\n".join(lines).strip()
+            leaders = sum(len(m) for m in _LEADERS.findall(text))
+            if text and 3 * leaders < len(text):
+                kept.append(text)
+            doc.dropped_chars += len(box) - (len(text) if text and 3 * leaders < len(text) else 0)
+        heads = _heads([e for e in outline if e.page == number], kept)
+        for i, text in enumerate(kept):
+            for entry in heads.get(i, []):
+                doc.add(BlockKind.HEADING, entry.title, entry.level)
+                first, _, rest = text.partition("\n")
+                if _key(_NUMBERING.sub("", first)) in (_key(entry.title), _key(_NUMBERING.sub("", entry.title))):
+                    text = rest
+            _text_blocks(doc, text)
+    if not doc.blocks and pages:
         raise UnreadablePage("the PDF has no text layer (a scan?): fedqa does not run OCR")
     return doc
 

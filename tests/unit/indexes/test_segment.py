@@ -1,5 +1,6 @@
 """Reading pages as published (main content, headings, code, prose) and cutting them into passages."""
 
+import io
 from pathlib import Path
 
 import pytest
@@ -267,16 +268,21 @@ def test_restructuredtext_is_read_with_its_sections(tmp_path):
     assert "logrotate -f /etc/logrotate.conf" in parts[1].text
 
 
-def _pdf(text_lines: list[str]) -> bytes:
-    """A one-page PDF whose text layer holds ``text_lines`` (written by hand: no PDF writer is a dependency)."""
-    stream = "BT /F1 12 Tf 72 720 Td 14 TL " + " ".join(f"({line}) Tj T*" for line in text_lines) + " ET"
-    objects = [
-        "<< /Type /Catalog /Pages 2 0 R >>",
-        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
-        f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream",
-        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
+def _pdf(text_lines: list[str], *more_pages: list[str]) -> bytes:
+    """A PDF whose pages' text layers hold ``text_lines`` and each of ``more_pages`` (written by hand: no PDF writer is
+    a dependency); a line starting with a blank leaves a blank line before it (a new text block)."""
+    pages = [text_lines, *more_pages]
+    n = len(pages)
+    objects = ["<< /Type /Catalog /Pages 2 0 R >>", f"<< /Type /Pages /Kids [{' '.join(f'{3 + 2 * i} 0 R' for i in range(n))}] /Count {n} >>"]
+    for i, lines in enumerate(pages):
+        stream = (
+            "BT /F1 12 Tf 72 720 Td 14 TL " + " ".join(("T* " if line.startswith(" ") else "") + f"({line.strip()}) Tj T*" for line in lines) + " ET"
+        )
+        objects.append(
+            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {4 + 2 * i} 0 R /Resources << /Font << /F1 {3 + 2 * n} 0 R >> >> >>"
+        )
+        objects.append(f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream")
+    objects.append("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
     out = "%PDF-1.4\n"
     offsets = []
     for n, obj in enumerate(objects, start=1):
@@ -296,6 +302,42 @@ def test_pdf_text_is_read_and_a_pdf_without_text_is_refused_with_the_reason(tmp_
         read_page(_page(tmp_path, "scan.pdf", _pdf([])), PageKind.PDF)
     with pytest.raises(UnreadablePage, match="could not be read"):
         read_page(_page(tmp_path, "broken.pdf", b"%PDF-1.4 not really"), PageKind.PDF)
+
+
+def test_a_pdf_is_cut_at_its_bookmarks_without_running_heads_page_numbers_or_front_matter(tmp_path):
+    """A PDF manual came out as passages all titled with the PDF's title, its contents pages among them, and pypdf ran
+    a TeX PDF's words together ("Descriptionofacopy"): sections now start at the PDF's bookmarks."""
+    from pypdf import PdfReader, PdfWriter
+
+    head = ["Widget Manual"]
+    pages = [
+        [*head, " Contents", " 1 Installing . . . . . . . . . . 2", "2 Configuring . . . . . . . . . 3", " 1 / 4"],
+        [*head, " 1 Installing", " Run the installer as root, then restart", "the widget daemon.", " 2 / 4"],
+        [*head, " 1.1 Upgrading", " Upgrades keep the settings file.", " 3 / 4"],
+        [*head, " 2 Configuring", " Edit widget.conf and reload the daemon.", " 4 / 4"],
+    ]
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(_pdf(*pages))))
+    installing = writer.add_outline_item(title="Installing", page_number=1)
+    writer.add_outline_item(title="Upgrading", page_number=2, parent=installing)
+    writer.add_outline_item(title="Configuring", page_number=3)
+    writer.add_metadata({"/Title": "Widget Manual"})
+    path = tmp_path / "manual.pdf"
+    with path.open("wb") as f:
+        writer.write(f)
+    doc = read_page(path, PageKind.PDF)
+    assert [(b.kind, b.text, b.level) for b in doc.blocks if b.kind is BlockKind.HEADING] == [
+        (BlockKind.HEADING, "Installing", 1),
+        (BlockKind.HEADING, "Upgrading", 2),
+        (BlockKind.HEADING, "Configuring", 1),
+    ]
+    text = "\n".join(b.text for b in doc.blocks)
+    assert "Run the installer as root, then restart the widget daemon." in text  # the box's lines joined
+    assert "Widget Manual" not in text and "/ 4" not in text and "Contents" not in text and ". . ." not in text
+    assert [p.title for p in sections(doc, "manual")] == [
+        "Widget Manual > Installing",
+        "Widget Manual > Installing > Upgrading",
+        "Widget Manual > Configuring",
+    ]
 
 
 def test_plain_text_paragraphs_are_reflowed_and_indented_blocks_kept_as_code(tmp_path):
