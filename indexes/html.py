@@ -59,8 +59,9 @@ _DROP_TAGS = frozenset(
 # generators: Sphinx (related, sphinxsidebar, headerlink, footer), MkDocs (md-header, md-sidebar, md-nav, md-footer;
 # its themes' search and keyboard-shortcut dialogs: modal, role dialog), DocBook (navheader, navfooter, toc),
 # LaTeX2HTML (navigation, CHILD_LINKS, ChildLinks), haproxy-dconv (navbar, sidebar, dropdown-menu), Read the Docs
-# (wy-nav-*, rst-footer-buttons), Texinfo (copiable-anchor, copiable-link: the pilcrow after a definition or heading)
-# and generic sites (breadcrumbs, edit links).
+# (wy-nav-*, rst-footer-buttons), Texinfo (copiable-anchor, copiable-link: the pilcrow after a definition or heading),
+# Doxygen (titlearea: the project's name and number atop every page, main-nav, navpath) and generic sites
+# (breadcrumbs, edit links).
 FURNITURE = frozenset(
     {
         "nav", "navbar", "navigation", "navheader", "navfooter", "navbarheader", "sidebar", "sphinxsidebar",
@@ -68,7 +69,7 @@ FURNITURE = frozenset(
         "childlinks", "toc", "toctree", "localtoc", "pagination", "skiplink", "searchbox", "search", "editthispage",
         "editpage", "mdheader", "mdfooter", "mdsidebar", "mdnav", "mdsearch", "mdsource", "mdtop", "wynavside",
         "wynavtop", "rstfooterbuttons", "bdsidebar", "bdtoc", "prevnext", "banner", "contentinfo", "complementary",
-        "copiableanchor", "copiablelink", "modal", "dialog", "alertdialog",
+        "copiableanchor", "copiablelink", "modal", "dialog", "alertdialog", "titlearea", "navpath", "mainnav",
     }
 )  # fmt: skip
 # A list, table or paragraph whose link labels are at least this share of its text is navigation (jusText's and
