@@ -90,6 +90,7 @@ _SPACE = re.compile(r"[^\S\u2028]+")
 _PILCROW = re.compile(r"[¶§]")
 # An XML declaration (XHTML, as DocBook's XSL stylesheets write it): lxml refuses a str that starts with one.
 _XML_DECLARATION = re.compile(r"^\ufeff?\s*<\?xml[^>]*\?>")
+_TEXINFO_MANUAL = re.compile(r"\s+\([^()]+\)$")  # a Texinfo page title's manual part, "Node (Manual Title)"
 _REFRESH_URL = re.compile(r"url\s*=\s*(\S.*)$", re.IGNORECASE)
 # A page title's site part: "Page — Product 1.2 documentation", "Page | Site", "Page - Product Manual".
 _SITE_SUFFIX = re.compile(
@@ -295,6 +296,14 @@ def _redirect(root: etree._Element) -> str | None:
     return None
 
 
+def _made_by_texinfo(root: etree._Element) -> bool:
+    """Whether ``makeinfo`` (``texi2any``) wrote the page: it titles each page "Node (Manual Title)"."""
+    return any(
+        (meta.get("name") or "").strip().lower() == "generator" and (meta.get("content") or "").strip().lower() in ("makeinfo", "texi2any")
+        for meta in root.iter("meta")
+    )
+
+
 def read_html(raw: str) -> PageDoc:
     """The title and main content of an HTML page."""
     try:
@@ -303,6 +312,8 @@ def read_html(raw: str) -> PageDoc:
         return PageDoc(title=None)
     title_el = root.find(".//title")
     title = clean_title(title_el.text_content()) if title_el is not None else ""
+    if _TEXINFO_MANUAL.search(title) and _made_by_texinfo(root):
+        title = _TEXINFO_MANUAL.sub("", title)  # "Invoking diff (Comparing and Merging Files)": the node's name
     if (target := _redirect(root)) is not None:
         return PageDoc(title=title or None, redirect=target)
     etree.strip_elements(root, etree.Comment, with_tail=False)

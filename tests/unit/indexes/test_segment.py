@@ -115,6 +115,12 @@ def test_a_redirect_page_is_skipped_with_where_it_points(tmp_path):
         '<meta http-equiv="Refresh" content="0; url=Adjusting-Output.html#Pagination"></head>'
         '<body><p>The node you are looking for is at <a href="Adjusting-Output.html#Pagination">Pagination</a>.</p></body></html>'
     )
+    node = (
+        "<html><head><title>Adjusting Output (Comparing and Merging Files)</title><meta name='Generator' content='makeinfo'>"
+        "</head><body><h2>5 Making diff Output Prettier</h2><p>Use -t to expand tabs.</p></body></html>"
+    )
+    assert read_html(node).title == "Adjusting Output"  # Texinfo's "Node (Manual Title)": the node's name
+    assert read_html(node.replace("makeinfo", "Sphinx 5.3")).title == "Adjusting Output (Comparing and Merging Files)"
     with pytest.raises(UnreadablePage, match="^a redirect to Adjusting-Output.html#Pagination$"):
         read_page(_page(tmp_path, "Pagination.html", html), PageKind.HTML)
     page = "<html><head><meta http-equiv='Content-Type' content='text/html'></head><body><p>Output can be paginated.</p></body></html>"
