@@ -203,7 +203,6 @@ def _pdf(path: Path) -> PageDoc:
     """A PDF's text layer (pdfminer.six: pypdf ran words together on TeX-made PDFs, "Descriptionofacopy"), cut into
     sections at its bookmarks; running heads, page numbers, dot-leader lines (a table of contents) and the pages
     before the first bookmark (the front matter) dropped."""
-    from pdfminer.pdfparser import PDFSyntaxError
     from pypdf import PdfReader
     from pypdf.errors import PdfReadError
 
@@ -213,9 +212,12 @@ def _pdf(path: Path) -> PageDoc:
             raise UnreadablePage("the PDF is encrypted")
         title = (reader.metadata.title if reader.metadata else None) or None
         outline = _outline(reader)
-        pages = _page_boxes(path)
-    except (PdfReadError, PDFSyntaxError, OSError, ValueError) as exc:
+    except (PdfReadError, OSError, ValueError) as exc:
         raise UnreadablePage(f"the PDF could not be read: {exc}") from None
+    try:
+        pages = _page_boxes(path)
+    except Exception as exc:  # noqa: BLE001 - pdfminer.six on a file pypdf accepted: any error skips this page alone
+        raise UnreadablePage(f"the PDF's text could not be read: {type(exc).__name__}: {exc}") from None
     doc = PageDoc(title=clean_title(title) if title else None)
     running = _running_lines(pages)
     # pages before the first bookmark are front matter: the cover, copyright, revision history and contents

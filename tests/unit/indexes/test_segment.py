@@ -318,6 +318,10 @@ def test_pdf_text_is_read_and_a_pdf_without_text_is_refused_with_the_reason(tmp_
         read_page(_page(tmp_path, "scan.pdf", _pdf([])), PageKind.PDF)
     with pytest.raises(UnreadablePage, match="could not be read"):
         read_page(_page(tmp_path, "broken.pdf", b"%PDF-1.4 not really"), PageKind.PDF)
+    # pypdf reads it, pdfminer.six raises TypeError on the page's size: that page is skipped, not the whole ingest
+    odd = _pdf(["Rotate the logs."]).replace(b"/MediaBox [0 0 612 792]", b"/MediaBox [0 0 a b]")
+    with pytest.raises(UnreadablePage, match="^the PDF's text could not be read: TypeError"):
+        read_page(_page(tmp_path, "odd.pdf", odd), PageKind.PDF)
 
 
 def test_a_pdf_is_cut_at_its_bookmarks_without_running_heads_page_numbers_or_front_matter(tmp_path):
