@@ -160,21 +160,29 @@ def _page_boxes(path: Path) -> list[list[str]]:
 
 _DIGITS = re.compile(r"\d+")
 _LEADERS = re.compile(r"(?:\.\s?){4,}")
-_NUMBERING = re.compile(r"^(?:(?:chapter|section|appendix)\s+)?[\dA-Z]{0,3}(?:\.\d+)*\.?\s+", re.IGNORECASE)
+_NUMBERING = re.compile(r"^(?:(?i:chapter|section|appendix)\s+)?(?:\d+|[A-Z])(?:\.\d+)*\.?\s+")
+#: boxes at each end of a page where running heads and feet are looked for
+_EDGE = 2
 
 
 def _key(text: str) -> str:
     return "".join(ch for ch in text.casefold() if ch.isalnum())
 
 
+def _at_edge(i: int, boxes: list[str]) -> bool:
+    return i < _EDGE or i >= len(boxes) - _EDGE
+
+
 def _running_lines(pages: list[list[str]]) -> set[str]:
-    """Lines (digits as one mark) on at least half of the pages, of four or more: running heads and feet, page
-    numbers ("22 / 92")."""
+    """Lines (digits as one mark) at the top or foot of at least half of the pages, of four or more: running heads
+    and feet, page numbers ("22 / 92"). A line repeated inside pages (a code example's closing brace) is not one."""
     if len(pages) < 4:
         return set()
     seen: Counter[str] = Counter()
     for boxes in pages:
-        seen.update({_DIGITS.sub("#", line.strip()) for box in boxes for line in box.splitlines() if line.strip()})
+        seen.update(
+            {_DIGITS.sub("#", line.strip()) for i, box in enumerate(boxes) if _at_edge(i, boxes) for line in box.splitlines() if line.strip()}
+        )
     return {line for line, n in seen.items() if 2 * n >= len(pages)}
 
 
@@ -227,8 +235,8 @@ def _pdf(path: Path) -> PageDoc:
             doc.dropped_chars += sum(len(box) for box in boxes)
             continue
         kept: list[str] = []
-        for box in boxes:
-            lines = [line for line in box.splitlines() if _DIGITS.sub("#", line.strip()) not in running]
+        for i, box in enumerate(boxes):
+            lines = [line for line in box.splitlines() if not (_at_edge(i, boxes) and _DIGITS.sub("#", line.strip()) in running)]
             text = "\n".join(lines).strip()
             leaders = sum(len(m) for m in _LEADERS.findall(text))
             if text and 3 * leaders < len(text):
