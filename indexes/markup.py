@@ -207,10 +207,17 @@ def _heads(entries: list[_OutlineEntry], boxes: list[str]) -> dict[int, list[_Ou
     return at
 
 
+def _goes_on(before: str, after: str) -> bool:
+    """Whether the text block ``after`` goes on with ``before`` (a sentence cut by a page break, or by the layout
+    analysis at a change of line spacing: no sentence end before it, a lower-case word after it)."""
+    end, start = before.rstrip()[-1:], after.lstrip()[:1]
+    return bool(end) and end not in ".!?:;" and start.islower()
+
+
 def _pdf(path: Path) -> PageDoc:
     """A PDF's text layer (pdfminer.six: pypdf ran words together on TeX-made PDFs, "Descriptionofacopy"), cut into
     sections at its bookmarks; running heads, page numbers, dot-leader lines (a table of contents) and the pages
-    before the first bookmark (the front matter) dropped."""
+    before the first bookmark (the front matter) dropped; a sentence cut between two text blocks (a page break) joined."""
     from pypdf import PdfReader
     from pypdf.errors import PdfReadError
 
@@ -228,6 +235,7 @@ def _pdf(path: Path) -> PageDoc:
         raise UnreadablePage(f"the PDF's text could not be read: {type(exc).__name__}: {exc}") from None
     doc = PageDoc(title=clean_title(title) if title else None)
     running = _running_lines(pages)
+    carry: str | None = None
     # pages before the first bookmark are front matter: the cover, copyright, revision history and contents
     front = min((e.page for e in outline), default=0)
     for number, boxes in enumerate(pages):
@@ -244,12 +252,20 @@ def _pdf(path: Path) -> PageDoc:
             doc.dropped_chars += len(box) - (len(text) if text and 3 * leaders < len(text) else 0)
         heads = _heads([e for e in outline if e.page == number], kept)
         for i, text in enumerate(kept):
+            if carry is not None:  # the paragraph before (on this page or the last): joined when this one goes on with it
+                if not heads.get(i) and _goes_on(carry, text):
+                    text = f"{carry}\n{text}"
+                else:
+                    _text_blocks(doc, carry)
+                carry = None
             for entry in heads.get(i, []):
                 doc.add(BlockKind.HEADING, entry.title, entry.level)
                 first, _, rest = text.partition("\n")
                 if _key(_NUMBERING.sub("", first)) in (_key(entry.title), _key(_NUMBERING.sub("", entry.title))):
                     text = rest
-            _text_blocks(doc, text)
+            carry = text
+    if carry is not None:
+        _text_blocks(doc, carry)
     if not doc.blocks and pages:
         raise UnreadablePage("the PDF has no text layer (a scan?): fedqa does not run OCR")
     return doc

@@ -331,10 +331,11 @@ def test_a_pdf_is_cut_at_its_bookmarks_without_running_heads_page_numbers_or_fro
 
     head = ["Widget Manual"]
     pages = [
-        [*head, " Contents", " 1 Installing . . . . . . . . . . 2", "2 Configuring . . . . . . . . . 3", " 1 / 4"],
-        [*head, " 1 Installing", " Run the installer as root, then restart", "the widget daemon.", " }", " Then log in.", " 2 / 4"],
-        [*head, " 1.1 Upgrading", " Upgrades keep the settings file.", " }", " Nothing else.", " 3 / 4"],
-        [*head, " 2 Configuring", " Edit widget.conf and reload the daemon.", " }", " Done.", " 4 / 4"],
+        [*head, " Contents", " 1 Installing . . . . . . . . . . 2", "2 Configuring . . . . . . . . . 3", " 1 / 5"],
+        [*head, " 1 Installing", " Run the installer as root, then restart", "the widget daemon.", " }", " Then log in.", " 2 / 5"],
+        [*head, " 1.1 Upgrading", " Upgrades keep the settings file.", " }", " Nothing else.", " 3 / 5"],
+        [*head, " 2 Configuring", " Edit widget.conf and reload the daemon.", " }", " Then reload it with", " 4 / 5"],
+        [*head, " systemctl reload widget, as root.", " 5 / 5"],
     ]
     writer = PdfWriter(clone_from=PdfReader(io.BytesIO(_pdf(*pages))))
     installing = writer.add_outline_item(title="Installing", page_number=1)
@@ -352,8 +353,9 @@ def test_a_pdf_is_cut_at_its_bookmarks_without_running_heads_page_numbers_or_fro
     ]
     text = "\n".join(b.text for b in doc.blocks)
     assert "Run the installer as root, then restart the widget daemon." in text  # the box's lines joined
-    assert "Widget Manual" not in text and "/ 4" not in text and "Contents" not in text and ". . ." not in text
+    assert "Widget Manual" not in text and "/ 5" not in text and "Contents" not in text and ". . ." not in text
     assert text.count("}") == 3  # a line repeated inside pages (a code example's brace) is no running head
+    assert "Then reload it with systemctl reload widget, as root." in text  # a sentence cut by a page break
     assert [p.title for p in sections(doc, "manual")] == [
         "Widget Manual > Installing",
         "Widget Manual > Installing > Upgrading",
