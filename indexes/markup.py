@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -72,13 +73,13 @@ else:  # Python 3.10 has no TOML reader: Hugo's TOML front matter is then read a
     _toml_loads = None
 
 
-def _front_matter(text: str) -> tuple[str | None, str]:
-    """A Markdown page's front matter title (None: none given) and the text after its front matter; a page whose front
-    matter does not parse is read whole."""
-    import frontmatter
+@lru_cache(maxsize=1)
+def _toml_handler() -> Any:  # noqa: ANN401 - a python-frontmatter BaseHandler (imported only when a page has one)
+    """Front matter between ``+++`` lines read by ``tomllib`` (python-frontmatter's own TOML handler needs the
+    unmaintained ``toml`` package)."""
     from frontmatter.default_handlers import BaseHandler
 
-    class TomlHandler(BaseHandler):  # python-frontmatter's own TOML handler needs the unmaintained `toml` package
+    class TomlHandler(BaseHandler):
         FM_BOUNDARY = re.compile(r"^\+{3}\s*$", re.MULTILINE)
         START_DELIMITER = END_DELIMITER = "+++"
 
@@ -87,11 +88,19 @@ def _front_matter(text: str) -> tuple[str | None, str]:
                 raise ValueError("no TOML reader")
             return _toml_loads(fm)
 
+    return TomlHandler()
+
+
+def _front_matter(text: str) -> tuple[str | None, str]:
+    """A Markdown page's front matter title (None: none given) and the text after its front matter; a page whose front
+    matter does not parse is read whole."""
     body = text.lstrip("\ufeff")
     if not body.startswith(("---", "+++")):
         return None, text
+    import frontmatter
+
     try:
-        post = frontmatter.loads(body, handler=TomlHandler() if body.startswith("+++") else None)
+        post = frontmatter.loads(body, handler=_toml_handler() if body.startswith("+++") else None)
     except Exception:  # noqa: BLE001 - a YAML or TOML error of any kind: the page is read as written
         return None, text
     title = post.metadata.get("title")
@@ -173,6 +182,12 @@ def _at_edge(i: int, boxes: list[str]) -> bool:
     return i < _EDGE or i >= len(boxes) - _EDGE
 
 
+def _opens(box: str, entry: _OutlineEntry) -> bool:
+    """Whether the text block ``box`` opens with the bookmark's title, numbered ("5.4.2 Description of a copy") or not."""
+    line = _key(_NUMBERING.sub("", box.splitlines()[0] if box else ""))
+    return bool(line) and line in (_key(entry.title), _key(_NUMBERING.sub("", entry.title)))
+
+
 def _running_lines(pages: list[list[str]]) -> set[str]:
     """Lines (digits as one mark) at the top or foot of at least half of the pages, of four or more: running heads
     and feet, page numbers ("22 / 92"). A line repeated inside pages (a code example's closing brace) is not one."""
@@ -192,15 +207,7 @@ def _heads(entries: list[_OutlineEntry], boxes: list[str]) -> dict[int, list[_Ou
     at: dict[int, list[_OutlineEntry]] = {}
     start = 0
     for entry in entries:
-        want = _key(entry.title)
-        found = next(
-            (
-                i
-                for i in range(start, len(boxes))
-                if want and _key(_NUMBERING.sub("", boxes[i].splitlines()[0])) in (want, _key(_NUMBERING.sub("", entry.title)))
-            ),
-            None,
-        )
+        found = next((i for i in range(start, len(boxes)) if _opens(boxes[i], entry)), None)
         if found is not None:
             start = found
         at.setdefault(start, []).append(entry)
@@ -260,9 +267,8 @@ def _pdf(path: Path) -> PageDoc:
                 carry = None
             for entry in heads.get(i, []):
                 doc.add(BlockKind.HEADING, entry.title, entry.level)
-                first, _, rest = text.partition("\n")
-                if _key(_NUMBERING.sub("", first)) in (_key(entry.title), _key(_NUMBERING.sub("", entry.title))):
-                    text = rest
+                if _opens(text, entry):
+                    text = text.partition("\n")[2]
             carry = text
     if carry is not None:
         _text_blocks(doc, carry)

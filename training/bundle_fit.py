@@ -54,6 +54,35 @@ def router_sets_from_data(data: TrainingData, *, synthetic_per_domain: int | Non
     return Questions(train, data.val + data.val_oos, [], data.fingerprint, origins, synthetic, gold, data)
 
 
+@dataclass(frozen=True)
+class NotCoveredQuestions:
+    """What "not covered" is fitted on from a router's split: the held-out questions in scope and out of it, and the
+    labelled training questions in scope (the default's ``known``)."""
+
+    in_scope: list[LabelledQuery]
+    out_of_scope: list[LabelledQuery]
+    known: list[LabelledQuery]
+
+    @classmethod
+    def of(cls, val: Sequence[LabelledQuery], known: Sequence[LabelledQuery]) -> NotCoveredQuestions:
+        """Split a router's held-out questions ``val`` and training questions ``known`` by whether they have a domain."""
+        return cls([q for q in val if q.domains], [q for q in val if not q.domains], [q for q in known if q.domains])
+
+
+def last_refresh_questions(settings: Settings, *, seed: int = 0) -> Questions:
+    """The router's questions of the training set the home's last refresh built (``refresh.json``'s data build;
+    ``$FEDQA_HOME/refresh/data-*``), split as the refresh split them with ``seed``; ValueError when it built none."""
+    from training.configs import RouterConfig
+    from training.data.dataset import TrainingData
+    from training.refresh_record import DATA_FOLDER, RefreshRecord, Stage
+
+    version = (RefreshRecord.load(Registry(settings.home_dir)).stages.get(Stage.DATA.value) or {}).get("version")
+    folder = settings.home_dir / DATA_FOLDER / str(version)
+    if not version or not (folder / "manifest.json").is_file():
+        raise ValueError(f"{settings.home_dir} has no training set of a refresh ({DATA_FOLDER}/data-*): run fedqa refresh --corpus there first")
+    return router_sets_from_data(TrainingData.load(folder), synthetic_per_domain=RouterConfig().synthetic_per_domain, seed=seed)
+
+
 def not_covered_on(settings: Settings, val: Sequence[LabelledQuery], known: Sequence[LabelledQuery], pipeline: Pipeline) -> dict[str, Any] | None:
     """Choose the "not covered" decision for ``pipeline``'s versions (:func:`training.abstention.fit_not_covered`):
     fitted on the router's held-out questions against their out-of-scope ones and the general ones shipped with the
@@ -62,10 +91,10 @@ def not_covered_on(settings: Settings, val: Sequence[LabelledQuery], known: Sequ
     chosen, or None without two in-scope held-out questions."""
     from training.abstention import fit_not_covered
 
-    in_scope, own = [q for q in val if q.domains], [q for q in val if not q.domains]
-    if len(in_scope) < 2:
+    sets = NotCoveredQuestions.of(val, known)
+    if len(sets.in_scope) < 2:
         return None
-    report = fit_not_covered(settings, in_scope, own, known=[q for q in known if q.domains], pipeline=pipeline)
+    report = fit_not_covered(settings, sets.in_scope, sets.out_of_scope, known=sets.known, pipeline=pipeline)
     return {**report.summary(), "serves_fitted": report.decision.serves_fitted}
 
 

@@ -29,9 +29,7 @@ from service.generation.abstention import FEATURES  # noqa: E402
 from service.generation.asked import _best_other  # noqa: E402
 from service.loading import load_pipeline  # noqa: E402
 from training.abstention import NEAREST_OUT, QuestionEvidence, question_evidence  # noqa: E402
-from training.bundle_fit import router_sets_from_data  # noqa: E402
-from training.configs import RouterConfig  # noqa: E402
-from training.data.dataset import TrainingData  # noqa: E402
+from training.bundle_fit import NotCoveredQuestions, last_refresh_questions  # noqa: E402
 from training.data.general import general_negatives  # noqa: E402
 
 NAMES = [*FEATURES, "out_cos", "in_cos"]
@@ -65,12 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--false-refusal", type=float, default=0.03)
     args = ap.parse_args(argv)
     settings = Settings()
-    built = sorted((settings.home_dir / "refresh").glob("data-*"))
-    if not built:
-        raise SystemExit(f"{settings.home_dir} has no training set of a refresh (refresh/data-*)")
-    questions = router_sets_from_data(TrainingData.load(built[-1]), synthetic_per_domain=RouterConfig().synthetic_per_domain, seed=0)
-    ins, own = [q for q in questions.val if q.domains], [q for q in questions.val if not q.domains]
-    known = [q for q in questions.known if q.domains]
+    try:
+        questions = last_refresh_questions(settings, seed=0)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
+    sets = NotCoveredQuestions.of(questions.val, questions.known)
+    ins, own, known = sets.in_scope, sets.out_of_scope, sets.known
     groups = (ins, own, general_negatives(), known)
     gold = ([q.gold_doc_ids for q in ins], None, None, [q.gold_doc_ids for q in known])
     pipeline = load_pipeline(settings, with_llm=False)

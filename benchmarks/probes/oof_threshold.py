@@ -25,9 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from service.config import Settings  # noqa: E402
 from service.loading import load_pipeline  # noqa: E402
 from training.abstention import choose_features, confidences, fit, heading_questions, not_covered_evidence, unasked  # noqa: E402
-from training.bundle_fit import router_sets_from_data  # noqa: E402
-from training.configs import RouterConfig  # noqa: E402
-from training.data.dataset import TrainingData  # noqa: E402
+from training.bundle_fit import NotCoveredQuestions, last_refresh_questions  # noqa: E402
 from training.data.general import general_negatives  # noqa: E402
 from training.guard import assigned_folds, permuted_folds  # noqa: E402
 
@@ -54,15 +52,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=5, help="outer k-fold repeated with these many seeds")
     args = ap.parse_args(argv)
     settings = Settings()
-    built = sorted((settings.home_dir / "refresh").glob("data-*"))
-    if not built:
-        raise SystemExit(f"{settings.home_dir} has no training set of a refresh (refresh/data-*)")
-    questions = router_sets_from_data(TrainingData.load(built[-1]), synthetic_per_domain=RouterConfig().synthetic_per_domain, seed=0)
-    in_scope, own = [q for q in questions.val if q.domains], [q for q in questions.val if not q.domains]
-    known = [q for q in questions.known if q.domains]
+    try:
+        questions = last_refresh_questions(settings, seed=0)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
+    sets = NotCoveredQuestions.of(questions.val, questions.known)
     pipeline = load_pipeline(settings, with_llm=False)
     try:
-        ev = not_covered_evidence(pipeline, in_scope, own, heading_questions(pipeline), general_negatives(), known)
+        ev = not_covered_evidence(pipeline, sets.in_scope, sets.out_of_scope, heading_questions(pipeline), general_negatives(), sets.known)
     finally:
         pipeline.close()
     ev_in, ev_out = unasked(ev.labelled), unasked(np.vstack([ev.out_of_scope, ev.general]))

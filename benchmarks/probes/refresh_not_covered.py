@@ -22,9 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from service.config import Settings  # noqa: E402
 from service.loading import load_pipeline  # noqa: E402
 from training.abstention import fit_not_covered  # noqa: E402
-from training.bundle_fit import router_sets_from_data  # noqa: E402
-from training.configs import RouterConfig  # noqa: E402
-from training.data.dataset import TrainingData  # noqa: E402
+from training.bundle_fit import NotCoveredQuestions, last_refresh_questions  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,16 +32,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save", action="store_true", help="store the model that would serve in the home (a copy of it: it replaces the refresh's)")
     args = ap.parse_args(argv)
     settings = Settings()
-    built = sorted((settings.home_dir / "refresh").glob("data-*"))
-    if not built:
-        raise SystemExit(f"{settings.home_dir} has no training set of a refresh (refresh/data-*): run fedqa refresh --corpus there first")
-    data = TrainingData.load(built[-1])
-    questions = router_sets_from_data(data, synthetic_per_domain=RouterConfig().synthetic_per_domain, seed=args.seed)
-    in_scope, own = [q for q in questions.val if q.domains], [q for q in questions.val if not q.domains]
+    try:
+        questions = last_refresh_questions(settings, seed=args.seed)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
+    sets = NotCoveredQuestions.of(questions.val, questions.known)
+    in_scope, own = sets.in_scope, sets.out_of_scope
     pipeline = load_pipeline(settings, with_llm=False)
     try:
-        known = [q for q in questions.known if q.domains]
-        report = fit_not_covered(settings, in_scope, own, known=known, pipeline=pipeline, save=args.save)
+        report = fit_not_covered(settings, in_scope, own, known=sets.known, pipeline=pipeline, save=args.save)
     finally:
         pipeline.close()
     fit = report.model.fit if report.model else {}
