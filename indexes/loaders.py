@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from indexes.document import PageDoc
 from indexes.markup import PAGE_SUFFIXES, UnreadablePage, read_page
 from indexes.segment import Segmentation, passages
+from indexes.variants import repeated_pages, site_furniture, without_furniture
 from service.config import Settings
 from service.jsonl import read_objects
 from service.retrieval.passage import Passage
@@ -115,25 +117,47 @@ def id_stems(pages: list[Page]) -> dict[Page, str]:
     return {p: p.source if by_stem[(p.domain, p.source.rsplit(".", 1)[0])] > 1 else p.source.rsplit(".", 1)[0] for p in seen.values()}
 
 
-def load_page(page: Page, *, id_stem: str, segmentation: Segmentation, report: LoadReport | None = None) -> Iterator[Passage]:
-    """Passages of one page (doc_id ``<id_stem>#NNN``): its main content cut at headings into passages
-    (:mod:`indexes.segment`); a page that yields none is recorded in ``report`` with the reason."""
+def read_doc(page: Page, report: LoadReport | None = None) -> PageDoc | None:
+    """The page read into its main content; None (recorded in ``report`` with the reason) when it yields no text or
+    cannot be read."""
     record = (report or LoadReport()).of(page.domain)
     try:
-        doc = read_page(page.path, PAGE_SUFFIXES[page.path.suffix.lower()])
+        return read_page(page.path, PAGE_SUFFIXES[page.path.suffix.lower()])
     except UnreadablePage as exc:
         record.skipped.append(Skipped(page.source, str(exc)))
         record.dropped_chars += exc.dropped_chars
-        return
     except OSError as exc:
         record.skipped.append(Skipped(page.source, f"could not be read: {exc.strerror or exc}"))
-        return
+    return None
+
+
+def page_passages(page: Page, doc: PageDoc, *, id_stem: str, segmentation: Segmentation, report: LoadReport | None = None) -> Iterator[Passage]:
+    """Passages of one read page (doc_id ``<id_stem>#NNN``): its main content cut at headings into passages
+    (:mod:`indexes.segment`), counted in ``report``."""
+    record = (report or LoadReport()).of(page.domain)
     record.pages_read += 1
     record.kept_chars += doc.kept_chars
     record.dropped_chars += doc.dropped_chars
     for n, part in enumerate(passages(doc, page.path.stem, segmentation)):
         record.passage_words.append(len(part.text.split()))
         yield Passage(doc_id=f"{id_stem}#{n:03d}", domain=page.domain, title=part.title, source=page.source, text=part.text)
+
+
+def product_passages(pages: list[Page], *, stems: dict[Page, str], segmentation: Segmentation, report: LoadReport) -> Iterator[Passage]:
+    """Passages of one product's pages: every page read first, so that text most of them hold (a site's tagline or
+    footer: :func:`indexes.variants.site_furniture`) is read once, on the first page holding it; a page left with
+    nothing else is skipped with that reason."""
+    docs = [(page, doc) for page in pages if (doc := read_doc(page, report)) is not None]
+    furniture = site_furniture([doc for _, doc in docs])
+    shown: set[str] = set()
+    for page, doc in docs:
+        kept = without_furniture(doc, furniture, shown)
+        if not kept.blocks:
+            record = report.of(page.domain)
+            record.skipped.append(Skipped(page.source, "only text most of the product's pages hold (read on the first of them)"))
+            record.dropped_chars += kept.dropped_chars
+            continue
+        yield from page_passages(page, kept, id_stem=stems[page], segmentation=segmentation, report=report)
 
 
 def _product_files(root: Path) -> list[Path]:
@@ -208,7 +232,8 @@ def text_sources(files: list[Path]) -> dict[Path, str]:
 
 def folder_pages(path: Path, *, domain: str | None, report: LoadReport | None = None) -> list[Page]:
     """Pages under ``path``: one sub-folder per domain, or the whole folder as ``domain`` when given. Files of other
-    types are recorded in ``report`` as skipped; a product folder with no page of a readable type is refused, naming
+    types, and copies and translations of a product's pages (:mod:`indexes.variants`), are recorded in ``report`` as
+    skipped; a product folder with no page of a readable type is refused, naming
     the folder and what it holds."""
     if domain:
         roots = [(check_domain(domain), path)]
@@ -233,7 +258,10 @@ def folder_pages(path: Path, *, domain: str | None, report: LoadReport | None = 
                 (report or LoadReport()).of(dom).skipped.append(
                     Skipped(f"{dom}/{f.relative_to(root).as_posix()}", f"unsupported file type {f.suffix or '(none)'}")
                 )
-        pages.extend(Page(f, dom, f"{dom}/{f.relative_to(root).as_posix()}") for f in readable)
+        repeated = repeated_pages(readable, root, dom)
+        for f, reason in repeated.items():
+            (report or LoadReport()).of(dom).skipped.append(Skipped(f"{dom}/{f.relative_to(root).as_posix()}", reason))
+        pages.extend(Page(f, dom, f"{dom}/{f.relative_to(root).as_posix()}") for f in readable if f not in repeated)
     return pages
 
 
@@ -292,10 +320,9 @@ def load_paths(paths: list[Path], *, domain: str | None, segmentation: Segmentat
             continue
         for dom in dict.fromkeys(p.domain for p in item.pages):
             n = 0
-            for page in (p for p in item.pages if p.domain == dom):
-                for passage in load_page(page, id_stem=stems[page], segmentation=segmentation, report=report):
-                    n += 1
-                    yield passage
+            for passage in product_passages([p for p in item.pages if p.domain == dom], stems=stems, segmentation=segmentation, report=report):
+                n += 1
+                yield passage
             if n == 0:
                 reasons = Counter(s.reason for s in report.of(dom).skipped)
                 said = "; ".join(f"{k} ({v} pages)" for k, v in reasons.most_common(3))

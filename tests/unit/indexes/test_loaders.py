@@ -1,6 +1,7 @@
 from pathlib import Path
 
-from indexes.loaders import LoadReport, folder_pages
+from indexes.loaders import LoadReport, folder_pages, load_paths
+from indexes.segment import Segmentation
 
 
 def _write(root: Path, files: dict[str, str]) -> None:
@@ -19,7 +20,7 @@ def test_a_sphinx_build_is_read_from_its_pages_not_its_sources_modules_or_indexe
         tmp_path / "site" / "sphinx",
         {
             "objects.inv": "# Sphinx inventory",
-            "index.html": page,
+            "index.html": page.replace("Quickstart", "Welcome"),
             "usage/quickstart.html": page,
             "_sources/index.rst.txt": "Welcome\n=======\n",
             "_sources/usage/quickstart.rst.txt": "Quickstart\n==========\n\nRun sphinx-quickstart.\n",
@@ -67,7 +68,7 @@ def test_plain_text_sources_beside_their_html_pages_are_not_read_twice(tmp_path)
         {
             "git-commit.html": page,
             "git-commit.txt": "git-commit(1)\n=============\n",
-            "git-log.html": page,
+            "git-log.html": page.replace("git-commit", "git-log"),
             "git-log.txt": "x",
             "diff-options.txt": "-p::",
         },
@@ -82,3 +83,99 @@ def test_plain_text_sources_beside_their_html_pages_are_not_read_twice(tmp_path)
         "git/git-log.txt": "the source of git-log.html (read from that page)",
         "git/diff-options.txt": "a source the HTML pages beside it include (most .txt files here are their pages' sources)",
     }
+
+
+def _page(lang: str, heading: str, text: str) -> str:
+    return f'<!DOCTYPE html>\n<html lang="{lang}"><head><title>{heading}</title></head><body><h1>{heading}</h1><p>{text}</p></body></html>'
+
+
+def test_a_manual_in_a_folder_per_language_is_read_once_in_its_main_language(tmp_path):
+    """Debian's apache2-doc: a folder per language, each holding every page, the untranslated ones as links to the
+    English folder's (read as one product, 2,685 pages where 238 are English). Links and byte-identical copies are
+    read once, at the file they repeat; pages declaring another language than most of the product's are skipped,
+    each with its reason."""
+    root = tmp_path / "site" / "httpd"
+    _write(
+        root,
+        {
+            "en/bind.html": _page("en", "Binding", "Listen on port 80."),
+            "en/caching.html": _page("en-US", "Caching", "Enable mod_cache."),
+            "en/figures.html": _page("en", "Binding", "Listen on port 80."),  # a byte-identical copy of bind.html
+            "de/bind.html": _page("de", "Bindung", "Auf Port 80 lauschen."),
+            "fr/bind.html": _page("fr-FR", "Association", "Écouter sur le port 80."),
+        },
+    )
+    (root / "de" / "caching.html").symlink_to(root / "en" / "caching.html")
+    (root / "fr" / "caching.html").symlink_to(root / "en" / "caching.html")
+    report = LoadReport()
+    pages = folder_pages(tmp_path / "site", domain=None, report=report)
+    assert sorted(p.source for p in pages) == ["httpd/en/bind.html", "httpd/en/caching.html"]
+    skipped = {s.source: s.reason for s in report.of("httpd").skipped}
+    assert skipped["httpd/de/caching.html"] == skipped["httpd/fr/caching.html"] == "a link to httpd/en/caching.html (read there)"
+    assert skipped["httpd/en/figures.html"] == "the same page as httpd/en/bind.html (read there)"
+    assert skipped["httpd/de/bind.html"].startswith("in 'de' (its <html lang>), a translation: 2 of the product's 4 pages are in 'en'")
+    assert skipped["httpd/fr/bind.html"].startswith("in 'fr' (its <html lang>)")
+    assert len(skipped) == 5
+
+
+def test_a_product_written_in_two_languages_alike_or_declaring_none_is_read_whole(tmp_path):
+    _write(
+        tmp_path / "site" / "both",
+        {"guide-en.html": _page("en", "Guide", "Install it."), "guide-fr.html": _page("fr", "Guide", "Installez-le.")},
+    )
+    _write(tmp_path / "site" / "plain", {"a.html": "<html><body><h1>A</h1><p>One.</p></body></html>", "b.md": "# B\n\nTwo.\n"})
+    report = LoadReport()
+    pages = folder_pages(tmp_path / "site", domain=None, report=report)
+    assert sorted(p.source for p in pages) == ["both/guide-en.html", "both/guide-fr.html", "plain/a.html", "plain/b.md"]
+    assert report.of("both").skipped == [] and report.of("plain").skipped == []
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def test_text_most_of_a_products_pages_hold_is_read_once(tmp_path):
+    """SQLite's tagline heads 760 of its 766 pages, PuTTY's feedback note ends all 20 of its manual's: each came back as
+    a passage of its own or at the head of one on every page. Text more than half of a product's pages hold (at least
+    3, of at least 4 words) is read on the first page holding it only; a page left with nothing else is skipped with
+    the reason. Short labels repeated on most pages ("Description:") and headings stay; a product where the text is
+    on half the pages or fewer keeps it everywhere."""
+    tagline = "Small. Fast. Reliable. Choose any three."
+
+    def page(heading: str, body: str, *, tag: bool = True) -> str:
+        head = f"<p>{tagline}</p>" if tag else ""
+        return f"<html><body>{head}<h1>{heading}</h1><p>Description:</p><p>{body}</p></body></html>"
+
+    _write(
+        tmp_path / "site" / "sqlite",
+        {
+            "a-vacuum.html": page("VACUUM", "The VACUUM command rebuilds the database file."),
+            "b-pragma.html": page("PRAGMA", "The PRAGMA statement modifies the library's operation."),
+            "c-wal.html": page("WAL", "Write-ahead logging makes readers and the writer concurrent."),
+            "d-untagged.html": page("Limits", "SQLite has limits on the length of strings.", tag=False),
+            "e-syntax.html": f"<html><body><p>{tagline}</p></body></html>",  # nothing but the tagline
+        },
+    )
+    _write(
+        tmp_path / "site" / "few",
+        {
+            "a.html": f"<html><body><p>{tagline}</p><h1>One</h1><p>First page text here.</p></body></html>",
+            "b.html": "<html><body><h1>Two</h1><p>Second page text here.</p></body></html>",
+            "c.html": "<html><body><h1>Three</h1><p>Third page text here.</p></body></html>",
+            "d.html": f"<html><body><p>{tagline}</p><h1>Four</h1><p>Fourth page text here.</p></body></html>",
+        },
+    )
+    report = LoadReport()
+    got = list(load_paths([tmp_path / "site"], domain=None, segmentation=Segmentation(_words, 256, min_chars=0), report=report))
+    sqlite = [p for p in got if p.domain == "sqlite"]
+    holding = [p.doc_id for p in sqlite if tagline in " ".join(p.text.split())]
+    assert holding == ["sqlite/a-vacuum#000"]  # read once, on the first page holding it
+    assert {p.source for p in sqlite} == {"sqlite/a-vacuum.html", "sqlite/b-pragma.html", "sqlite/c-wal.html", "sqlite/d-untagged.html"}
+    assert all("Description:" in p.text for p in sqlite if tagline not in p.text)  # a short label most pages repeat: kept
+    assert any(p.title.startswith("WAL") and "concurrent" in p.text for p in sqlite)
+    assert [(s.source, s.reason) for s in report.of("sqlite").skipped] == [
+        ("sqlite/e-syntax.html", "only text most of the product's pages hold (read on the first of them)")
+    ]
+    assert report.of("sqlite").dropped_chars > 0
+    few = [p for p in got if p.domain == "few" and tagline in " ".join(p.text.split())]
+    assert sorted(p.source for p in few) == ["few/a.html", "few/d.html"]  # on 2 of 4 pages: not most of them

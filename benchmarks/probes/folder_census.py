@@ -1,0 +1,59 @@
+"""Probe: what ``fedqa ingest`` would read from a folder of products' pages, without embedding anything.
+
+    python benchmarks/probes/folder_census.py <folder: one sub-folder per product> [--domain NAME]
+
+Reads and cuts the pages as ``fedqa ingest`` does (the shipped MiniLM's tokenizer, the default passage length) and
+prints per product: its ingest report line (pages read and skipped, passages, lengths), the skipped pages counted by
+the start of their reason (before any page name or quote), the passages under 25 words and the distinct passage texts.
+One JSON object.
+The figures of the decision log's "A manual in a folder per language" entry (Debian's apache2-doc).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from indexes.loaders import LoadReport, load_paths, segmentation_for  # noqa: E402
+from service.config import Settings  # noqa: E402
+from service.retrieval.encoder import packaged_minilm_path, token_counter  # noqa: E402
+
+SHORT_WORDS = 25
+
+
+def reason_kind(reason: str) -> str:
+    """A skip reason up to the first page name, quote or parenthesis: "a link to", "in 'de'", "unsupported file type .png"."""
+    return re.split(r" \(|,| [\w.-]+/", reason, maxsplit=1)[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("folder", type=Path, help="one sub-folder per product (or one product's folder with --domain)")
+    ap.add_argument("--domain", help="the folder is this one product's")
+    args = ap.parse_args(argv)
+    cut = segmentation_for(Settings(), token_counter(packaged_minilm_path()))
+    report = LoadReport()
+    texts: dict[str, Counter[str]] = defaultdict(Counter)
+    for p in load_paths([args.folder], domain=args.domain, segmentation=cut, report=report):
+        texts[p.domain][p.text] += 1
+    out = {}
+    for domain, record in sorted(report.domains.items()):
+        line = record.summary()
+        out[domain] = {
+            **{k: v for k, v in line.items() if k != "skipped"},
+            "skipped_by_reason": dict(Counter(reason_kind(s["reason"]) for s in line["skipped"]).most_common()),
+            "under_25_words": sum(n for t, n in texts[domain].items() if len(t.split()) < SHORT_WORDS),
+            "distinct_passage_texts": len(texts[domain]),
+        }
+    print(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
