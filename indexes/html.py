@@ -60,8 +60,9 @@ _DROP_TAGS = frozenset(
 # its themes' search and keyboard-shortcut dialogs: modal, role dialog), DocBook (navheader, navfooter, toc),
 # LaTeX2HTML (navigation, CHILD_LINKS, ChildLinks), haproxy-dconv (navbar, sidebar, dropdown-menu), Read the Docs
 # (wy-nav-*, rst-footer-buttons), Texinfo (copiable-anchor, copiable-link: the pilcrow after a definition or heading),
-# Doxygen (titlearea: the project's name and number atop every page, main-nav, navpath) and generic sites
-# (breadcrumbs, edit links).
+# Doxygen (titlearea: the project's name and number atop every page, main-nav, navpath), Javadoc (inherited-list: a
+# class page's "Methods inherited from class X" names; :func:`_javadoc_inherited` for its older markup) and generic
+# sites (breadcrumbs, edit links).
 FURNITURE = frozenset(
     {
         "nav", "navbar", "navigation", "navheader", "navfooter", "navbarheader", "sidebar", "sphinxsidebar",
@@ -70,6 +71,7 @@ FURNITURE = frozenset(
         "editpage", "mdheader", "mdfooter", "mdsidebar", "mdnav", "mdsearch", "mdsource", "mdtop", "wynavside",
         "wynavtop", "rstfooterbuttons", "bdsidebar", "bdtoc", "prevnext", "banner", "contentinfo", "complementary",
         "copiableanchor", "copiablelink", "modal", "dialog", "alertdialog", "titlearea", "navpath", "mainnav",
+        "inheritedlist",
     }
 )  # fmt: skip
 # A list, table or paragraph whose link labels are at least this share of its text is navigation (jusText's and
@@ -121,11 +123,24 @@ def _text_len(el: etree._Element) -> int:
     return len("".join(el.itertext()).split()) and len(" ".join("".join(el.itertext()).split()))
 
 
+def _javadoc_inherited(el: etree._Element) -> bool:
+    """A list item of Javadoc 8-16's class page opening with the anchor of a "Methods inherited from class X" list
+    (``<li class="blockList"><a id="methods.inherited.from.class.java.lang.Object">``): the names of another class's
+    members, repeated on every page of a class that inherits them."""
+    first = el[0] if len(el) else None
+    return (
+        first is not None
+        and isinstance(first.tag, str)
+        and first.tag.lower() == "a"
+        and any("inheritedfrom" in t.replace(".", "") for t in _tokens(first))
+    )
+
+
 def _is_furniture(el: etree._Element) -> bool:
     tag = el.tag if isinstance(el.tag, str) else ""
     if tag.lower() in _DROP_TAGS or (el.get("aria-hidden") or "").strip().lower() == "true":
         return True  # aria-hidden: not part of the page a reader is shown (a closed dialog, an icon)
-    return bool(_tokens(el) & FURNITURE)
+    return bool(_tokens(el) & FURNITURE) or (tag.lower() == "li" and _javadoc_inherited(el))
 
 
 def _is_heading(el: etree._Element) -> bool:

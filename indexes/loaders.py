@@ -182,6 +182,24 @@ SPHINX_FOLDERS = {
 _SPHINX_GENERATED = re.compile(r"^(?:genindex(?:-\w+)?|search|\w+-modindex)\.html?$", re.IGNORECASE)
 
 
+#: Files that mark a folder as a Javadoc build: its package list (``element-list`` since JDK 11, ``package-list``
+#: before) beside its help page.
+JAVADOC_LISTS = frozenset({"element-list", "package-list"})
+JAVADOC_HELP = "help-doc.html"
+#: A Javadoc build's generated pages, in any of its folders, that document nothing of their own: its indexes (``index-all``,
+#: ``allclasses-index``, ...), class trees, "Uses of" pages of a package, deprecated list, help page and frames.
+_JAVADOC_GENERATED = re.compile(
+    r"^(?:index-all|allclasses(?:-index|-frame|-noframe)?|allpackages-index|overview-tree|package-tree|overview-frame"
+    r"|package-frame|package-use|deprecated-list|help-doc|search)\.html?$",
+    re.IGNORECASE,
+)
+#: A Javadoc build's folders of generated pages: each class's "Uses of Class" page, and the index split by letter.
+JAVADOC_FOLDERS = {
+    "class-use": 'a Javadoc build\'s "Uses of Class" page (links to where a class is used), not a page',
+    "index-files": "a Javadoc build's generated index, not a page",
+}
+
+
 #: The page a site generator writes for a missing URL (MkDocs, Hugo, Jekyll, Docusaurus): "Page not found".
 NOT_FOUND_PAGES = frozenset({"404.html", "404.htm"})
 
@@ -189,10 +207,23 @@ NOT_FOUND_PAGES = frozenset({"404.html", "404.htm"})
 def not_pages(files: list[Path]) -> dict[Path, str]:
     """The ``files`` a documentation site holds that are none of its pages, each with the reason: a build's
     page-not-found page (:data:`NOT_FOUND_PAGES`); in a Sphinx build (a folder holding :data:`SPHINX_MARKERS`) its
-    internal folders (:data:`SPHINX_FOLDERS`), its generated indexes and its search page; and the plain-text sources
-    of HTML pages shipped beside them (:func:`text_sources`)."""
+    internal folders (:data:`SPHINX_FOLDERS`), its generated indexes and its search page; in a Javadoc build (a folder
+    holding :data:`JAVADOC_LISTS` and :data:`JAVADOC_HELP`) its "Uses of" pages, indexes, trees and help page; and the
+    plain-text sources of HTML pages shipped beside them (:func:`text_sources`)."""
     builds = {f.parent for f in files if f.name in SPHINX_MARKERS}
     skips: dict[Path, str] = {f: "a site's page-not-found page, not a page" for f in files if f.name.lower() in NOT_FOUND_PAGES}
+    names = {f.parent / f.name for f in files}
+    javadocs = {f.parent for f in files if f.name in JAVADOC_LISTS and f.parent / JAVADOC_HELP in names}
+    for f in files:
+        for build in javadocs:
+            if not f.is_relative_to(build):
+                continue
+            parts = f.relative_to(build).parts
+            folder = next((p for p in parts[:-1] if p in JAVADOC_FOLDERS), None)
+            if folder is not None:
+                skips[f] = JAVADOC_FOLDERS[folder]
+            elif _JAVADOC_GENERATED.match(parts[-1]):
+                skips[f] = 'a Javadoc build\'s generated index, tree, help or "Uses of" page, not a page'
     for f in files:
         for build in builds:
             if not f.is_relative_to(build):

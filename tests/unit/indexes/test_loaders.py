@@ -50,6 +50,54 @@ def test_a_sphinx_build_is_read_from_its_pages_not_its_sources_modules_or_indexe
     assert report.of("notes").skipped == []
 
 
+def test_a_javadoc_build_is_read_from_its_class_and_package_pages_not_its_indexes(tmp_path):
+    """A Javadoc build (``element-list`` or ``package-list`` beside ``help-doc.html``) writes a "Uses of Class" page per
+    class (117 of libjsoup-java-doc's 266 pages; "No usage of org.jsoup.select.Selector" came first for "How do I select
+    elements with a CSS selector in jsoup?"), indexes, trees and a help page on reading API documentation. Those are
+    skipped with their reasons; a folder named ``class-use`` outside such a build is read as any folder."""
+    page = "<html><body><h1>Class {0}</h1><p>{0} does its own work.</p></body></html>"
+    _write(
+        tmp_path / "site" / "jsoup",
+        {
+            "element-list": "org.jsoup\norg.jsoup.select\n",
+            "help-doc.html": page.format("How This API Document Is Organized"),
+            "index-all.html": page.format("Index"),
+            "allclasses-index.html": page.format("All Classes"),
+            "overview-tree.html": page.format("Hierarchy For All Packages"),
+            "overview-summary.html": page.format("jsoup overview"),
+            "index-files/index-1.html": page.format("A"),
+            "org/jsoup/select/Selector.html": page.format("Selector"),
+            "org/jsoup/select/package-summary.html": page.format("Package org.jsoup.select"),
+            "org/jsoup/select/package-tree.html": page.format("Hierarchy For Package org.jsoup.select"),
+            "org/jsoup/select/package-use.html": page.format("Uses of Package org.jsoup.select"),
+            "org/jsoup/select/class-use/Selector.html": page.format("Uses of Class org.jsoup.select.Selector"),
+        },
+    )
+    _write(tmp_path / "site" / "notes", {"class-use/teaching.html": page.format("Teaching"), "help-doc.html": page.format("Help")})
+    report = LoadReport()
+    pages = folder_pages(tmp_path / "site", domain=None, report=report)
+    assert sorted(p.source for p in pages) == [
+        "jsoup/org/jsoup/select/Selector.html",
+        "jsoup/org/jsoup/select/package-summary.html",
+        "jsoup/overview-summary.html",
+        "notes/class-use/teaching.html",
+        "notes/help-doc.html",
+    ]
+    skipped = {s.source: s.reason for s in report.of("jsoup").skipped}
+    assert skipped["jsoup/org/jsoup/select/class-use/Selector.html"].startswith('a Javadoc build\'s "Uses of Class" page')
+    assert skipped["jsoup/index-files/index-1.html"] == "a Javadoc build's generated index, not a page"
+    generated = {s for s, r in skipped.items() if r.startswith("a Javadoc build's generated index, tree, help")}
+    assert generated == {
+        "jsoup/help-doc.html",
+        "jsoup/index-all.html",
+        "jsoup/allclasses-index.html",
+        "jsoup/overview-tree.html",
+        "jsoup/org/jsoup/select/package-tree.html",
+        "jsoup/org/jsoup/select/package-use.html",
+    }
+    assert report.of("notes").skipped == []
+
+
 def test_a_sites_page_not_found_is_no_page(tmp_path):
     page = "<html><body><h1>Getting started</h1><p>Install with pip.</p></body></html>"
     _write(tmp_path / "site" / "mkdocs", {"index.html": page, "404.html": "<html><body><h1>404</h1><p>Page not found</p></body></html>"})

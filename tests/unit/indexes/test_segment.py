@@ -157,6 +157,23 @@ def test_doxygens_title_area_and_navigation_path_are_furniture():
     assert [b.text for b in read_html(html).blocks] == ["Detailed Description", "Create a SCALAR node and attach it to the document."]
 
 
+def test_javadocs_lists_of_inherited_members_are_furniture():
+    """A Javadoc class page names every member it inherits ("Methods inherited from class java.lang.Object: clone,
+    equals, ..."), the same names on every page of a class inheriting them: 44 of libjsoup-java-doc's passages were one
+    such list. Javadoc 8-16 marks it by the anchor opening its list item, 17 and later by a class."""
+    html = (
+        "<html><body><section><ul class='blockList'><li class='blockList'><a id='method.summary'><!-- --></a><h3>Method Summary</h3>"
+        "<p>boolean matches(Element root, Element element): Test if the element meets the evaluator's requirements.</p></li>"
+        "<li class='blockList'><a id='methods.inherited.from.class.java.lang.Object'><!-- --></a>"
+        "<h3>Methods inherited from class&nbsp;java.lang.Object</h3><code>clone, equals, finalize, getClass, hashCode</code></li>"
+        "</ul><div class='inherited-list'><h3 id='methods-inherited-from-class-org.jsoup.select.Evaluator'>Methods inherited from "
+        "class Evaluator</h3><code>reset, cost</code></div></section></body></html>"
+    )
+    text = " ".join(b.text for b in read_html(html).blocks)
+    assert "Method Summary" in text and "meets the evaluator's requirements" in text
+    assert "inherited" not in text and "hashCode" not in text and "reset, cost" not in text
+
+
 def test_texinfo_copiable_anchors_leave_no_pilcrow():
     html = (
         "<html><body><h2 class='section'>8.3 Readline Init File</h2><dl><dt id='index-bell_002dstyle'><span><code>bell-style</code>"
