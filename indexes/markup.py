@@ -158,13 +158,38 @@ def _outline(reader: Any) -> list[_OutlineEntry]:  # noqa: ANN401 - a pypdf PdfR
     return entries
 
 
-def _page_boxes(path: Path) -> list[list[str]]:
-    """Each page's text boxes in reading order (pdfminer.six's layout analysis: a box is a paragraph, a heading or a
-    running head)."""
-    from pdfminer.high_level import extract_pages
-    from pdfminer.layout import LTTextContainer
+#: A monospaced font's name (after a subset's ``ABCDEF+`` prefix): DejaVu Sans Mono, Courier, TeX's typewriter fonts
+#: (cmtt, ectt, lmmono, txtt), Consolas, Menlo, Inconsolata, Source Code Pro, Fira Code...
+_MONOSPACE = re.compile(r"mono|courier|typewriter|consola|menlo|inconsolata|code|^(?:cm|ec|tc|sf|tx)tt|^pcr", re.IGNORECASE)
 
-    return [[text for el in page if isinstance(el, LTTextContainer) and (text := el.get_text().strip())] for page in extract_pages(str(path))]
+
+@dataclass(frozen=True)
+class _Box:
+    """A text block of a PDF page (pdfminer.six's layout analysis: a paragraph, a heading, a running head, a code
+    listing); ``code``: most of its characters are in a monospaced font."""
+
+    text: str
+    code: bool = False
+
+
+def _monospaced(fontname: str) -> bool:
+    return bool(_MONOSPACE.search(fontname.rpartition("+")[2]))
+
+
+def _page_boxes(path: Path) -> list[list[_Box]]:
+    """Each page's text blocks in reading order."""
+    from pdfminer.high_level import extract_pages
+    from pdfminer.layout import LTChar, LTTextContainer
+
+    def box(el: LTTextContainer, text: str) -> _Box:
+        fonts = [
+            ch.fontname for line in el if isinstance(line, LTTextContainer) for ch in line if isinstance(ch, LTChar) and not ch.get_text().isspace()
+        ]
+        return _Box(text, bool(fonts) and 2 * sum(map(_monospaced, fonts)) > len(fonts))
+
+    return [
+        [box(el, text) for el in page if isinstance(el, LTTextContainer) and (text := el.get_text().strip())] for page in extract_pages(str(path))
+    ]
 
 
 _DIGITS = re.compile(r"\d+")
@@ -178,7 +203,7 @@ def _key(text: str) -> str:
     return "".join(ch for ch in text.casefold() if ch.isalnum())
 
 
-def _at_edge(i: int, boxes: list[str]) -> bool:
+def _at_edge(i: int, boxes: list[_Box]) -> bool:
     return i < _EDGE or i >= len(boxes) - _EDGE
 
 
@@ -188,7 +213,7 @@ def _opens(box: str, entry: _OutlineEntry) -> bool:
     return bool(line) and line in (_key(entry.title), _key(_NUMBERING.sub("", entry.title)))
 
 
-def _running_lines(pages: list[list[str]]) -> set[str]:
+def _running_lines(pages: list[list[_Box]]) -> set[str]:
     """Lines (digits as one mark) at the top or foot of at least half of the pages, of four or more: running heads
     and feet, page numbers ("22 / 92"). A line repeated inside pages (a code example's closing brace) is not one."""
     if len(pages) < 4:
@@ -196,7 +221,7 @@ def _running_lines(pages: list[list[str]]) -> set[str]:
     seen: Counter[str] = Counter()
     for boxes in pages:
         seen.update(
-            {_DIGITS.sub("#", line.strip()) for i, box in enumerate(boxes) if _at_edge(i, boxes) for line in box.splitlines() if line.strip()}
+            {_DIGITS.sub("#", line.strip()) for i, box in enumerate(boxes) if _at_edge(i, boxes) for line in box.text.splitlines() if line.strip()}
         )
     return {line for line, n in seen.items() if 2 * n >= len(pages)}
 
@@ -224,7 +249,8 @@ def _goes_on(before: str, after: str) -> bool:
 def _pdf(path: Path) -> PageDoc:
     """A PDF's text layer (pdfminer.six: pypdf ran words together on TeX-made PDFs, "Descriptionofacopy"), cut into
     sections at its bookmarks; running heads, page numbers, dot-leader lines (a table of contents) and the pages
-    before the first bookmark (the front matter) dropped; a sentence cut between two text blocks (a page break) joined."""
+    before the first bookmark (the front matter) dropped; a sentence cut between two text blocks (a page break) joined;
+    a block mostly in a monospaced font kept as a code listing (its lines, not reflowed), with the next when it is one too."""
     from pypdf import PdfReader
     from pypdf.errors import PdfReadError
 
@@ -242,39 +268,58 @@ def _pdf(path: Path) -> PageDoc:
         raise UnreadablePage(f"the PDF's text could not be read: {type(exc).__name__}: {exc}") from None
     doc = PageDoc(title=clean_title(title) if title else None)
     running = _running_lines(pages)
-    carry: str | None = None
+    pages = _body_monospaced(pages)
+    carry: _Box | None = None
     # pages before the first bookmark are front matter: the cover, copyright, revision history and contents
     front = min((e.page for e in outline), default=0)
     for number, boxes in enumerate(pages):
         if number < front:
-            doc.dropped_chars += sum(len(box) for box in boxes)
+            doc.dropped_chars += sum(len(box.text) for box in boxes)
             continue
-        kept: list[str] = []
+        kept: list[_Box] = []
         for i, box in enumerate(boxes):
-            lines = [line for line in box.splitlines() if not (_at_edge(i, boxes) and _DIGITS.sub("#", line.strip()) in running)]
+            lines = [line for line in box.text.splitlines() if not (_at_edge(i, boxes) and _DIGITS.sub("#", line.strip()) in running)]
             text = "\n".join(lines).strip()
             leaders = sum(len(m) for m in _LEADERS.findall(text))
             if text and 3 * leaders < len(text):
-                kept.append(text)
-            doc.dropped_chars += len(box) - (len(text) if text and 3 * leaders < len(text) else 0)
-        heads = _heads([e for e in outline if e.page == number], kept)
-        for i, text in enumerate(kept):
-            if carry is not None:  # the paragraph before (on this page or the last): joined when this one goes on with it
-                if not heads.get(i) and _goes_on(carry, text):
-                    text = f"{carry}\n{text}"
+                kept.append(_Box(text, box.code))
+            doc.dropped_chars += len(box.text) - (len(text) if text and 3 * leaders < len(text) else 0)
+        heads = _heads([e for e in outline if e.page == number], [b.text for b in kept])
+        for i, box in enumerate(kept):
+            text = box.text
+            if carry is not None:  # the block before (on this page or the last): joined when this one goes on with it
+                if not heads.get(i) and carry.code == box.code and (box.code or _goes_on(carry.text, text)):
+                    text = f"{carry.text}\n{text}"  # a sentence cut, or a listing the layout analysis cut
                 else:
-                    _text_blocks(doc, carry)
+                    _box_blocks(doc, carry)
                 carry = None
             for entry in heads.get(i, []):
                 doc.add(BlockKind.HEADING, entry.title, entry.level)
                 if _opens(text, entry):
                     text = text.partition("\n")[2]
-            carry = text
+            carry = _Box(text, box.code)
     if carry is not None:
-        _text_blocks(doc, carry)
+        _box_blocks(doc, carry)
     if not doc.blocks and pages:
         raise UnreadablePage("the PDF has no text layer (a scan?): fedqa does not run OCR")
     return doc
+
+
+def _body_monospaced(pages: list[list[_Box]]) -> list[list[_Box]]:
+    """The pages, with no block a code listing when most of the text is monospaced: the body itself is (a text file or
+    an RFC printed to PDF), and listings cannot be told from it."""
+    sizes = [(len(b.text), b.code) for boxes in pages for b in boxes]
+    if 2 * sum(n for n, code in sizes if code) <= sum(n for n, _ in sizes):
+        return pages
+    return [[_Box(b.text) for b in boxes] for boxes in pages]
+
+
+def _box_blocks(doc: PageDoc, box: _Box) -> None:
+    """A PDF text block into the page: a code listing whole, its lines kept; prose reflowed into paragraphs."""
+    if box.code:
+        doc.add(BlockKind.CODE, box.text)
+    else:
+        _text_blocks(doc, box.text)
 
 
 def _text_blocks(doc: PageDoc, text: str) -> None:

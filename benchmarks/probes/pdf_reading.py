@@ -5,7 +5,8 @@
 For each PDF: its passages (``FEDQA_MAX_PASSAGE_TOKENS`` 256 and ``FEDQA_MIN_PASSAGE_CHARS`` 200, the defaults), how
 many distinct titles they have (1: no sections were found), their words, the alphabetic words over 22 letters
 (words run together by the text extraction: "Descriptionofacopy"), and the passages holding dot leaders (". . . .":
-a table of contents read as text). Prints one JSON object; loads no model (the tokenizer's vocabulary only).
+a table of contents read as text), and the code blocks read (a block mostly in a monospaced font) with their lines.
+Prints one JSON object; loads no model (the tokenizer's vocabulary only).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from indexes.document import BlockKind  # noqa: E402
 from indexes.markup import PageKind, read_page  # noqa: E402
 from indexes.segment import Segmentation, passages  # noqa: E402
 from service.retrieval.encoder import packaged_minilm_path, token_counter  # noqa: E402
@@ -33,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     cut = Segmentation(token_counter(packaged_minilm_path()), 256, 200)
     out = {}
     for path in args.pdfs:
-        parts = passages(read_page(path, PageKind.PDF), path.stem, cut)
+        doc = read_page(path, PageKind.PDF)
+        parts = passages(doc, path.stem, cut)
         words = [w for p in parts for w in p.text.split()]
         out[str(path)] = {
             "passages": len(parts),
@@ -41,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
             "words": len(words),
             "long_words": sum(len(w) > LONG_WORD and w.isalpha() for w in words),
             "dot_leader_passages": sum(". . . ." in p.text for p in parts),
+            "code_blocks": sum(b.kind is BlockKind.CODE for b in doc.blocks),
+            "code_lines": sum(b.text.count("\n") + 1 for b in doc.blocks if b.kind is BlockKind.CODE),
         }
     print(json.dumps(out, indent=1))
     return 0

@@ -303,19 +303,23 @@ def test_restructuredtext_is_read_with_its_sections(tmp_path):
 
 def _pdf(text_lines: list[str], *more_pages: list[str]) -> bytes:
     """A PDF whose pages' text layers hold ``text_lines`` and each of ``more_pages`` (written by hand: no PDF writer is
-    a dependency); a line starting with a blank leaves a blank line before it (a new text block)."""
+    a dependency); a line starting with a blank leaves a blank line before it (a new text block); a line starting
+    with a backquote (after that blank) is set in Courier, the others in Helvetica."""
     pages = [text_lines, *more_pages]
     n = len(pages)
     objects = ["<< /Type /Catalog /Pages 2 0 R >>", f"<< /Type /Pages /Kids [{' '.join(f'{3 + 2 * i} 0 R' for i in range(n))}] /Count {n} >>"]
+
+    def shown(line: str) -> str:
+        font, text = ("/F2", line.strip()[1:]) if line.strip().startswith("`") else ("/F1", line.strip())
+        return ("T* " if line.startswith(" ") else "") + f"{font} 12 Tf ({text}) Tj T*"
+
     for i, lines in enumerate(pages):
-        stream = (
-            "BT /F1 12 Tf 72 720 Td 14 TL " + " ".join(("T* " if line.startswith(" ") else "") + f"({line.strip()}) Tj T*" for line in lines) + " ET"
-        )
-        objects.append(
-            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {4 + 2 * i} 0 R /Resources << /Font << /F1 {3 + 2 * n} 0 R >> >> >>"
-        )
+        stream = "BT /F1 12 Tf 72 720 Td 14 TL " + " ".join(shown(line) for line in lines) + " ET"
+        fonts = f"/F1 {3 + 2 * n} 0 R /F2 {4 + 2 * n} 0 R"
+        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {4 + 2 * i} 0 R /Resources << /Font << {fonts} >> >> >>")
         objects.append(f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream")
     objects.append("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    objects.append("<< /Type /Font /Subtype /Type1 /BaseFont /Courier >>")
     out = "%PDF-1.4\n"
     offsets = []
     for n, obj in enumerate(objects, start=1):
@@ -339,6 +343,37 @@ def test_pdf_text_is_read_and_a_pdf_without_text_is_refused_with_the_reason(tmp_
     odd = _pdf(["Rotate the logs."]).replace(b"/MediaBox [0 0 612 792]", b"/MediaBox [0 0 a b]")
     with pytest.raises(UnreadablePage, match="^the PDF's text could not be read: TypeError"):
         read_page(_page(tmp_path, "odd.pdf", odd), PageKind.PDF)
+
+
+def test_a_pdfs_code_listing_keeps_its_lines(tmp_path):
+    """A PDF manual's examples (auto-multiple-choice's, set in DejaVu Sans Mono) were reflowed into prose ("PaperSize: A4
+    Lang: FR CompleteMulti: 0 ..."): a text block mostly in a monospaced font is now a code block, its lines kept,
+    joined with the next such block; the prose around it is read as before."""
+    pdf = _pdf(
+        [
+            "Write the options file as follows:",
+            " `PaperSize: A4",
+            "`Lang: FR",
+            "`ShuffleQuestions: 0",
+            " `LaTeX: 1",
+            " Then compile the subject",
+            "with the same command.",
+        ]
+    )
+    doc = read_page(_page(tmp_path, "amc.pdf", pdf), PageKind.PDF)
+    assert [(b.kind, b.text) for b in doc.blocks] == [
+        (BlockKind.PROSE, "Write the options file as follows:"),
+        (BlockKind.CODE, "PaperSize: A4\nLang: FR\nShuffleQuestions: 0\nLaTeX: 1"),
+        (BlockKind.PROSE, "Then compile the subject with the same command."),
+    ]
+    # a PDF whose body is monospaced (a text file printed): its hard-wrapped lines are prose, as before
+    typed = _pdf(["`Rotate the logs with", "`logrotate every night.", " `Keep four weeks of", "`them on the disk.", " Short note."])
+    doc = read_page(_page(tmp_path, "typed.pdf", typed), PageKind.PDF)
+    assert [(b.kind, b.text) for b in doc.blocks] == [
+        (BlockKind.PROSE, "Rotate the logs with logrotate every night."),
+        (BlockKind.PROSE, "Keep four weeks of them on the disk."),
+        (BlockKind.PROSE, "Short note."),
+    ]
 
 
 def test_a_pdf_is_cut_at_its_bookmarks_without_running_heads_page_numbers_or_front_matter(tmp_path):
