@@ -57,7 +57,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from service.schemas import AskRequest
 
     requests = [AskRequest(**body) for body in bodies]  # every question checked before the models load
-    pipeline = load_pipeline(s, with_llm=not args.no_generate)
+    # a one-off process: the index's sentences are embedded for the answers given, not in the background for later
+    # ones (which competed with them for the cores, and was cut off when the process ended)
+    pipeline = load_pipeline(s.model_copy(update={"sentence_vectors_precompute": 0}), with_llm=not args.no_generate)
     try:
         for request in requests:
             print_json(answer(pipeline, request).model_dump(), ensure_ascii=False)
