@@ -4,8 +4,8 @@
 
 Reads and cuts the pages as ``fedqa ingest`` does (the shipped MiniLM's tokenizer, the default passage length) and
 prints per product: its ingest report line (pages read and skipped, passages, lengths), the skipped pages counted by
-the start of their reason (before any page name or quote), the passages under 25 words and the distinct passage texts.
-One JSON object.
+the start of their reason (before any page name or quote), the passages under 25 words, the distinct passage texts and
+(``--title-ends Note Tip``) the passages whose title's last part is one of the words. One JSON object.
 The figures of the decision log's "A manual in a folder per language" entry (Debian's apache2-doc).
 """
 
@@ -36,12 +36,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder", type=Path, help="one sub-folder per product (or one product's folder with --domain)")
     ap.add_argument("--domain", help="the folder is this one product's")
+    ap.add_argument("--title-ends", nargs="*", default=[], help="count the passages whose title's last part is one of these")
     args = ap.parse_args(argv)
     cut = segmentation_for(Settings(), token_counter(packaged_minilm_path()))
     report = LoadReport()
     texts: dict[str, Counter[str]] = defaultdict(Counter)
+    ends: dict[str, Counter[str]] = defaultdict(Counter)
     for p in load_paths([args.folder], domain=args.domain, segmentation=cut, report=report):
         texts[p.domain][p.text] += 1
+        last = p.title.rsplit(" > ", 1)[-1].strip()
+        if last in args.title_ends:
+            ends[p.domain][last] += 1
     out = {}
     for domain, record in sorted(report.domains.items()):
         line = record.summary()
@@ -50,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
             "skipped_by_reason": dict(Counter(reason_kind(s["reason"]) for s in line["skipped"]).most_common()),
             "under_25_words": sum(n for t, n in texts[domain].items() if len(t.split()) < SHORT_WORDS),
             "distinct_passage_texts": len(texts[domain]),
+            **({"titles_ending": dict(ends[domain])} if args.title_ends else {}),
         }
     print(json.dumps(out, indent=1))
     return 0
