@@ -27,9 +27,10 @@ _HEAD_BYTES = 4096
 
 def repeated_pages(files: list[Path], root: Path, domain: str) -> dict[Path, str]:
     """The pages among ``files`` (a product's, under ``root``) not to read, each with its reason: every copy but one
-    (:func:`copies`), then the translations among the others (:func:`translations`)."""
+    (:func:`copies`), then the translations among the others (:func:`translations`, :func:`translated_folders`)."""
     skips = copies(files, root, domain)
     skips.update(translations([f for f in files if f not in skips]))
+    skips.update(translated_folders([f for f in files if f not in skips], root, domain))
     return skips
 
 
@@ -112,3 +113,32 @@ def without_furniture(doc: PageDoc, furniture: frozenset[str], shown: set[str]) 
             shown.add(said)
         blocks.append(b)
     return PageDoc(doc.title, blocks, doc.kept_chars - dropped, doc.dropped_chars + dropped, doc.redirect)
+
+
+#: A folder named as a language: an ISO 639 code, with a region or script after it (``de``, ``pt-BR``, ``zh_CN``).
+_LANGUAGE_FOLDER = re.compile(r"^[a-z]{2,3}(?:[-_][a-z]{2,4})?$", re.IGNORECASE)
+_ENGLISH_FOLDER = re.compile(r"^en(?:[-_][a-z]{2,4})?$", re.IGNORECASE)
+
+
+def translated_folders(files: list[Path], root: Path, domain: str) -> dict[Path, str]:
+    """Pages in a folder named as another language beside an English one (``en-US/`` beside ``de-DE/``, ``fr-FR/``,
+    ... as Publican builds the Debian Administrator's Handbook, declaring no language in its pages), when the folder
+    holds pages of the English folder's names (at least half of its own): the product is read in English, the
+    language of the shipped encoder, each skipped page with its reason. Folders so named without an English sibling,
+    or holding other pages, are read."""
+    by_folder: dict[Path, set[Path]] = {}
+    for f in files:
+        rel = f.relative_to(root)
+        for depth in range(len(rel.parts) - 1):
+            folder = root.joinpath(*rel.parts[: depth + 1])
+            by_folder.setdefault(folder, set()).add(f.relative_to(folder))
+    skips: dict[Path, str] = {}
+    for english in (d for d in by_folder if _ENGLISH_FOLDER.match(d.name)):
+        pages = by_folder[english]
+        for sibling in english.parent.iterdir() if english.parent.is_dir() else ():
+            held = by_folder.get(sibling, set())
+            if sibling == english or not _LANGUAGE_FOLDER.match(sibling.name) or 2 * len(held & pages) < len(held) or not held:
+                continue
+            reason = f"a translation: in {sibling.name}/, beside {domain}/{english.relative_to(root).as_posix()}/ of the same pages (read there)"
+            skips.update({sibling / page: reason for page in held})
+    return skips

@@ -166,6 +166,40 @@ def test_a_manual_in_a_folder_per_language_is_read_once_in_its_main_language(tmp
     assert len(skipped) == 5
 
 
+def test_folders_of_translations_beside_an_english_one_are_skipped_when_the_pages_declare_no_language(tmp_path):
+    """Publican builds the Debian Administrator's Handbook in a folder per locale (en-US/, de-DE/, pt-BR/, ... 26) and
+    declares no language in its pages: read as one product, 3,302 pages and 34,652 passages in 26 languages. Pages of
+    a folder named as a language beside an English one, holding that folder's page names, are skipped with the
+    reason; a folder so named holding other pages, and language folders with no English sibling, are read."""
+    page = "<html><body><h1>{0}</h1><p>{0} text of its own.</p></body></html>"
+    _write(
+        tmp_path / "site" / "handbook",
+        {
+            "en-US/apt.html": page.format("APT"),
+            "en-US/sect.rights.html": page.format("Managing rights"),
+            "de-DE/apt.html": page.format("APT (Deutsch)"),
+            "de-DE/sect.rights.html": page.format("Berechtigungen verwalten"),
+            "pt_BR/apt.html": page.format("APT (Português)"),
+            "ts/handbook.html": page.format("A TypeScript page"),  # a language's name (Tsonga), other pages
+        },
+    )
+    _write(tmp_path / "site" / "guide", {"de/index.html": page.format("Anleitung"), "fr/index.html": page.format("Guide")})
+    report = LoadReport()
+    pages = folder_pages(tmp_path / "site", domain=None, report=report)
+    assert sorted(p.source for p in pages) == [
+        "guide/de/index.html",
+        "guide/fr/index.html",
+        "handbook/en-US/apt.html",
+        "handbook/en-US/sect.rights.html",
+        "handbook/ts/handbook.html",
+    ]
+    skipped = {s.source: s.reason for s in report.of("handbook").skipped}
+    assert skipped == {
+        f"handbook/{page}": f"a translation: in {page.split('/')[0]}/, beside handbook/en-US/ of the same pages (read there)"
+        for page in ("de-DE/apt.html", "de-DE/sect.rights.html", "pt_BR/apt.html")
+    }
+
+
 def test_a_product_written_in_two_languages_alike_or_declaring_none_is_read_whole(tmp_path):
     _write(
         tmp_path / "site" / "both",
