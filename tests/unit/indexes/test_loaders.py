@@ -11,6 +11,12 @@ def _write(root: Path, files: dict[str, str]) -> None:
         path.write_text(text, encoding="utf-8")
 
 
+def _read(site: Path) -> tuple[list[str], LoadReport]:
+    """The sources of the pages ``folder_pages`` lists under ``site`` (sorted), and its report."""
+    report = LoadReport()
+    return sorted(p.source for p in folder_pages(site, domain=None, report=report)), report
+
+
 def test_a_sphinx_build_is_read_from_its_pages_not_its_sources_modules_or_indexes(tmp_path):
     """A Sphinx build as published (``make html``, Debian's ``*-doc`` packages) holds a copy of every page's source
     under ``_sources`` (read as text, each page would come twice, in raw markup) and viewcode's highlighted modules;
@@ -33,9 +39,8 @@ def test_a_sphinx_build_is_read_from_its_pages_not_its_sources_modules_or_indexe
         },
     )
     _write(tmp_path / "site" / "notes", {"_sources/notes.txt": "Notes kept by hand.", "index.md": "# Notes\n\nText.\n"})
-    report = LoadReport()
-    pages = folder_pages(tmp_path / "site", domain=None, report=report)
-    assert sorted(p.source for p in pages) == ["notes/_sources/notes.txt", "notes/index.md", "sphinx/index.html", "sphinx/usage/quickstart.html"]
+    sources, report = _read(tmp_path / "site")
+    assert sources == ["notes/_sources/notes.txt", "notes/index.md", "sphinx/index.html", "sphinx/usage/quickstart.html"]
     skipped = {s.source: s.reason for s in report.of("sphinx").skipped}
     assert skipped["sphinx/_sources/usage/quickstart.rst.txt"].startswith("a Sphinx build's copy of a page's source")
     assert skipped["sphinx/_modules/sphinx/application.html"].startswith("a Sphinx build's highlighted module source")
@@ -74,9 +79,8 @@ def test_a_javadoc_build_is_read_from_its_class_and_package_pages_not_its_indexe
         },
     )
     _write(tmp_path / "site" / "notes", {"class-use/teaching.html": page.format("Teaching"), "help-doc.html": page.format("Help")})
-    report = LoadReport()
-    pages = folder_pages(tmp_path / "site", domain=None, report=report)
-    assert sorted(p.source for p in pages) == [
+    sources, report = _read(tmp_path / "site")
+    assert sources == [
         "jsoup/org/jsoup/select/Selector.html",
         "jsoup/org/jsoup/select/package-summary.html",
         "jsoup/overview-summary.html",
@@ -122,9 +126,8 @@ def test_plain_text_sources_beside_their_html_pages_are_not_read_twice(tmp_path)
         },
     )
     _write(tmp_path / "site" / "notes", {"a.txt": "Note a.", "b.txt": "Note b.", "c.txt": "Note c.", "c.html": page})
-    report = LoadReport()
-    pages = folder_pages(tmp_path / "site", domain=None, report=report)
-    assert sorted(p.source for p in pages) == ["git/git-commit.html", "git/git-log.html", "notes/a.txt", "notes/b.txt", "notes/c.html", "notes/c.txt"]
+    sources, report = _read(tmp_path / "site")
+    assert sources == ["git/git-commit.html", "git/git-log.html", "notes/a.txt", "notes/b.txt", "notes/c.html", "notes/c.txt"]
     skipped = {s.source: s.reason for s in report.of("git").skipped}
     assert skipped == {
         "git/git-commit.txt": "the source of git-commit.html (read from that page)",
@@ -155,9 +158,8 @@ def test_a_manual_in_a_folder_per_language_is_read_once_in_its_main_language(tmp
     )
     (root / "de" / "caching.html").symlink_to(root / "en" / "caching.html")
     (root / "fr" / "caching.html").symlink_to(root / "en" / "caching.html")
-    report = LoadReport()
-    pages = folder_pages(tmp_path / "site", domain=None, report=report)
-    assert sorted(p.source for p in pages) == ["httpd/en/bind.html", "httpd/en/caching.html"]
+    sources, report = _read(tmp_path / "site")
+    assert sources == ["httpd/en/bind.html", "httpd/en/caching.html"]
     skipped = {s.source: s.reason for s in report.of("httpd").skipped}
     assert skipped["httpd/de/caching.html"] == skipped["httpd/fr/caching.html"] == "a link to httpd/en/caching.html (read there)"
     assert skipped["httpd/en/figures.html"] == "the same page as httpd/en/bind.html (read there)"
@@ -184,9 +186,8 @@ def test_folders_of_translations_beside_an_english_one_are_skipped_when_the_page
         },
     )
     _write(tmp_path / "site" / "guide", {"de/index.html": page.format("Anleitung"), "fr/index.html": page.format("Guide")})
-    report = LoadReport()
-    pages = folder_pages(tmp_path / "site", domain=None, report=report)
-    assert sorted(p.source for p in pages) == [
+    sources, report = _read(tmp_path / "site")
+    assert sources == [
         "guide/de/index.html",
         "guide/fr/index.html",
         "handbook/en-US/apt.html",
@@ -206,9 +207,8 @@ def test_a_product_written_in_two_languages_alike_or_declaring_none_is_read_whol
         {"guide-en.html": _page("en", "Guide", "Install it."), "guide-fr.html": _page("fr", "Guide", "Installez-le.")},
     )
     _write(tmp_path / "site" / "plain", {"a.html": "<html><body><h1>A</h1><p>One.</p></body></html>", "b.md": "# B\n\nTwo.\n"})
-    report = LoadReport()
-    pages = folder_pages(tmp_path / "site", domain=None, report=report)
-    assert sorted(p.source for p in pages) == ["both/guide-en.html", "both/guide-fr.html", "plain/a.html", "plain/b.md"]
+    sources, report = _read(tmp_path / "site")
+    assert sources == ["both/guide-en.html", "both/guide-fr.html", "plain/a.html", "plain/b.md"]
     assert report.of("both").skipped == [] and report.of("plain").skipped == []
 
 
