@@ -117,10 +117,10 @@ def id_stems(pages: list[Page]) -> dict[Page, str]:
     return {p: p.source if by_stem[(p.domain, p.source.rsplit(".", 1)[0])] > 1 else p.source.rsplit(".", 1)[0] for p in seen.values()}
 
 
-def read_doc(page: Page, report: LoadReport | None = None) -> PageDoc | None:
+def read_doc(page: Page, report: LoadReport) -> PageDoc | None:
     """The page read into its main content; None (recorded in ``report`` with the reason) when it yields no text or
     cannot be read."""
-    record = (report or LoadReport()).of(page.domain)
+    record = report.of(page.domain)
     try:
         return read_page(page.path, PAGE_SUFFIXES[page.path.suffix.lower()])
     except UnreadablePage as exc:
@@ -131,10 +131,10 @@ def read_doc(page: Page, report: LoadReport | None = None) -> PageDoc | None:
     return None
 
 
-def page_passages(page: Page, doc: PageDoc, *, id_stem: str, segmentation: Segmentation, report: LoadReport | None = None) -> Iterator[Passage]:
+def page_passages(page: Page, doc: PageDoc, *, id_stem: str, segmentation: Segmentation, report: LoadReport) -> Iterator[Passage]:
     """Passages of one read page (doc_id ``<id_stem>#NNN``): its main content cut at headings into passages
     (:mod:`indexes.segment`), counted in ``report``."""
-    record = (report or LoadReport()).of(page.domain)
+    record = report.of(page.domain)
     record.pages_read += 1
     record.kept_chars += doc.kept_chars
     record.dropped_chars += doc.dropped_chars
@@ -204,6 +204,11 @@ JAVADOC_FOLDERS = {
 NOT_FOUND_PAGES = frozenset({"404.html", "404.htm"})
 
 
+def _inside(f: Path, builds: set[Path]) -> Iterator[tuple[str, ...]]:
+    """The parts of ``f``'s path inside each of ``builds`` that holds it."""
+    return (f.relative_to(build).parts for build in builds if f.is_relative_to(build))
+
+
 def not_pages(files: list[Path]) -> dict[Path, str]:
     """The ``files`` a documentation site holds that are none of its pages, each with the reason: a build's
     page-not-found page (:data:`NOT_FOUND_PAGES`); in a Sphinx build (a folder holding :data:`SPHINX_MARKERS`) its
@@ -215,20 +220,13 @@ def not_pages(files: list[Path]) -> dict[Path, str]:
     names = {f.parent / f.name for f in files}
     javadocs = {f.parent for f in files if f.name in JAVADOC_LISTS and f.parent / JAVADOC_HELP in names}
     for f in files:
-        for build in javadocs:
-            if not f.is_relative_to(build):
-                continue
-            parts = f.relative_to(build).parts
+        for parts in _inside(f, javadocs):
             folder = next((p for p in parts[:-1] if p in JAVADOC_FOLDERS), None)
             if folder is not None:
                 skips[f] = JAVADOC_FOLDERS[folder]
             elif _JAVADOC_GENERATED.match(parts[-1]):
                 skips[f] = 'a Javadoc build\'s generated index, tree, help or "Uses of" page, not a page'
-    for f in files:
-        for build in builds:
-            if not f.is_relative_to(build):
-                continue
-            parts = f.relative_to(build).parts
+        for parts in _inside(f, builds):
             if parts[0] in SPHINX_FOLDERS and len(parts) > 1:
                 skips[f] = SPHINX_FOLDERS[parts[0]]
             elif len(parts) == 1 and _SPHINX_GENERATED.match(parts[0]):
@@ -261,6 +259,11 @@ def text_sources(files: list[Path]) -> dict[Path, str]:
     return skips
 
 
+def _source(domain: str, root: Path, f: Path) -> str:
+    """A page's source: its product and its path in the product's folder."""
+    return f"{domain}/{f.relative_to(root).as_posix()}"
+
+
 def folder_pages(path: Path, *, domain: str | None, report: LoadReport | None = None) -> list[Page]:
     """Pages under ``path``: one sub-folder per domain, or the whole folder as ``domain`` when given. Files of other
     types, and copies and translations of a product's pages (:mod:`indexes.variants`), are recorded in ``report`` as
@@ -272,27 +275,22 @@ def folder_pages(path: Path, *, domain: str | None, report: LoadReport | None = 
         roots = [(check_domain(d.name), d) for d in sorted(path.iterdir()) if d.is_dir() and not d.name.startswith(".")]
         if not roots:
             raise LoadError(f"{path}: expected one sub-folder per domain (or pass --domain NAME)")
+    report = report if report is not None else LoadReport()
     pages: list[Page] = []
     for dom, root in roots:
         files = _product_files(root)
         skips = not_pages(files)
-        for f, reason in skips.items():
-            (report or LoadReport()).of(dom).skipped.append(Skipped(f"{dom}/{f.relative_to(root).as_posix()}", reason))
         files = [f for f in files if f not in skips]
         readable = [f for f in files if f.suffix.lower() in PAGE_SUFFIXES]
         if not readable:
             kinds = Counter(f.suffix.lower() or "(no extension)" for f in files)
             held = ", ".join(f"{n} {k}" for k, n in kinds.most_common(5)) or "no files"
             raise LoadError(f"{root}: product {dom!r} has no page fedqa reads ({held}); readable: {_READABLE}")
-        for f in files:
-            if f.suffix.lower() not in PAGE_SUFFIXES:
-                (report or LoadReport()).of(dom).skipped.append(
-                    Skipped(f"{dom}/{f.relative_to(root).as_posix()}", f"unsupported file type {f.suffix or '(none)'}")
-                )
+        skips.update({f: f"unsupported file type {f.suffix or '(none)'}" for f in files if f.suffix.lower() not in PAGE_SUFFIXES})
         repeated = repeated_pages(readable, root, dom)
-        for f, reason in repeated.items():
-            (report or LoadReport()).of(dom).skipped.append(Skipped(f"{dom}/{f.relative_to(root).as_posix()}", reason))
-        pages.extend(Page(f, dom, f"{dom}/{f.relative_to(root).as_posix()}") for f in readable if f not in repeated)
+        skips.update(repeated)
+        report.of(dom).skipped.extend(Skipped(_source(dom, root, f), reason) for f, reason in skips.items())
+        pages.extend(Page(f, dom, _source(dom, root, f)) for f in readable if f not in repeated)
     return pages
 
 

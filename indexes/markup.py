@@ -280,10 +280,11 @@ def _pdf(path: Path) -> PageDoc:
         for i, box in enumerate(boxes):
             lines = [line for line in box.text.splitlines() if not (_at_edge(i, boxes) and _DIGITS.sub("#", line.strip()) in running)]
             text = "\n".join(lines).strip()
-            leaders = sum(len(m) for m in _LEADERS.findall(text))
-            if text and 3 * leaders < len(text):
+            if text and 3 * sum(len(m) for m in _LEADERS.findall(text)) < len(text):  # not a contents line
                 kept.append(_Box(text, box.code))
-            doc.dropped_chars += len(box.text) - (len(text) if text and 3 * leaders < len(text) else 0)
+            else:
+                text = ""
+            doc.dropped_chars += len(box.text) - len(text)
         heads = _heads([e for e in outline if e.page == number], [b.text for b in kept])
         for i, box in enumerate(kept):
             text = box.text

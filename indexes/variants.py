@@ -14,6 +14,7 @@ import hashlib
 import re
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from indexes.document import BlockKind, PageDoc
@@ -25,21 +26,36 @@ _DECLARED = re.compile(rb"<html\b[^>]*?\b(?:xml:)?lang\s*=\s*[\"']?([A-Za-z]{2,3
 _HEAD_BYTES = 4096
 
 
+@dataclass(frozen=True)
+class PageBytes:
+    """What a page's bytes say about it, read once: their digest, and the language an HTML page declares."""
+
+    digest: bytes
+    language: str | None
+
+
+def page_bytes(path: Path) -> PageBytes:
+    raw = path.read_bytes()
+    found = _DECLARED.search(raw[:_HEAD_BYTES]) if PAGE_SUFFIXES.get(path.suffix.lower()) is PageKind.HTML else None
+    return PageBytes(hashlib.sha256(raw).digest(), found.group(1).decode("ascii").lower() if found else None)
+
+
 def repeated_pages(files: list[Path], root: Path, domain: str) -> dict[Path, str]:
     """The pages among ``files`` (a product's, under ``root``) not to read, each with its reason: every copy but one
     (:func:`copies`), then the translations among the others (:func:`translations`, :func:`translated_folders`)."""
-    skips = copies(files, root, domain)
-    skips.update(translations([f for f in files if f not in skips]))
+    read = {f: page_bytes(f) for f in files}
+    skips = copies(read, root, domain)
+    skips.update(translations({f: r.language for f, r in read.items() if f not in skips}))
     skips.update(translated_folders([f for f in files if f not in skips], root, domain))
     return skips
 
 
-def copies(files: list[Path], root: Path, domain: str) -> dict[Path, str]:
-    """Pages with the same bytes as another of ``files``: each group's first is read (a file before a link to one,
-    then the shallowest, then by name) and the others skipped, naming it."""
+def copies(read: dict[Path, PageBytes], root: Path, domain: str) -> dict[Path, str]:
+    """Pages with the same bytes as another: each group's first is read (a file before a link to one, then the
+    shallowest, then by name) and the others skipped, naming it."""
     by_digest: dict[bytes, list[Path]] = {}
-    for f in files:
-        by_digest.setdefault(hashlib.sha256(f.read_bytes()).digest(), []).append(f)
+    for f, r in read.items():
+        by_digest.setdefault(r.digest, []).append(f)
     skips: dict[Path, str] = {}
     for group in by_digest.values():
         if len(group) < 2:
@@ -52,19 +68,11 @@ def copies(files: list[Path], root: Path, domain: str) -> dict[Path, str]:
     return skips
 
 
-def declared_language(path: Path) -> str | None:
-    """The primary language subtag an HTML page declares (lower case), or None (no declaration, not HTML)."""
-    if PAGE_SUFFIXES.get(path.suffix.lower()) is not PageKind.HTML:
-        return None
-    with path.open("rb") as fh:
-        found = _DECLARED.search(fh.read(_HEAD_BYTES))
-    return found.group(1).decode("ascii").lower() if found else None
-
-
-def translations(files: list[Path]) -> dict[Path, str]:
-    """HTML pages declaring another language than the one most of the product's pages declare, each with the
-    reason; nothing when two languages are declared by as many pages (a product written in both is read whole)."""
-    declared = {f: lang for f in files if (lang := declared_language(f)) is not None}
+def translations(languages: dict[Path, str | None]) -> dict[Path, str]:
+    """HTML pages declaring (``languages``: each page's, None when it declares none) another language than the one
+    most of the product's pages declare, each with the reason; nothing when two languages are declared by as many
+    pages (a product written in both is read whole)."""
+    declared = {f: lang for f, lang in languages.items() if lang is not None}
     ranked = Counter(declared.values()).most_common(2)
     if not ranked or (len(ranked) == 2 and ranked[0][1] == ranked[1][1]):
         return {}
@@ -135,9 +143,13 @@ def translated_folders(files: list[Path], root: Path, domain: str) -> dict[Path,
     skips: dict[Path, str] = {}
     for english in (d for d in by_folder if _ENGLISH_FOLDER.match(d.name)):
         pages = by_folder[english]
-        for sibling in english.parent.iterdir() if english.parent.is_dir() else ():
-            held = by_folder.get(sibling, set())
-            if sibling == english or not _LANGUAGE_FOLDER.match(sibling.name) or 2 * len(held & pages) < len(held) or not held:
+        for sibling, held in by_folder.items():
+            if (
+                sibling.parent != english.parent
+                or sibling == english
+                or not _LANGUAGE_FOLDER.match(sibling.name)
+                or 2 * len(held & pages) < len(held)
+            ):
                 continue
             reason = f"a translation: in {sibling.name}/, beside {domain}/{english.relative_to(root).as_posix()}/ of the same pages (read there)"
             skips.update({sibling / page: reason for page in held})
